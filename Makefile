@@ -1,0 +1,34 @@
+# The two commands a newcomer needs:
+#   make demo   set up a virtual environment from nothing and optimize an example kernel on the simulator
+#   make test   set up everything the tests need and run every test
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test setup lint pytest extension-test clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip >/dev/null
+	$(PY) -m pip install -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(VENV)/bin/accelopt profile kernels_examples/silu.py --kernel silu_kernel
+
+lint: setup
+	$(VENV)/bin/ruff check server tests benchmarks kernels_examples nkibench
+
+pytest: setup
+	$(VENV)/bin/pytest -q -p no:cacheprovider
+
+extension-test:
+	@if [ -f extension/package.json ] || grep -q '"vscode"' package.json; then ./scripts/extension_test.sh; fi
+
+test: lint pytest extension-test
+
+clean:
+	rm -rf $(VENV) node_modules out dist

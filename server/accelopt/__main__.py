@@ -1,0 +1,5 @@
+import sys
+
+from accelopt.cli import main
+
+sys.exit(main())

@@ -1,0 +1,94 @@
+"""The agent roles of the AccelOpt loop. Two implementations play them: LLM agents
+(`agents/llm.py`) and offline rewrite agents (`agents/offline/`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from pydantic import BaseModel, Field
+
+from accelopt.profiling.evaluation import KernelSource
+from accelopt.profiling.profile import Profile
+from accelopt.search.candidate import Experience, Lesson, Plan
+
+
+class PlanRequest(BaseModel):
+    kernel: KernelSource
+    profile: Profile | None
+    experiences: list[Experience] = Field(default_factory=list)
+    count: int = Field(12, description="how many independent plans to propose (N)")
+    hardware: str = "trn1"
+    seed: int = 0
+
+
+class ExecuteRequest(BaseModel):
+    kernel: KernelSource
+    plan: Plan
+    profile: Profile | None = None
+    samples: int = Field(2, description="how many candidate kernels to write (K)")
+    seed: int = 0
+
+
+class FixRequest(BaseModel):
+    kernel: KernelSource  # the failing candidate
+    original: KernelSource  # the kernel the plan was applied to
+    plan: Plan
+    status: str
+    message: str
+    line: int | None = None
+
+
+class SummarizeRequest(BaseModel):
+    slow: KernelSource
+    fast: KernelSource
+    plan: Plan
+    speedup: float
+    slow_profile: Profile | None = None
+    fast_profile: Profile | None = None
+
+
+class AgentOutput(BaseModel):
+    """Every agent call reports its token usage so budgets hold for LLM and offline alike."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    dollars: float = 0.0
+    model: str = "offline"
+    error: str | None = None
+
+
+class PlanResult(AgentOutput):
+    plans: list[Plan] = Field(default_factory=list)
+
+
+class ExecuteResult(AgentOutput):
+    kernels: list[KernelSource] = Field(default_factory=list)
+
+
+class SummarizeResult(AgentOutput):
+    lesson: Lesson | None = None
+
+
+class Planner(Protocol):
+    async def plan(self, request: PlanRequest) -> PlanResult: ...
+
+
+class Executor(Protocol):
+    async def execute(self, request: ExecuteRequest) -> ExecuteResult: ...
+
+    async def fix(self, request: FixRequest) -> ExecuteResult: ...
+
+
+class Summarizer(Protocol):
+    async def summarize(self, request: SummarizeRequest) -> SummarizeResult: ...
+
+
+@dataclass
+class Agents:
+    """The three roles together (the executor also plays the fixer)."""
+
+    planner: Planner
+    executor: Executor
+    summarizer: Summarizer
+    name: str = "offline"  # 'offline' or the LLM model names, for labels

@@ -1,0 +1,54 @@
+"""`accelopt`: the command-line face of the engine.
+
+Each subcommand lives in `accelopt/commands/<name>.py` and exposes `add_arguments(parser)` and
+`run(args) -> int`; this file only wires them together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = {
+    "profile": "Emulate a kernel on the simulator (or hardware) and print its profile and roofline",
+    "optimize": "Run the AccelOpt beam search on a kernel",
+    "bench": "Profile the NKIBench suite and print percent of roofline peak",
+    "memory": "List, inspect and prune the optimization memory",
+    "lsp": "Start the language server (stdio by default)",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="accelopt", description="AccelOpt: optimize NKI kernels for AWS Trainium"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_text in COMMANDS.items():
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        try:
+            module = importlib.import_module(f"accelopt.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"accelopt.commands.{name}":
+                raise
+            sp.set_defaults(_unavailable=name)
+            continue
+        module.add_arguments(sp)
+        sp.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    if getattr(args, "_unavailable", None):
+        print(f"accelopt {args.command}: not available in this build yet", file=sys.stderr)
+        return 2
+    return int(args._run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

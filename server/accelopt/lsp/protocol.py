@@ -1,0 +1,134 @@
+"""The custom LSP messages between the AccelOpt server and its editor client.
+
+Both halves follow this file: the Python server (accelopt/lsp) and the TypeScript client
+(extension/src). Field names are camelCase on the wire, as LSP's are.
+
+Requests (client -> server)
+  accelopt/optimize      OptimizeParams -> OptimizeResult   (long-running; work-done progress with
+                          the client's workDoneToken; cancellable with $/cancelRequest or by
+                          cancelling the progress)
+  accelopt/cancel        CancelParams -> null               (stop a search by id)
+  accelopt/memory        MemoryParams -> MemoryResult
+  accelopt/candidates    CandidatesParams -> CandidatesNotification (current list, on demand)
+
+Notifications (server -> client)
+  accelopt/candidates    CandidatesNotification             (the current ranked list, sent whenever it changes)
+  accelopt/searchState   SearchStateNotification            (started / iteration / finished)
+
+Commands (workspace/executeCommand)
+  accelopt.optimize         [uri, kernelName]               -> starts a search like accelopt/optimize
+  accelopt.applyCandidate   [searchId, candidateId]         -> ApplyResult (server sends workspace/applyEdit)
+  accelopt.rejectCandidate  [searchId, candidateId]         -> null (drops it; a candidates notification follows)
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class WireModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class SearchOptions(WireModel):
+    """Per-request overrides of the configured search parameters (all optional)."""
+
+    agents: Literal["offline", "llm"] | None = None
+    beam_width: int | None = None
+    plans_per_candidate: int | None = None
+    samples_per_plan: int | None = None
+    iterations: int | None = None
+    max_evaluations: int | None = None
+    budget_usd: float | None = None
+    wall_time_s: float | None = None
+    seed: int | None = None
+
+
+class OptimizeParams(WireModel):
+    uri: str
+    kernel_name: str
+    options: SearchOptions = Field(default_factory=SearchOptions)
+    work_done_token: str | int | None = None
+
+
+class OptimizeResult(WireModel):
+    search_id: str
+    reason: str  # Finished.reason: completed | budget | early_stop | target_reached | cancelled | error
+    message: str = ""
+    best_speedup: float | None = None
+    candidates: int = 0
+
+
+class CancelParams(WireModel):
+    search_id: str
+
+
+class CandidateInfo(WireModel):
+    id: str
+    rank: int
+    speedup: float | None
+    latency_ms: float | None
+    percent_of_peak: float | None
+    status: str
+    title: str  # the last plan's title, for labels
+    rationale: list[str]  # plan titles from the baseline to this candidate
+    text: str  # full text of the document with this candidate in place of the kernel
+    diff: str  # unified diff against the document as it was when the search started
+    backend: str  # "simulator" or "neuron": which backend measured the numbers
+    hardware: str
+
+
+class CandidatesNotification(WireModel):
+    search_id: str
+    uri: str
+    kernel_name: str
+    document_version: int | None
+    running: bool
+    candidates: list[CandidateInfo]
+
+
+class CandidatesParams(WireModel):
+    search_id: str
+
+
+class SearchStateNotification(WireModel):
+    search_id: str
+    uri: str
+    kernel_name: str
+    state: Literal["started", "iteration", "finished"]
+    iteration: int = 0
+    total_iterations: int = 0
+    best_speedup: float | None = None
+    dollars: float = 0.0
+    message: str = ""
+
+
+class ApplyResult(WireModel):
+    applied: bool
+    message: str = ""
+
+
+class MemoryParams(WireModel):
+    limit: int = 100
+    kernel_family: str | None = None
+
+
+class ExperienceInfo(WireModel):
+    id: int
+    title: str
+    speedup: float
+    positive: bool
+    kernel_family: str
+    hardware: str
+    backend: str
+    model: str
+    created_at: str
+    plan: str
+
+
+class MemoryResult(WireModel):
+    experiences: list[ExperienceInfo]
+    path: str

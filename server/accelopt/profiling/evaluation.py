@@ -1,0 +1,51 @@
+"""What a backend returns for one kernel: the verdict and, when it ran, its profile."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from accelopt.profiling.profile import Profile
+
+EvalStatus = Literal[
+    "ok",
+    "syntax_error",
+    "compile_error",  # an NKI rule broken (error code + line)
+    "runtime_error",
+    "incorrect",
+    "timeout",
+    "rejected",  # sandbox policy
+]
+
+
+class KernelSource(BaseModel):
+    """A kernel is a module (file text) plus the name of its @nki.jit function."""
+
+    text: str
+    name: str
+    path: str | None = Field(None, description="where the text came from, for messages; never re-read")
+
+    def normalized_hash(self) -> str:
+        """Hash that ignores comments, blank lines and trailing whitespace (cache/dedup key)."""
+        from accelopt.profiling.normalize import normalize_source
+
+        return hashlib.sha256(f"{self.name}\n{normalize_source(self.text)}".encode()).hexdigest()[:20]
+
+
+class Evaluation(BaseModel):
+    status: EvalStatus
+    message: str = ""
+    error_code: str | None = Field(
+        None, description="NKI compiler error code, e.g. err_num_partition_exceed_arch_limit"
+    )
+    line: int | None = Field(None, description="1-based line in the kernel's own source")
+    max_error: float | None = Field(None, description="worst relative L2 error over outputs and seeds")
+    seeds: list[int] = Field(default_factory=list)
+    profile: Profile | None = None
+    wall_time_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"

@@ -1,0 +1,104 @@
+"""Profile: the facts about one kernel run that agents, the editor and the CLI read.
+
+Field names follow neuron-profile's `summary-json` (NKI_NOTES §5) so that the simulator and the
+hardware backend fill the same model; `_percent` fields are fractions in [0, 1].
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Bound = Literal["hbm", "tensor", "vector", "latency"]
+BackendName = Literal["simulator", "neuron"]
+
+
+class LineCost(BaseModel):
+    """Time attributed to one kernel source line (busy engine time of its instructions)."""
+
+    line: int
+    time_ms: float
+    fraction: float = Field(ge=0.0, le=1.0, description="share of the summed engine busy time")
+    instructions: int
+    engines: dict[str, float] = Field(default_factory=dict, description="engine -> busy ms from this line")
+    text: str = ""
+
+
+class Work(BaseModel):
+    """The work a kernel must do, for the roofline (AccelOpt's convention, NKI_NOTES §6)."""
+
+    matmul_flops: float = 0.0
+    vector_flops: float = 0.0
+    hbm_bytes: float = 0.0
+    source: Literal["task", "trace"] = "trace"
+
+
+class Profile(BaseModel):
+    backend: BackendName
+    hardware: str
+    latency_ms: float
+
+    hbm_read_bytes: int = 0
+    hbm_write_bytes: int = 0
+    sbuf_read_bytes: int = 0
+    sbuf_write_bytes: int = 0
+    psum_read_bytes: int = 0
+    psum_write_bytes: int = 0
+    spill_save_bytes: int = 0
+    spill_reload_bytes: int = 0
+    hardware_flops: int = 0
+    transpose_flops: int = 0
+    mm_arithmetic_intensity: float = 0.0
+    peak_flops_bandwidth_ratio: float = 0.0
+    hfu_estimated_percent: float = 0.0
+
+    tensor_engine_active_time_percent: float = Field(0.0, ge=0.0, le=1.0)
+    vector_engine_active_time_percent: float = Field(0.0, ge=0.0, le=1.0)
+    scalar_engine_active_time_percent: float = Field(0.0, ge=0.0, le=1.0)
+    gpsimd_engine_active_time_percent: float = Field(0.0, ge=0.0, le=1.0)
+    dma_active_time_percent: float = Field(0.0, ge=0.0, le=1.0)
+
+    instruction_count: int = 0
+    dma_transfer_count: int = 0
+
+    # Roofline view
+    work: Work = Field(default_factory=Work)
+    peak_latency_ms: float = 0.0
+    percent_of_peak: float = Field(0.0, ge=0.0, description="peak_latency / latency, a fraction")
+    bound: Bound = "latency"
+
+    lines: list[LineCost] = Field(default_factory=list, description="costliest source lines first")
+
+    @property
+    def label(self) -> str:
+        """How a number from this profile is to be introduced to a person."""
+        kind = "simulated" if self.backend == "simulator" else "measured"
+        return f"{kind} on {self.hardware}"
+
+    def summary_fields(self) -> dict[str, float]:
+        """The neuron-profile-style metric dictionary the agents read."""
+        keys = [
+            "latency_ms",
+            "hbm_read_bytes",
+            "hbm_write_bytes",
+            "sbuf_read_bytes",
+            "sbuf_write_bytes",
+            "psum_read_bytes",
+            "psum_write_bytes",
+            "spill_save_bytes",
+            "spill_reload_bytes",
+            "hardware_flops",
+            "transpose_flops",
+            "mm_arithmetic_intensity",
+            "peak_flops_bandwidth_ratio",
+            "hfu_estimated_percent",
+            "tensor_engine_active_time_percent",
+            "vector_engine_active_time_percent",
+            "scalar_engine_active_time_percent",
+            "gpsimd_engine_active_time_percent",
+            "dma_active_time_percent",
+            "peak_latency_ms",
+            "percent_of_peak",
+        ]
+        return {k: getattr(self, k) for k in keys}

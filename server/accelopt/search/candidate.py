@@ -1,0 +1,77 @@
+"""The models a search produces and its agents exchange: plans, candidates, lessons."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from accelopt.profiling.evaluation import EvalStatus, KernelSource
+from accelopt.profiling.profile import Profile
+
+
+class Plan(BaseModel):
+    """A one-step optimization plan proposed by a planner."""
+
+    title: str = Field(description="short name, e.g. 'hoist the weight load out of the m loop'")
+    description: str = Field("", description="what to change and why, in a few sentences")
+    # Offline agents name the rewrite and where to apply it; LLM plans leave these empty.
+    rewrite: str | None = None
+    site: str | None = None
+    params: dict[str, int | float | str | bool] = Field(default_factory=dict)
+    lesson_ids: list[int] = Field(default_factory=list, description="memory experiences that informed it")
+
+
+class Lesson(BaseModel):
+    """What a summarizer distilled from a slow -> fast (or fast -> slow) pair."""
+
+    title: str
+    plan: str = Field(description="the one-step change, stated so it can be reapplied elsewhere")
+    before: str = Field("", description="short snippet of the slow kernel")
+    after: str = Field("", description="short snippet of the fast kernel")
+    positive: bool = True
+
+
+class Experience(BaseModel):
+    """One row of the optimization memory."""
+
+    id: int | None = None
+    slow_kernel: str
+    fast_kernel: str
+    speedup: float
+    lesson: Lesson
+    kernel_family: str = ""
+    task: str = ""
+    hardware: str = "trn1"
+    backend: str = "simulator"
+    model: str = "offline"
+    created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+
+    @property
+    def positive(self) -> bool:
+        return self.lesson.positive
+
+
+class Candidate(BaseModel):
+    id: str
+    parent_id: str | None
+    iteration: int
+    kernel: KernelSource
+    plan: Plan | None = None
+    status: EvalStatus | Literal["pending"] = "pending"
+    message: str = ""
+    line: int | None = None
+    latency_ms: float | None = None
+    speedup: float | None = Field(None, description="baseline latency / this latency")
+    percent_of_peak: float | None = None
+    profile: Profile | None = None
+    fix_attempts: int = 0
+    # The chain of plans from the baseline to this candidate (oldest first) and the lessons used.
+    rationale: list[Plan] = Field(default_factory=list)
+    lessons_used: list[int] = Field(default_factory=list)
+
+
+class RankedCandidate(BaseModel):
+    rank: int
+    candidate: Candidate

@@ -1,0 +1,71 @@
+"""SearchEvent: the stream every search emits. The CLI renders it as progress, the language
+server forwards it as notifications, tests assert on it."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+from accelopt.search.candidate import Candidate, Lesson, RankedCandidate
+
+
+class Started(BaseModel):
+    kind: Literal["started"] = "started"
+    search_id: str
+    kernel_name: str
+    backend: str
+    hardware: str
+    agents: str
+    baseline: Candidate
+    config: dict[str, object] = Field(default_factory=dict)
+
+
+class CandidateEvent(BaseModel):
+    kind: Literal["candidate"] = "candidate"
+    search_id: str
+    candidate: Candidate
+
+
+class IterationEvent(BaseModel):
+    kind: Literal["iteration"] = "iteration"
+    search_id: str
+    iteration: int
+    total_iterations: int
+    best_speedup: float
+    best_percent_of_peak: float | None = None
+    beam: list[str] = Field(default_factory=list, description="candidate ids in the next beam")
+    evaluations: int = 0
+
+
+class LessonEvent(BaseModel):
+    kind: Literal["lesson"] = "lesson"
+    search_id: str
+    lesson: Lesson
+    speedup: float
+    experience_id: int | None = None
+
+
+class CostEvent(BaseModel):
+    kind: Literal["cost"] = "cost"
+    search_id: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    dollars: float = 0.0
+
+
+class Finished(BaseModel):
+    kind: Literal["finished"] = "finished"
+    search_id: str
+    reason: Literal["completed", "budget", "early_stop", "target_reached", "cancelled", "error"]
+    message: str = ""
+    ranked: list[RankedCandidate] = Field(default_factory=list)
+    evaluations: int = 0
+    wall_time_s: float = 0.0
+
+
+SearchEvent = Annotated[
+    Started | CandidateEvent | IterationEvent | LessonEvent | CostEvent | Finished,
+    Field(discriminator="kind"),
+]
+search_event_adapter: TypeAdapter[SearchEvent] = TypeAdapter(SearchEvent)
