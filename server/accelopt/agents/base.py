@@ -56,6 +56,9 @@ class AgentOutput(BaseModel):
     dollars: float = 0.0
     model: str = "offline"
     error: str | None = None
+    notes: list[str] = Field(
+        default_factory=list, description="retries, reply repairs: recorded on candidates"
+    )
 
 
 class PlanResult(AgentOutput):

@@ -46,6 +46,7 @@ class Experience(BaseModel):
     hardware: str = "trn1"
     backend: str = "simulator"
     model: str = "offline"
+    bound: str = Field("", description="roofline bound of the slow kernel, for relevance when selecting")
     created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
 
     @property
@@ -59,7 +60,9 @@ class Candidate(BaseModel):
     iteration: int
     kernel: KernelSource
     plan: Plan | None = None
-    status: EvalStatus | Literal["pending"] = "pending"
+    # "agent_error": the agent produced no kernel (endpoint failure, reply without code); the
+    # candidate then holds its parent's kernel and `message` says what went wrong.
+    status: EvalStatus | Literal["pending", "agent_error"] = "pending"
     message: str = ""
     line: int | None = None
     latency_ms: float | None = None
@@ -70,6 +73,11 @@ class Candidate(BaseModel):
     # The chain of plans from the baseline to this candidate (oldest first) and the lessons used.
     rationale: list[Plan] = Field(default_factory=list)
     lessons_used: list[int] = Field(default_factory=list)
+    fixed_from: str | None = Field(None, description="id of the failing candidate this one repairs")
+    duplicate_of: str | None = Field(None, description="an earlier candidate with the same normalized source")
+    agent_notes: list[str] = Field(
+        default_factory=list, description="what happened in the agent calls behind it (retries, parse fixes)"
+    )
 
 
 class RankedCandidate(BaseModel):

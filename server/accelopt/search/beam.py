@@ -1,0 +1,611 @@
+"""The AccelOpt beam search.
+
+One iteration: for each kernel of the beam, the planner proposes N one-step plans (N
+independent calls, concurrently); the executor writes K kernels per plan; every kernel is
+evaluated by the backend (correctness on the task's seeds, then its profile); failing kernels go
+to the fixer up to F times; the summarizer turns the clearest before→after pairs into lessons for
+the memory; the next beam is the fastest B correct kernels among parents and children.
+
+Everything streams out as `SearchEvent`s and the last event is always `Finished` with a ranked
+list, whether the search completed, hit a budget, stopped early or was cancelled.
+
+Two ways of stopping:
+- *soft* (budgets on dollars, tokens and evaluations; repeated agent failures): no new agent call
+  or evaluation starts, the ones in flight finish and their results count;
+- *hard* (cancellation, wall-time budget): everything in flight is cancelled; the backend kills
+  its workers when an evaluation is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+from accelopt.agents.base import (
+    AgentOutput,
+    Agents,
+    ExecuteRequest,
+    ExecuteResult,
+    FixRequest,
+    PlanRequest,
+    PlanResult,
+    SummarizeRequest,
+    SummarizeResult,
+)
+from accelopt.profiling.backend import Backend, EvaluationOptions
+from accelopt.profiling.evaluation import Evaluation, KernelSource
+from accelopt.search.budget import Spending
+from accelopt.search.cache import EvaluationCache
+from accelopt.search.candidate import Candidate, Experience, Plan
+from accelopt.search.config import SearchConfig, fixable
+from accelopt.search.events import (
+    CandidateEvent,
+    CostEvent,
+    Finished,
+    IterationEvent,
+    LessonEvent,
+    SearchEvent,
+    Started,
+)
+from accelopt.search.memory import IN_MEMORY, Memory, MemoryUnavailable, kernel_family
+from accelopt.search.selection import Pair, is_ranked, next_beam, rank, select_experiences
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R", bound=AgentOutput)
+StopReason = str  # one of Finished.reason's values
+
+
+class _Stopped(Exception):
+    """Raised inside a branch of work when the search is stopping: the branch just ends."""
+
+
+async def run_search(
+    kernel: KernelSource,
+    task: Any,
+    agents: Agents,
+    backend: Backend,
+    config: SearchConfig,
+    memory: Memory | None = None,
+    cancel: asyncio.Event | None = None,
+) -> AsyncIterator[SearchEvent]:
+    """Optimize `kernel` for `task`; see the module docstring. Cancelling the consuming task has
+    the same effect as setting `cancel`: the generator still yields the final `Finished`
+    (reason "cancelled") and re-raises the cancellation if it is resumed after it."""
+    search = _Search(kernel, task, agents, backend, config, memory)
+    async for event in search.events(cancel):
+        yield event
+
+
+class _Search:
+    def __init__(
+        self,
+        kernel: KernelSource,
+        task: Any,
+        agents: Agents,
+        backend: Backend,
+        config: SearchConfig,
+        memory: Memory | None,
+    ) -> None:
+        self.kernel = kernel
+        self.task = task
+        self.agents = agents
+        self.backend = backend
+        self.config = config
+        self.search_id = config.search_id or uuid.uuid4().hex[:12]
+        self.owns_memory = memory is None
+        self.memory = memory if memory is not None else Memory(IN_MEMORY)
+        self.family = kernel_family(kernel.name)
+        self.task_name = str(getattr(task, "name", "") or kernel.name)
+        self.backend_name = str(getattr(backend, "name", "backend"))
+        self.spending = Spending(config.budget)
+        self.cache = EvaluationCache()
+        self.first_with_key: dict[tuple[str, ...], str] = {}
+        self.candidates: list[Candidate] = []
+        self.baseline: Candidate | None = None
+        self.stop_reason: StopReason | None = None
+        self.stop_message = ""
+        self.agent_failures_in_a_row = 0
+        self._next_id = 0
+        self._queue: asyncio.Queue[SearchEvent | None] = asyncio.Queue()
+        self._driver: asyncio.Task[None] | None = None
+        self._agent_slots = asyncio.Semaphore(config.max_concurrent_agent_calls)
+        self._eval_slots = asyncio.Semaphore(config.max_concurrent_evaluations)
+
+    # -- the event stream ---------------------------------------------------------------------
+
+    async def events(self, cancel: asyncio.Event | None) -> AsyncIterator[SearchEvent]:
+        self._driver = asyncio.create_task(self._drive(), name=f"accelopt-search-{self.search_id}")
+        watchers = [asyncio.create_task(self._watch_cancel(cancel))] if cancel is not None else []
+        if self.config.budget.max_wall_time_s is not None:
+            watchers.append(asyncio.create_task(self._watch_clock(self.config.budget.max_wall_time_s)))
+        consumer_cancelled = False
+        try:
+            while True:
+                try:
+                    event = await self._queue.get()
+                except asyncio.CancelledError:
+                    # The consuming task was cancelled: stop everything, then still hand back
+                    # the events produced so far and the final ranking.
+                    consumer_cancelled = True
+                    self._halt("cancelled", "the search was cancelled")
+                    await self._wait_driver()
+                    continue
+                if event is None:
+                    break
+                yield event
+        finally:
+            for watcher in watchers:
+                watcher.cancel()
+            if not self._driver.done():
+                self._halt("cancelled", "the search was closed before it finished")
+                await self._wait_driver()
+            if self.owns_memory:
+                self.memory.close()
+        if consumer_cancelled:
+            raise asyncio.CancelledError
+
+    async def _wait_driver(self) -> None:
+        assert self._driver is not None
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(self._driver)
+        # A second cancellation of the consumer while it waited: wait again, the driver is
+        # already stopping and only has to finish its clean-up.
+        while not self._driver.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(self._driver)
+
+    async def _watch_cancel(self, cancel: asyncio.Event) -> None:
+        await cancel.wait()
+        self._halt("cancelled", "the search was cancelled")
+
+    async def _watch_clock(self, limit_s: float) -> None:
+        await asyncio.sleep(max(limit_s - self.spending.elapsed_s, 0.0))
+        self._halt("budget", f"wall-time budget reached: {limit_s:g} s")
+
+    def _emit(self, event: SearchEvent) -> None:
+        self._queue.put_nowait(event)
+
+    def _stop(self, reason: StopReason, message: str) -> None:
+        """Soft stop: nothing new starts; work in flight finishes."""
+        if self.stop_reason is None:
+            self.stop_reason, self.stop_message = reason, message
+            log.info("search %s stopping (%s): %s", self.search_id, reason, message)
+
+    def _halt(self, reason: StopReason, message: str) -> None:
+        """Hard stop: cancel everything in flight."""
+        self._stop(reason, message)
+        if self._driver is not None and not self._driver.done():
+            self._driver.cancel()
+
+    async def _drive(self) -> None:
+        try:
+            await self._loop()
+        except asyncio.CancelledError:
+            self._stop("cancelled", "the search was cancelled")
+        except Exception as exc:  # a defect or a broken backend: still finish with a ranking
+            log.exception("search %s failed", self.search_id)
+            self._stop("error", f"{type(exc).__name__}: {exc}")
+        finally:
+            self._emit(self._finished())
+            self._queue.put_nowait(None)
+
+    def _finished(self) -> Finished:
+        reason = self.stop_reason or "completed"
+        return Finished(
+            search_id=self.search_id,
+            reason=reason,  # type: ignore[arg-type]
+            message=self.stop_message,
+            ranked=rank(self.candidates, self.config.ranked_limit),
+            evaluations=self.spending.evaluations,
+            wall_time_s=self.spending.elapsed_s,
+        )
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        cfg = self.config
+        baseline = self._new_candidate(None, None, self.kernel, iteration=0)
+        self.baseline = baseline
+        self.spending.evaluations += 1  # the baseline always runs, whatever the budget
+        evaluation = await self._run_backend(baseline.kernel)
+        self._apply(baseline, evaluation)
+        baseline.speedup = 1.0 if baseline.status == "ok" else None
+        self._remember(baseline, evaluation)
+        self._emit(
+            Started(
+                search_id=self.search_id,
+                kernel_name=self.kernel.name,
+                backend=self.backend_name,
+                hardware=cfg.hardware,
+                agents=self.agents.name,
+                baseline=baseline,
+                config=cfg.model_dump(mode="json"),
+            )
+        )
+        if not is_ranked(baseline):
+            where = f" (line {baseline.line})" if baseline.line else ""
+            self._stop(
+                "error", f"the baseline kernel does not pass: {baseline.status}{where}: {baseline.message}"
+            )
+            return
+
+        beam = [baseline]
+        best = baseline
+        stale = 0
+        for iteration in range(1, cfg.iterations + 1):
+            if self._limits_reached():
+                return
+            children, pairs = await self._iteration(iteration, beam)
+            beam = next_beam(beam, children, cfg.beam_width)
+            if not self.stop_reason:
+                await self._learn(pairs)
+            leader = beam[0]
+            improved = (
+                leader.latency_ms is not None
+                and best.latency_ms is not None
+                and leader.latency_ms < best.latency_ms
+            )
+            best = leader if improved else best
+            stale = 0 if improved else stale + 1
+            self._emit(
+                IterationEvent(
+                    search_id=self.search_id,
+                    iteration=iteration,
+                    total_iterations=cfg.iterations,
+                    best_speedup=best.speedup or 1.0,
+                    best_percent_of_peak=best.percent_of_peak,
+                    beam=[c.id for c in beam],
+                    evaluations=self.spending.evaluations,
+                )
+            )
+            self._emit_cost()
+            if self.stop_reason:
+                return
+            if (
+                cfg.target_percent_of_peak is not None
+                and (best.percent_of_peak or 0.0) >= cfg.target_percent_of_peak
+            ):
+                self._stop(
+                    "target_reached", f"{best.id} reached {100 * (best.percent_of_peak or 0):.1f}% of peak"
+                )
+                return
+            if cfg.patience is not None and stale >= cfg.patience:
+                self._stop("early_stop", f"no faster kernel in the last {stale} iteration(s)")
+                return
+        self._stop("completed", f"{cfg.iterations} iteration(s) done")
+
+    def _limits_reached(self) -> bool:
+        if self.stop_reason:
+            return True
+        why = self.spending.exhausted()
+        if why:
+            self._stop("budget", why)
+        return why is not None
+
+    async def _iteration(self, iteration: int, beam: list[Candidate]) -> tuple[list[Candidate], list[Pair]]:
+        branches = await _gather_all(
+            [self._expand(iteration, index, parent) for index, parent in enumerate(beam)]
+        )
+        children = [c for branch in branches for c in branch]
+        pairs = [
+            Pair(before=self._by_id(c.parent_id), after=c)
+            for c in children
+            if is_ranked(c) and c.parent_id is not None and c.duplicate_of is None
+        ]
+        return children, pairs
+
+    async def _expand(self, iteration: int, index: int, parent: Candidate) -> list[Candidate]:
+        experiences = await asyncio.to_thread(self._experiences_for, parent)
+        branches = await _gather_all(
+            [
+                self._plan_branch(iteration, index, n, parent, experiences)
+                for n in range(self.config.plans_per_kernel)
+            ]
+        )
+        return [c for branch in branches for c in branch]
+
+    def _experiences_for(self, parent: Candidate) -> list[Experience]:
+        try:
+            return self.memory.select_for_prompt(
+                parent.kernel,
+                parent.profile,
+                limit=self.config.memory_in_prompt,
+                hardware=self.config.hardware,
+            )
+        except (MemoryUnavailable, OSError) as exc:
+            log.warning("optimization memory unavailable, planning without it: %s", exc)
+            return []
+
+    async def _plan_branch(
+        self, iteration: int, index: int, n: int, parent: Candidate, experiences: list[Experience]
+    ) -> list[Candidate]:
+        seed = self.config.seed * 1_000_003 + iteration * 10_007 + index * 101 + n
+        try:
+            planned = await self._call(
+                PlanResult,
+                self.agents.planner.plan,
+                PlanRequest(
+                    kernel=parent.kernel,
+                    profile=parent.profile,
+                    experiences=experiences,
+                    count=1,
+                    hardware=self.config.hardware,
+                    seed=seed,
+                ),
+            )
+            if planned.error or not planned.plans:
+                failure = self._new_candidate(parent, None, parent.kernel, iteration=iteration)
+                self._fail(failure, f"planner: {planned.error or 'no plan in the reply'}", planned.notes)
+                return [failure]
+            plan = planned.plans[0]
+            written = await self._call(
+                ExecuteResult,
+                self.agents.executor.execute,
+                ExecuteRequest(
+                    kernel=parent.kernel,
+                    plan=plan,
+                    profile=parent.profile,
+                    samples=self.config.samples_per_plan,
+                    seed=seed,
+                ),
+            )
+            notes = [*planned.notes, *written.notes]
+            if written.error or not written.kernels:
+                failure = self._new_candidate(parent, plan, parent.kernel, iteration=iteration)
+                self._fail(failure, f"executor: {written.error or 'no kernel in the reply'}", notes)
+                return [failure]
+            kernels = written.kernels[: self.config.samples_per_plan]
+            chains = await _gather_all(
+                [self._evaluate_and_fix(iteration, parent, plan, k, notes) for k in kernels]
+            )
+            return [c for chain in chains for c in chain]
+        except _Stopped:
+            return []
+
+    async def _evaluate_and_fix(
+        self, iteration: int, parent: Candidate, plan: Plan, kernel: KernelSource, notes: list[str]
+    ) -> list[Candidate]:
+        current = self._new_candidate(parent, plan, kernel, iteration=iteration, notes=notes)
+        chain = [current]
+        try:
+            await self._evaluate(current)
+            for attempt in range(1, self.config.fix_attempts + 1):
+                if not fixable(str(current.status)):
+                    break
+                fixed = await self._call(
+                    ExecuteResult,
+                    self.agents.executor.fix,
+                    FixRequest(
+                        kernel=current.kernel,
+                        original=parent.kernel,
+                        plan=plan,
+                        status=str(current.status),
+                        message=current.message,
+                        line=current.line,
+                    ),
+                )
+                if fixed.error or not fixed.kernels:
+                    failure = self._new_candidate(parent, plan, current.kernel, iteration=iteration)
+                    failure.fixed_from, failure.fix_attempts = current.id, attempt
+                    self._fail(failure, f"fixer: {fixed.error or 'no kernel in the reply'}", fixed.notes)
+                    chain.append(failure)
+                    break
+                repaired = self._new_candidate(
+                    parent, plan, fixed.kernels[0], iteration=iteration, notes=fixed.notes
+                )
+                repaired.fixed_from, repaired.fix_attempts = current.id, attempt
+                chain.append(repaired)
+                current = repaired
+                await self._evaluate(current)
+        except _Stopped:
+            pass
+        return [c for c in chain if c.status != "pending"]
+
+    # -- agents -------------------------------------------------------------------------------
+
+    async def _call(self, result_type: type[R], method: Callable[[Any], Awaitable[R]], request: Any) -> R:
+        """One agent call under the concurrency limit and the budgets; an exception from the
+        agent becomes an error result so that one bad call never ends the search."""
+        if self._limits_reached():
+            raise _Stopped
+        async with self._agent_slots:
+            if self._limits_reached():
+                raise _Stopped
+            try:
+                result = await method(request)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("agent call failed", exc_info=True)
+                result = result_type(error=f"{type(exc).__name__}: {exc}")
+        self.spending.record(result)
+        if result.prompt_tokens or result.completion_tokens or result.dollars:
+            self._emit_cost()
+        failed = bool(result.error) or not _has_payload(result)
+        self.agent_failures_in_a_row = self.agent_failures_in_a_row + 1 if failed else 0
+        limit = self.config.max_consecutive_agent_failures
+        if limit is not None and self.agent_failures_in_a_row >= limit:
+            self._stop(
+                "error",
+                f"the agents failed {self.agent_failures_in_a_row} times in a row; last: {result.error}",
+            )
+        return result
+
+    def _emit_cost(self) -> None:
+        self._emit(
+            CostEvent(
+                search_id=self.search_id,
+                prompt_tokens=self.spending.prompt_tokens,
+                completion_tokens=self.spending.completion_tokens,
+                dollars=self.spending.dollars,
+            )
+        )
+
+    async def _learn(self, pairs: list[Pair]) -> None:
+        chosen = select_experiences(
+            pairs,
+            limit=self.config.new_experiences_per_iteration,
+            positive_threshold=self.config.positive_threshold,
+            negative_threshold=self.config.negative_threshold,
+        )
+        await _gather_all([self._summarize(pair) for pair in chosen])
+
+    async def _summarize(self, pair: Pair) -> None:
+        assert pair.after.plan is not None
+        try:
+            result = await self._call(
+                SummarizeResult,
+                self.agents.summarizer.summarize,
+                SummarizeRequest(
+                    slow=pair.before.kernel,
+                    fast=pair.after.kernel,
+                    plan=pair.after.plan,
+                    speedup=pair.speedup,
+                    slow_profile=pair.before.profile,
+                    fast_profile=pair.after.profile,
+                ),
+            )
+        except _Stopped:
+            return
+        if result.lesson is None:
+            log.info("summarizer gave no lesson for %s: %s", pair.after.id, result.error)
+            return
+        lesson = result.lesson.model_copy(update={"positive": pair.speedup > 1.0})
+        experience = Experience(
+            slow_kernel=pair.before.kernel.text,
+            fast_kernel=pair.after.kernel.text,
+            speedup=pair.speedup,
+            lesson=lesson,
+            kernel_family=self.family,
+            task=self.task_name,
+            hardware=self.config.hardware,
+            backend=self.backend_name,
+            model=result.model,
+            bound=pair.before.profile.bound if pair.before.profile else "",
+        )
+        experience_id: int | None
+        try:
+            experience_id = await asyncio.to_thread(self.memory.add, experience)
+        except (MemoryUnavailable, OSError) as exc:
+            log.warning("lesson not saved to the optimization memory: %s", exc)
+            experience_id = None
+        self._emit(
+            LessonEvent(
+                search_id=self.search_id, lesson=lesson, speedup=pair.speedup, experience_id=experience_id
+            )
+        )
+
+    # -- evaluation ---------------------------------------------------------------------------
+
+    async def _evaluate(self, candidate: Candidate) -> None:
+        key = self.cache.key(candidate.kernel, self.task, self.backend_name, self.config.hardware)
+        if self.cache.get(key) is None and key not in self.first_with_key:
+            if self.stop_reason:
+                raise _Stopped
+            why = self.spending.reserve_evaluation()
+            if why:
+                self._stop("budget", why)
+                raise _Stopped
+            self.first_with_key[key] = candidate.id
+        else:
+            candidate.duplicate_of = self.first_with_key.get(key)
+        evaluation, _ = await self.cache.get_or_evaluate(key, lambda: self._run_backend(candidate.kernel))
+        self._apply(candidate, evaluation)
+        self._emit(CandidateEvent(search_id=self.search_id, candidate=candidate))
+
+    async def _run_backend(self, kernel: KernelSource) -> Evaluation:
+        options = EvaluationOptions(
+            hardware=self.config.hardware, seeds=self.config.seeds, timeout_s=self.config.evaluation_timeout_s
+        )
+        async with self._eval_slots:
+            return await self.backend.evaluate(kernel, self.task, options)
+
+    def _remember(self, candidate: Candidate, evaluation: Evaluation) -> None:
+        key = self.cache.key(candidate.kernel, self.task, self.backend_name, self.config.hardware)
+        self.first_with_key.setdefault(key, candidate.id)
+        self.cache.put(key, evaluation)
+
+    def _apply(self, candidate: Candidate, evaluation: Evaluation) -> None:
+        candidate.status = evaluation.status
+        message = evaluation.message
+        if evaluation.error_code and evaluation.error_code not in message:
+            message = f"{evaluation.error_code}: {message}"
+        candidate.message = message
+        candidate.line = evaluation.line
+        candidate.profile = evaluation.profile
+        if evaluation.ok and evaluation.profile is not None:
+            candidate.latency_ms = evaluation.profile.latency_ms
+            candidate.percent_of_peak = evaluation.profile.percent_of_peak
+            base = self.baseline.latency_ms if self.baseline else None
+            if base and candidate.latency_ms:
+                candidate.speedup = base / candidate.latency_ms
+        elif evaluation.ok:
+            candidate.status = "runtime_error"
+            candidate.message = "the backend returned no profile for a passing kernel"
+
+    # -- candidates ---------------------------------------------------------------------------
+
+    def _new_candidate(
+        self,
+        parent: Candidate | None,
+        plan: Plan | None,
+        kernel: KernelSource,
+        *,
+        iteration: int,
+        notes: list[str] | None = None,
+    ) -> Candidate:
+        rationale = [*(parent.rationale if parent else []), *([plan] if plan else [])]
+        lessons = sorted({*(parent.lessons_used if parent else []), *(plan.lesson_ids if plan else [])})
+        candidate = Candidate(
+            id=f"c{self._next_id}",
+            parent_id=parent.id if parent else None,
+            iteration=iteration,
+            kernel=kernel,
+            plan=plan,
+            rationale=rationale,
+            lessons_used=lessons,
+            agent_notes=list(notes or []),
+        )
+        self._next_id += 1
+        self.candidates.append(candidate)
+        return candidate
+
+    def _fail(self, candidate: Candidate, message: str, notes: list[str]) -> None:
+        candidate.status = "agent_error"
+        candidate.message = message
+        candidate.agent_notes = [*candidate.agent_notes, *notes]
+        self._emit(CandidateEvent(search_id=self.search_id, candidate=candidate))
+
+    def _by_id(self, candidate_id: str | None) -> Candidate:
+        return next(c for c in self.candidates if c.id == candidate_id)
+
+
+def _has_payload(result: AgentOutput) -> bool:
+    if isinstance(result, PlanResult):
+        return bool(result.plans)
+    if isinstance(result, ExecuteResult):
+        return bool(result.kernels)
+    if isinstance(result, SummarizeResult):
+        return result.lesson is not None
+    return True
+
+
+T = TypeVar("T")
+
+
+async def _gather_all(coroutines: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """Run concurrently; on failure or cancellation, cancel the rest and wait for them, so that
+    nothing (no evaluation, no worker) outlives the caller."""
+    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
