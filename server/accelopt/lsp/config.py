@@ -1,0 +1,81 @@
+"""The server's settings: `initializationOptions`, overlaid by `workspace/configuration` (section
+"accelopt"), both in the client's camelCase.
+
+Secrets never pass through here: the LLM API key is named by its environment variable
+(`agents.apiKeyEnv`), and only the agent factory reads that variable.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from accelopt.lsp.protocol import SearchOptions, WireModel
+
+
+class AgentSettings(WireModel):
+    mode: Literal["offline", "llm"] = "offline"
+    base_url: str | None = Field(
+        None, description="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1"
+    )
+    models: dict[str, str] = Field(
+        default_factory=dict, description="role (planner/executor/summarizer) -> model"
+    )
+    api_key_env: str | None = Field(None, description="NAME of the environment variable holding the API key")
+
+
+class SearchSettings(SearchOptions):
+    """Defaults for every search started from this editor (a request's options win)."""
+
+    correctness_seeds: int | None = Field(None, ge=1)
+    fix_attempts: int | None = Field(None, ge=0)
+    max_concurrent_evaluations: int | None = Field(None, ge=1)
+    evaluation_timeout_s: float | None = Field(None, gt=0)
+
+
+class ServerSettings(WireModel):
+    backend: Literal["simulator", "neuron"] = "simulator"
+    hardware: Literal["trn1", "trn2"] = "trn1"
+    input_size: Literal["full", "small"] = Field(
+        "full", description="input shapes for profiles and searches (reference modules define both)"
+    )
+    profile_timeout_s: float = Field(60.0, gt=0)
+    profile_workers: int = Field(
+        1, ge=1, description="sandbox workers reserved for hover/diagnostic profiles"
+    )
+    agents: AgentSettings = Field(default_factory=AgentSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
+    memory_path: str | None = Field(
+        None, description="optimization memory (SQLite); None = the per-user default"
+    )
+    max_candidates: int = Field(
+        5, ge=1, description="ranked candidates sent to the client and offered as actions"
+    )
+    diagnostics_delay_s: float = Field(0.3, ge=0, description="debounce between a save and re-emulation")
+
+    def redacted(self) -> dict[str, Any]:
+        """What may be written to a log (no secrets exist here, but endpoints can embed tokens)."""
+        data = self.model_dump(by_alias=True)
+        if data["agents"].get("baseUrl"):
+            data["agents"]["baseUrl"] = "<set>"
+        return data
+
+
+def _deep_merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        elif value is not None:
+            merged[key] = value
+    return merged
+
+
+def merge_settings(*layers: dict[str, Any] | None) -> ServerSettings:
+    """Later layers win key by key; None values and missing layers leave earlier ones in place."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        if isinstance(layer, dict):
+            merged = _deep_merge(merged, layer)
+    return ServerSettings.model_validate(merged)

@@ -1,0 +1,403 @@
+"""Search sessions: one running (or finished) AccelOpt search per kernel, as the editor sees it.
+
+A session owns an asyncio task that drives `run_search` and turns its SearchEvents into
+work-done progress, `accelopt/searchState` and `accelopt/candidates` notifications. The request
+that started it only awaits the task (shielded), so cancelling the request ($/cancelRequest)
+or the progress (window/workDoneProgress/cancel) asks the search to stop, and the session still
+winds down cleanly: the search's final ranking, progress `end` and a last notification are sent.
+
+Sessions live in the server's memory only: a restarted server starts with none (the memory DB,
+written by the search itself, is the only thing that persists).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from lsprotocol import types
+
+from accelopt.lsp.config import AgentSettings, ServerSettings
+from accelopt.lsp.edits import unified_diff
+from accelopt.lsp.engine import Engine, build_task
+from accelopt.lsp.protocol import (
+    CandidateInfo,
+    CandidatesNotification,
+    OptimizeResult,
+    SearchOptions,
+    SearchStateNotification,
+)
+from accelopt.profiling.evaluation import KernelSource
+from accelopt.search.candidate import Candidate
+
+log = logging.getLogger(__name__)
+
+CANDIDATES = "accelopt/candidates"
+SEARCH_STATE = "accelopt/searchState"
+CANCEL_GRACE_S = 20.0  # how long a cancelled search may take to hand back its ranking
+
+
+class SearchHost(Protocol):
+    """What a session needs from the server (kept narrow so sessions are testable on their own)."""
+
+    def notify(self, method: str, payload: dict[str, Any]) -> None: ...
+
+    def progress(self, token: str | int, value: Any) -> None: ...
+
+    def search_changed(self, uri: str) -> None: ...
+
+
+class SearchRefused(Exception):
+    """A search that cannot start (another search on the kernel, no inputs, ...): told to the user."""
+
+
+def search_config(settings: ServerSettings, options: SearchOptions, search_id: str) -> Any:
+    """The engine's SearchConfig from the configured defaults overlaid by the request's options."""
+    from accelopt.search.config import Budget, SearchConfig
+
+    defaults = settings.search
+
+    def pick(name: str) -> Any:
+        requested = getattr(options, name)
+        return requested if requested is not None else getattr(defaults, name)
+
+    fields: dict[str, Any] = {
+        "beam_width": pick("beam_width"),
+        "plans_per_kernel": pick("plans_per_candidate"),
+        "samples_per_plan": pick("samples_per_plan"),
+        "iterations": pick("iterations"),
+        "seed": pick("seed"),
+        "seeds": defaults.correctness_seeds,
+        "fix_attempts": defaults.fix_attempts,
+        "evaluation_timeout_s": defaults.evaluation_timeout_s,
+        "max_concurrent_evaluations": defaults.max_concurrent_evaluations,
+        "hardware": settings.hardware,
+        "search_id": search_id,
+    }
+    budget = Budget(
+        max_dollars=pick("budget_usd"),
+        max_evaluations=pick("max_evaluations"),
+        max_wall_time_s=pick("wall_time_s"),
+    )
+    return SearchConfig(budget=budget, **{k: v for k, v in fields.items() if v is not None})
+
+
+def make_search_agents(agents: AgentSettings, mode: str | None, seed: int) -> Any:
+    """Offline agents unless an LLM endpoint is configured and asked for."""
+    if (mode or agents.mode) == "llm" and agents.base_url:
+        from accelopt.agents.factory import make_agents
+
+        return make_agents(agents.model_dump())
+    from accelopt.agents.offline import offline_agents
+
+    return offline_agents(seed=seed)
+
+
+@dataclass
+class SearchSession:
+    id: str
+    uri: str
+    kernel_name: str
+    start_version: int | None
+    start_text: str
+    path: str
+    backend: str
+    hardware: str
+    max_candidates: int
+    token: str | int | None = None
+    cancel_event: asyncio.Event = field(default_factory=asyncio.Event)
+    candidates: dict[str, Candidate] = field(default_factory=dict)
+    baseline_id: str | None = None
+    rejected: set[str] = field(default_factory=set)
+    running: bool = True
+    iteration: int = 0
+    total_iterations: int = 0
+    best_speedup: float | None = None
+    dollars: float = 0.0
+    evaluations: int = 0
+    result: OptimizeResult | None = None
+    task: asyncio.Task[OptimizeResult] | None = None
+    started_at: float = field(default_factory=time.monotonic)
+    _diffs: dict[str, str] = field(default_factory=dict)
+
+    # -- what the client sees ------------------------------------------------------------------
+
+    def ranked(self) -> list[Candidate]:
+        """Correct candidates that change the kernel, fastest first (duplicates and rejects out)."""
+        pool = [
+            c
+            for c in self.candidates.values()
+            if c.status == "ok"
+            and c.speedup is not None
+            and c.id != self.baseline_id
+            and c.id not in self.rejected
+            and c.duplicate_of is None
+            and c.kernel.text != self.start_text
+        ]
+        return sorted(pool, key=lambda c: (-(c.speedup or 0.0), c.id))[: self.max_candidates]
+
+    def info(self, candidate: Candidate, rank: int) -> CandidateInfo:
+        if candidate.id not in self._diffs:
+            self._diffs[candidate.id] = unified_diff(self.start_text, candidate.kernel.text, self.path)
+        return CandidateInfo(
+            id=candidate.id,
+            rank=rank,
+            speedup=candidate.speedup,
+            latency_ms=candidate.latency_ms,
+            percent_of_peak=candidate.percent_of_peak,
+            status=candidate.status,
+            title=candidate.plan.title if candidate.plan else "",
+            rationale=[plan.title for plan in candidate.rationale],
+            text=candidate.kernel.text,
+            diff=self._diffs[candidate.id],
+            backend=candidate.profile.backend if candidate.profile else self.backend,
+            hardware=candidate.profile.hardware if candidate.profile else self.hardware,
+        )
+
+    def notification(self) -> CandidatesNotification:
+        return CandidatesNotification(
+            search_id=self.id,
+            uri=self.uri,
+            kernel_name=self.kernel_name,
+            document_version=self.start_version,
+            running=self.running,
+            candidates=[self.info(c, rank) for rank, c in enumerate(self.ranked(), start=1)],
+        )
+
+    def state(self, state: str, message: str = "") -> SearchStateNotification:
+        return SearchStateNotification(
+            search_id=self.id,
+            uri=self.uri,
+            kernel_name=self.kernel_name,
+            state=state,  # type: ignore[arg-type]
+            iteration=self.iteration,
+            total_iterations=self.total_iterations,
+            best_speedup=self.best_speedup,
+            dollars=self.dollars,
+            message=message,
+        )
+
+    def progress_message(self) -> str:
+        best = f"best {self.best_speedup:.2f}×" if self.best_speedup else "no faster kernel yet"
+        return (
+            f"iteration {self.iteration}/{self.total_iterations} · {best} · "
+            f"{self.evaluations} evaluated · ${self.dollars:.2f}"
+        )
+
+    def cancel(self, why: str) -> None:
+        if self.running and not self.cancel_event.is_set():
+            log.info("search %s: cancel requested (%s)", self.id, why)
+            self.cancel_event.set()
+
+
+class SearchManager:
+    def __init__(self, engine: Engine, settings: Callable[[], ServerSettings], host: SearchHost) -> None:
+        self._engine = engine
+        self._settings = settings
+        self._host = host
+        self.sessions: dict[str, SearchSession] = {}
+
+    def running_for(self, uri: str, kernel_name: str) -> SearchSession | None:
+        return next(
+            (
+                s
+                for s in self.sessions.values()
+                if s.running and s.uri == uri and s.kernel_name == kernel_name
+            ),
+            None,
+        )
+
+    def latest_for(self, uri: str, kernel_name: str) -> SearchSession | None:
+        matching = [s for s in self.sessions.values() if s.uri == uri and s.kernel_name == kernel_name]
+        return max(matching, key=lambda s: s.started_at) if matching else None
+
+    async def start(
+        self,
+        *,
+        uri: str,
+        kernel_name: str,
+        text: str,
+        version: int | None,
+        path: str,
+        options: SearchOptions,
+        token: str | int | None,
+    ) -> SearchSession:
+        if self.running_for(uri, kernel_name):
+            raise SearchRefused(f"a search on `{kernel_name}` is already running")
+        settings = self._settings()
+        kernel = KernelSource(text=text, name=kernel_name, path=path)
+        try:
+            task = await asyncio.to_thread(build_task, kernel, settings.input_size)
+        except Exception as exc:
+            raise SearchRefused(
+                f"cannot optimize `{kernel_name}`: {getattr(exc, 'message', None) or exc}"
+            ) from exc
+        search_id = uuid.uuid4().hex[:12]
+        config = search_config(settings, options, search_id)
+        session = SearchSession(
+            id=search_id,
+            uri=uri,
+            kernel_name=kernel_name,
+            start_version=version,
+            start_text=text,
+            path=path,
+            backend=settings.backend,
+            hardware=settings.hardware,
+            max_candidates=settings.max_candidates,
+            token=token,
+            total_iterations=config.iterations,
+        )
+        agents = make_search_agents(settings.agents, options.agents, config.seed)
+        backend = self._engine.backend(settings, "search")
+        memory = await asyncio.to_thread(_open_memory, settings.memory_path)
+        self.sessions[search_id] = session
+        session.task = asyncio.create_task(
+            self._drive(session, kernel, task, agents, backend, config, memory), name=f"search-{search_id}"
+        )
+        return session
+
+    async def _drive(self, session, kernel, task, agents, backend, config, memory) -> OptimizeResult:  # type: ignore[no-untyped-def]
+        from accelopt.search.beam import run_search
+
+        host = self._host
+        if session.token is not None:
+            host.progress(
+                session.token,
+                types.WorkDoneProgressBegin(
+                    title=f"AccelOpt: optimizing {session.kernel_name}",
+                    cancellable=True,
+                    message="planning",
+                    percentage=0,
+                ),
+            )
+        host.notify(SEARCH_STATE, _wire(session.state("started")))
+        host.search_changed(session.uri)
+        reason, message = "error", ""
+        watchdog = asyncio.create_task(self._hard_stop_after_cancel(session))
+        try:
+            async for event in run_search(
+                kernel, task, agents, backend, config, memory=memory, cancel=session.cancel_event
+            ):
+                done = self._apply(session, event)
+                if done is not None:
+                    reason, message = done
+        except asyncio.CancelledError:
+            reason, message = "cancelled", "stopped"
+        except Exception as exc:
+            log.exception("search %s failed", session.id)
+            reason, message = "error", f"{type(exc).__name__}: {exc}"
+        finally:
+            watchdog.cancel()
+            session.running = False
+            if memory is not None:
+                await asyncio.to_thread(memory.close)
+        if reason == "cancelled" and not message:
+            message = "cancelled"
+        session.result = OptimizeResult(
+            search_id=session.id,
+            reason=reason,
+            message=message,
+            best_speedup=session.best_speedup,
+            candidates=len(session.ranked()),
+        )
+        if session.token is not None:
+            host.progress(
+                session.token, types.WorkDoneProgressEnd(message=f"{reason}: {session.progress_message()}")
+            )
+        host.notify(CANDIDATES, _wire(session.notification()))
+        host.notify(SEARCH_STATE, _wire(session.state("finished", f"{reason}. {message}".strip())))
+        host.search_changed(session.uri)
+        return session.result
+
+    async def _hard_stop_after_cancel(self, session: SearchSession) -> None:
+        """A search that ignores its cancel event for too long is stopped as a task."""
+        await session.cancel_event.wait()
+        await asyncio.sleep(CANCEL_GRACE_S)
+        if session.running and session.task is not None:
+            log.warning("search %s did not stop within %.0f s; cancelling it", session.id, CANCEL_GRACE_S)
+            session.task.cancel()
+
+    def _apply(self, session: SearchSession, event: Any) -> tuple[str, str] | None:
+        """Fold one SearchEvent into the session and tell the client; returns (reason, message)
+        for the Finished event."""
+        host = self._host
+        kind = event.kind
+        if kind == "started":
+            session.baseline_id = event.baseline.id
+            session.candidates[event.baseline.id] = event.baseline
+        elif kind == "candidate":
+            candidate: Candidate = event.candidate
+            session.candidates[candidate.id] = candidate
+            if candidate.status not in ("pending",):
+                session.evaluations += 1
+            if (
+                candidate.status == "ok"
+                and candidate.speedup is not None
+                and candidate.id != session.baseline_id
+            ):
+                session.best_speedup = max(session.best_speedup or 0.0, candidate.speedup)
+                host.notify(CANDIDATES, _wire(session.notification()))
+            self._report(session)
+        elif kind == "iteration":
+            session.iteration = event.iteration
+            session.total_iterations = event.total_iterations
+            session.evaluations = max(session.evaluations, event.evaluations)
+            if event.best_speedup and event.best_speedup > 1.0:
+                session.best_speedup = max(session.best_speedup or 0.0, event.best_speedup)
+            self._report(session)
+            host.notify(SEARCH_STATE, _wire(session.state("iteration")))
+            host.search_changed(session.uri)
+        elif kind == "cost":
+            session.dollars = event.dollars
+        elif kind == "finished":
+            for ranked in event.ranked:
+                session.candidates[ranked.candidate.id] = ranked.candidate
+            session.evaluations = max(session.evaluations, event.evaluations)
+            return event.reason, event.message
+        return None
+
+    def _report(self, session: SearchSession) -> None:
+        if session.token is None:
+            return
+        total = max(session.total_iterations, 1)
+        self._host.progress(
+            session.token,
+            types.WorkDoneProgressReport(
+                message=session.progress_message(),
+                percentage=min(100, int(100 * session.iteration / total)),
+                cancellable=True,
+            ),
+        )
+
+    def cancel_all(self, why: str) -> None:
+        for session in self.sessions.values():
+            session.cancel(why)
+
+    async def shutdown(self) -> None:
+        """Stop every search (the server is going away): ask, then wait a little, then force."""
+        self.cancel_all("server shutting down")
+        tasks = [s.task for s in self.sessions.values() if s.task is not None and not s.task.done()]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=5.0)
+            for t in pending:
+                t.cancel()
+
+
+def _open_memory(path: str | None) -> Any:
+    from accelopt.search.memory import Memory
+
+    try:
+        return Memory(path)
+    except Exception:
+        # The search still runs without a memory: a broken store must not cost the user a search.
+        log.exception("optimization memory unavailable; searching without it")
+        return None
+
+
+def _wire(model: Any) -> dict[str, Any]:
+    return model.model_dump(by_alias=True, mode="json")

@@ -1,0 +1,449 @@
+"""The AccelOpt language server: LSP in, engine calls out, engine models back as LSP.
+
+Each feature's logic lives in its own module (hover, codelens, diagnostics, actions, optimize,
+memory_view); this file holds the shared state and registers the handlers. Every handler is
+async and returns quickly: profiles and searches run as background tasks whose CPU work happens
+in the backend's sandboxed worker processes, so the event loop only ever shuffles messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from typing import Any
+
+from lsprotocol import types
+from pydantic import ValidationError
+from pygls.exceptions import JsonRpcException
+from pygls.lsp.server import LanguageServer
+from pygls.workspace import TextDocument
+
+from accelopt.lsp import actions, codelens, diagnostics, hover
+from accelopt.lsp.config import ServerSettings, merge_settings
+from accelopt.lsp.discovery import KernelInfo, find_kernels
+from accelopt.lsp.edits import minimal_edits
+from accelopt.lsp.engine import Engine
+from accelopt.lsp.memory_view import list_experiences
+from accelopt.lsp.optimize import SearchManager, SearchRefused, SearchSession
+from accelopt.lsp.profiles import ProfileStore
+from accelopt.lsp.protocol import (
+    ApplyResult,
+    CancelParams,
+    CandidatesParams,
+    MemoryParams,
+    OptimizeParams,
+)
+from accelopt.profiling.evaluation import KernelSource
+
+log = logging.getLogger(__name__)
+
+OPTIMIZE = "accelopt/optimize"
+CANCEL = "accelopt/cancel"
+MEMORY = "accelopt/memory"
+CANDIDATES = "accelopt/candidates"
+
+
+class RequestFailed(JsonRpcException):
+    """LSP's RequestFailed: the request was valid but could not be carried out (message says why)."""
+
+    CODE = -32803
+    MESSAGE = "Request failed"
+
+
+def plain(value: Any) -> Any:
+    """pygls hands custom-message params over as nested namedtuples: back to JSON-like data."""
+    if hasattr(value, "_asdict"):
+        return {k: plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+class AccelOptServer(LanguageServer):
+    def __init__(self) -> None:
+        from accelopt import __version__
+
+        super().__init__("accelopt", __version__)
+        self.init_options: dict[str, Any] = {}
+        self.settings = ServerSettings()
+        self.engine = Engine()
+        self.profiles = ProfileStore(self.engine, lambda: self.settings, self._profile_landed)
+        self.searches = SearchManager(self.engine, lambda: self.settings, self)
+        self._kernel_cache: OrderedDict[tuple[str, int | None], list[KernelInfo]] = OrderedDict()
+        self._debounce: dict[str, asyncio.Task[None]] = {}
+
+    # -- documents and kernels -----------------------------------------------------------------
+
+    def document(self, uri: str) -> TextDocument:
+        return self.workspace.get_text_document(uri)
+
+    def kernels(self, doc: TextDocument) -> list[KernelInfo]:
+        key = (doc.uri, doc.version)
+        if key not in self._kernel_cache:
+            self._kernel_cache[key] = find_kernels(doc.source)
+            if len(self._kernel_cache) > 64:
+                self._kernel_cache.popitem(last=False)
+        return self._kernel_cache[key]
+
+    def kernel_source(self, doc: TextDocument, name: str) -> KernelSource:
+        return KernelSource(text=doc.source, name=name, path=doc.path)
+
+    # -- SearchHost ----------------------------------------------------------------------------
+
+    def notify(self, method: str, payload: dict[str, Any]) -> None:
+        self.protocol.notify(method, payload)
+
+    def progress(self, token: str | int, value: Any) -> None:
+        progress = self.work_done_progress
+        if isinstance(value, types.WorkDoneProgressBegin):
+            progress.begin(token, value)
+        elif isinstance(value, types.WorkDoneProgressReport):
+            progress.report(token, value)
+        else:
+            progress.end(token, value)
+            progress.tokens.pop(token, None)
+
+    def search_changed(self, uri: str) -> None:
+        self.refresh_lenses()
+
+    # -- refreshes -----------------------------------------------------------------------------
+
+    def _client_supports(self, *path: str) -> bool:
+        node: Any = self.client_capabilities
+        for name in path:
+            node = getattr(node, name, None)
+            if node is None:
+                return False
+        return bool(node)
+
+    def refresh_lenses(self) -> None:
+        if self._client_supports("workspace", "code_lens", "refresh_support"):
+            self.workspace_code_lens_refresh(None)
+
+    def _profile_landed(self, uri: str, version: int) -> None:
+        self.refresh_lenses()
+        self.publish_if_complete(uri, version)
+
+    def publish_if_complete(self, uri: str, version: int) -> None:
+        """Diagnostics for a document version once every kernel in it has been emulated."""
+        try:
+            doc = self.document(uri)
+        except Exception:
+            return
+        if doc.version != version:
+            return
+        kernels = self.kernels(doc)
+        outcomes = {k.name: self.profiles.peek(uri, version, k.name) for k in kernels}
+        if any(o is None for o in outcomes.values()):
+            return
+        found = diagnostics.document_diagnostics(kernels, outcomes, doc.source)  # type: ignore[arg-type]
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=found)
+        )
+
+    def schedule_diagnostics(self, uri: str, delay_s: float) -> None:
+        previous = self._debounce.pop(uri, None)
+        if previous is not None:
+            previous.cancel()
+        self._debounce[uri] = asyncio.create_task(self._emulate_document(uri, delay_s))
+
+    async def _emulate_document(self, uri: str, delay_s: float) -> None:
+        await asyncio.sleep(delay_s)
+        doc = self.document(uri)
+        if doc.version is None:
+            return
+        kernels = self.kernels(doc)
+        if not kernels:
+            self.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=uri, version=doc.version, diagnostics=[])
+            )
+            return
+        for kernel in kernels:
+            self.profiles.request(uri, doc.version, self.kernel_source(doc, kernel.name))
+        self.publish_if_complete(uri, doc.version)
+
+    # -- configuration -------------------------------------------------------------------------
+
+    async def load_configuration(self) -> None:
+        workspace_layer: dict[str, Any] | None = None
+        if self._client_supports("workspace", "configuration"):
+            try:
+                answer = await self.workspace_configuration_async(
+                    types.ConfigurationParams(items=[types.ConfigurationItem(section="accelopt")])
+                )
+                workspace_layer = answer[0] if answer and isinstance(answer[0], dict) else None
+            except Exception:
+                log.exception("workspace/configuration failed; keeping the initialization options")
+        try:
+            settings = merge_settings(self.init_options, workspace_layer)
+        except ValidationError as exc:
+            self.window_show_message(
+                types.ShowMessageParams(
+                    type=types.MessageType.Error,
+                    message=f"AccelOpt: invalid settings, keeping the previous ones: {exc.errors()[0]['loc']}: "
+                    f"{exc.errors()[0]['msg']}",
+                )
+            )
+            return
+        changed = settings != self.settings
+        self.settings = settings
+        log.info("settings: %s", settings.redacted())
+        if changed:
+            self.profiles.clear()
+            self.refresh_lenses()
+            for doc in list(self.workspace.text_documents.values()):
+                self.schedule_diagnostics(doc.uri, 0.0)
+
+    # -- searches ------------------------------------------------------------------------------
+
+    async def start_search(self, params: OptimizeParams) -> SearchSession:
+        doc = self.document(params.uri)
+        if not any(k.name == params.kernel_name for k in self.kernels(doc)):
+            raise SearchRefused(f"no kernel named `{params.kernel_name}` in {params.uri}")
+        session = await self.searches.start(
+            uri=params.uri,
+            kernel_name=params.kernel_name,
+            text=doc.source,
+            version=doc.version,
+            path=doc.path,
+            options=params.options,
+            token=params.work_done_token,
+        )
+        if session.token is not None:
+            # Cancelling the progress in the client (window/workDoneProgress/cancel) cancels this
+            # future (pygls' builtin handler); begin() will reuse it.
+            future = self.work_done_progress.tokens.setdefault(session.token, _new_future())
+            future.add_done_callback(
+                lambda f: session.cancel("progress cancelled") if f.cancelled() else None
+            )
+        return session
+
+    async def apply_candidate(self, search_id: str, candidate_id: str) -> ApplyResult:
+        session = self.searches.sessions.get(search_id)
+        candidate = session.candidates.get(candidate_id) if session else None
+        if session is None or candidate is None or candidate_id in session.rejected:
+            return self._refuse(f"AccelOpt: no candidate {candidate_id} in search {search_id}")
+        doc = self.document(session.uri)
+        if doc.version != session.start_version or doc.source != session.start_text:
+            return self._refuse(
+                f"AccelOpt: {doc.filename or session.uri} changed since the search on "
+                f"`{session.kernel_name}` started (version {session.start_version}, now {doc.version}); "
+                "the candidate was not applied. Start a new search on the current text."
+            )
+        edits = minimal_edits(session.start_text, candidate.kernel.text)
+        rank = next((i for i, c in enumerate(session.ranked(), start=1) if c.id == candidate_id), None)
+        label = f"AccelOpt: apply candidate {rank or candidate_id} to `{session.kernel_name}`"
+        if self._client_supports("workspace", "workspace_edit", "document_changes"):
+            edit = types.WorkspaceEdit(
+                document_changes=[
+                    types.TextDocumentEdit(
+                        text_document=types.OptionalVersionedTextDocumentIdentifier(
+                            uri=session.uri, version=session.start_version
+                        ),
+                        edits=edits,  # type: ignore[arg-type]
+                    )
+                ]
+            )
+        else:
+            edit = types.WorkspaceEdit(changes={session.uri: edits})
+        answer = await self.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=label))
+        if not answer.applied:
+            return self._refuse(
+                f"{label}: the editor refused the edit ({answer.failure_reason or 'no reason given'})"
+            )
+        return ApplyResult(applied=True, message=f"{label}: {len(edits)} edit(s)")
+
+    def _refuse(self, message: str) -> ApplyResult:
+        self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=message))
+        return ApplyResult(applied=False, message=message)
+
+    async def aclose(self) -> None:
+        for task in self._debounce.values():
+            task.cancel()
+        await self.searches.shutdown()
+        self.profiles.clear()
+        await self.engine.aclose()
+
+
+def _new_future() -> Any:
+    from concurrent.futures import Future
+
+    return Future()
+
+
+def _wire(model: Any) -> dict[str, Any]:
+    return model.model_dump(by_alias=True, mode="json")
+
+
+def create_server() -> AccelOptServer:
+    server = AccelOptServer()
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: AccelOptServer, params: types.InitializeParams) -> None:
+        options = params.initialization_options
+        ls.init_options = options if isinstance(options, dict) else {}
+        try:
+            ls.settings = merge_settings(ls.init_options)
+        except ValidationError as exc:
+            log.error("invalid initializationOptions, using defaults: %s", exc)
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: AccelOptServer, params: types.InitializedParams) -> None:
+        await ls.load_configuration()
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def configuration_changed(ls: AccelOptServer, params: types.DidChangeConfigurationParams) -> None:
+        await ls.load_configuration()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: AccelOptServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.schedule_diagnostics(params.text_document.uri, 0.0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: AccelOptServer, params: types.DidSaveTextDocumentParams) -> None:
+        ls.schedule_diagnostics(params.text_document.uri, ls.settings.diagnostics_delay_s)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: AccelOptServer, params: types.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        ls.profiles.forget_document(uri)
+        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    async def on_hover(ls: AccelOptServer, params: types.HoverParams) -> types.Hover | None:
+        doc = ls.document(params.text_document.uri)
+        position = params.position
+        kernel = next((k for k in ls.kernels(doc) if k.on_header(position.line, position.character)), None)
+        if kernel is None or doc.version is None:
+            return None
+        outcome = ls.profiles.request(doc.uri, doc.version, ls.kernel_source(doc, kernel.name))
+        text = (
+            hover.pending_markdown(kernel.name)
+            if outcome is None
+            else hover.outcome_markdown(kernel.name, outcome)
+        )
+        return types.Hover(
+            contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),
+            range=types.Range(
+                start=types.Position(line=kernel.def_line, character=kernel.name_start),
+                end=types.Position(line=kernel.def_line, character=kernel.name_end),
+            ),
+        )
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
+    async def on_code_lens(ls: AccelOptServer, params: types.CodeLensParams) -> list[types.CodeLens]:
+        doc = ls.document(params.text_document.uri)
+        if doc.version is None:
+            return []
+        lenses: list[types.CodeLens] = []
+        for kernel in ls.kernels(doc):
+            outcome = ls.profiles.request(doc.uri, doc.version, ls.kernel_source(doc, kernel.name))
+            running = ls.searches.running_for(doc.uri, kernel.name)
+            note = None
+            if running is not None:
+                best = f" · best {running.best_speedup:.2f}×" if running.best_speedup else ""
+                note = f"Optimizing… iteration {running.iteration}/{running.total_iterations}{best}"
+            lenses += codelens.kernel_lenses(doc.uri, kernel, outcome, note)
+        return lenses
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(
+            code_action_kinds=[types.CodeActionKind.RefactorRewrite, types.CodeActionKind.QuickFix],
+            resolve_provider=True,
+        ),
+    )
+    async def on_code_action(ls: AccelOptServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        doc = ls.document(params.text_document.uri)
+        line = params.range.start.line
+        kernel = next((k for k in ls.kernels(doc) if k.covers(line)), None)
+        if kernel is None:
+            return []
+        result: list[types.CodeAction] = []
+        for diagnostic in params.context.diagnostics:
+            fix = actions.declare_inputs_fix(doc.uri, kernel, doc.lines, diagnostic)
+            if fix is not None:
+                result.append(fix)
+        if ls.searches.running_for(doc.uri, kernel.name) is None:
+            result.append(actions.optimize_action(doc.uri, kernel))
+        latest = ls.searches.latest_for(doc.uri, kernel.name)
+        if latest is not None:
+            result += actions.candidate_actions(latest)
+        if not ls._client_supports("text_document", "code_action", "resolve_support"):
+            result = [actions.resolve(a) for a in result]
+        return result
+
+    @server.feature(types.CODE_ACTION_RESOLVE)
+    def on_code_action_resolve(ls: AccelOptServer, action: types.CodeAction) -> types.CodeAction:
+        return actions.resolve(action)
+
+    @server.command(codelens.OPTIMIZE_COMMAND)
+    async def optimize_command(ls: AccelOptServer, uri: str, kernel_name: str) -> dict[str, Any]:
+        """Starts a search and answers at once with its id; progress is server-initiated."""
+        token: str | None = None
+        if ls._client_supports("window", "work_done_progress"):
+            token = f"accelopt-{id(object())}-{kernel_name}"
+            await ls.work_done_progress.create_async(token)
+        try:
+            session = await ls.start_search(
+                OptimizeParams(uri=uri, kernel_name=kernel_name, work_done_token=token)
+            )
+        except SearchRefused as exc:
+            if token is not None:
+                ls.progress(token, types.WorkDoneProgressEnd(message=str(exc)))
+            ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=str(exc)))
+            return {"searchId": None, "message": str(exc)}
+        return {"searchId": session.id, "message": ""}
+
+    @server.command(actions.APPLY_COMMAND)
+    async def apply_command(ls: AccelOptServer, search_id: str, candidate_id: str) -> dict[str, Any]:
+        return _wire(await ls.apply_candidate(search_id, candidate_id))
+
+    @server.command(actions.REJECT_COMMAND)
+    def reject_command(ls: AccelOptServer, search_id: str, candidate_id: str) -> None:
+        session = ls.searches.sessions.get(search_id)
+        if session is not None:
+            session.rejected.add(candidate_id)
+            ls.notify(CANDIDATES, _wire(session.notification()))
+
+    @server.feature(OPTIMIZE)
+    async def optimize_request(ls: AccelOptServer, raw: Any) -> dict[str, Any]:
+        params = OptimizeParams.model_validate(plain(raw))
+        try:
+            session = await ls.start_search(params)
+        except SearchRefused as exc:
+            raise RequestFailed(str(exc)) from exc
+        assert session.task is not None
+        try:
+            result = await asyncio.shield(session.task)
+        except asyncio.CancelledError:
+            # $/cancelRequest: stop the search; it still sends its final ranking and ends the progress.
+            session.cancel("request cancelled")
+            raise
+        return _wire(result)
+
+    @server.feature(CANCEL)
+    def cancel_request(ls: AccelOptServer, raw: Any) -> None:
+        params = CancelParams.model_validate(plain(raw))
+        session = ls.searches.sessions.get(params.search_id)
+        if session is not None:
+            session.cancel("accelopt/cancel")
+
+    @server.feature(CANDIDATES)
+    def candidates_request(ls: AccelOptServer, raw: Any) -> dict[str, Any] | None:
+        params = CandidatesParams.model_validate(plain(raw))
+        session = ls.searches.sessions.get(params.search_id)
+        return _wire(session.notification()) if session else None
+
+    @server.feature(MEMORY)
+    async def memory_request(ls: AccelOptServer, raw: Any) -> dict[str, Any]:
+        params = MemoryParams.model_validate(plain(raw) or {})
+        result = await asyncio.to_thread(list_experiences, ls.settings.memory_path, params)
+        return _wire(result)
+
+    @server.feature(types.SHUTDOWN)
+    async def shutdown(ls: AccelOptServer, params: None) -> None:
+        await ls.aclose()
+
+    return server
