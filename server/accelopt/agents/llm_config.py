@@ -1,0 +1,83 @@
+"""Configuration of the LLM agents: which OpenAI-compatible endpoint, which model and sampling per
+role, how long to wait and how often to retry, and what tokens cost.
+
+The API key is never part of the configuration: `api_key_env` names the environment variable
+that holds it, and the key is read when the client is created.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from accelopt.agents.pricing import Price, PriceTable
+
+Role = Literal["planner", "executor", "fixer", "summarizer"]
+ROLES: tuple[Role, ...] = ("planner", "executor", "fixer", "summarizer")
+
+
+class RoleSettings(BaseModel):
+    """Overrides for one role; unset fields fall back to the top-level values."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = None
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_tokens: int | None = Field(None, ge=1)
+    top_p: float | None = Field(None, gt=0, le=1)
+
+
+class ResolvedRole(BaseModel):
+    model: str
+    temperature: float
+    max_tokens: int
+    top_p: float | None
+
+
+class LLMConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str | None = Field(
+        None, description="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1"
+    )
+    api_key_env: str = Field("OPENAI_API_KEY", description="NAME of the environment variable holding the key")
+    model: str = "gpt-oss-120b"
+    temperature: float = Field(1.0, ge=0, le=2)
+    max_tokens: int = Field(16_384, ge=1)
+    top_p: float | None = Field(None, gt=0, le=1)
+    planner: RoleSettings = Field(default_factory=RoleSettings)
+    executor: RoleSettings = Field(default_factory=RoleSettings)
+    fixer: RoleSettings = Field(default_factory=RoleSettings)
+    summarizer: RoleSettings = Field(default_factory=RoleSettings)
+
+    timeout_s: float = Field(300.0, gt=0, description="per request")
+    max_retries: int = Field(4, ge=0, description="after the first attempt, on 429/5xx/timeouts/bad replies")
+    backoff_initial_s: float = Field(1.0, ge=0)
+    backoff_max_s: float = Field(30.0, ge=0)
+    max_reply_chars: int = Field(
+        400_000, ge=1_000, description="longer replies are refused as runaway output"
+    )
+    prices: dict[str, Price] = Field(default_factory=dict, description="model -> dollars per million tokens")
+
+    def role(self, role: Role) -> ResolvedRole:
+        settings: RoleSettings = getattr(self, role)
+        return ResolvedRole(
+            model=settings.model or self.model,
+            temperature=self.temperature if settings.temperature is None else settings.temperature,
+            max_tokens=settings.max_tokens or self.max_tokens,
+            top_p=settings.top_p if settings.top_p is not None else self.top_p,
+        )
+
+    @property
+    def price_table(self) -> PriceTable:
+        return PriceTable(prices=self.prices)
+
+    def api_key(self) -> str:
+        """The key from the environment; local servers (vLLM, SGLang, Ollama) accept any value."""
+        return os.environ.get(self.api_key_env, "") or "not-needed"
+
+    @property
+    def models(self) -> list[str]:
+        return sorted({self.role(r).model for r in ROLES})

@@ -1,0 +1,156 @@
+"""Turning agent requests into chat messages from the templates in `agents/prompts/`.
+
+Templates use `$name` placeholders (string.Template), so kernel code with braces passes through
+untouched. The profile's fields are listed in an order that varies with the request's seed:
+the N planner calls for one kernel see the same facts in different orders, which spreads their
+proposals (a model tends to act on whatever it reads first).
+"""
+
+from __future__ import annotations
+
+import random
+from functools import cache
+from importlib import resources
+from string import Template
+
+from accelopt.agents.base import ExecuteRequest, FixRequest, PlanRequest, SummarizeRequest
+from accelopt.profiling.profile import Profile
+from accelopt.search.candidate import Experience
+
+Messages = list[dict[str, str]]
+
+
+@cache
+def template(name: str) -> Template:
+    return Template(
+        resources.files("accelopt.agents").joinpath("prompts", f"{name}.md").read_text(encoding="utf-8")
+    )
+
+
+def _render(name: str, **values: object) -> str:
+    return template(name).safe_substitute({k: str(v) for k, v in values.items()}).strip() + "\n"
+
+
+def _shared() -> dict[str, str]:
+    return {"nki_facts": _render("nki_facts"), "glossary": _render("profile_glossary")}
+
+
+def _format_value(value: float) -> str:
+    if isinstance(value, int) or float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:.4g}"
+
+
+def profile_text(profile: Profile | None, seed: int) -> str:
+    if profile is None:
+        return "(no profile available)"
+    fields = list(profile.summary_fields().items())
+    fields.append(("bound", profile.bound))  # type: ignore[arg-type]
+    random.Random(seed).shuffle(fields)
+    return "\n".join(f"- {k}: {v if isinstance(v, str) else _format_value(v)}" for k, v in fields)
+
+
+def costly_lines(profile: Profile | None, limit: int = 5) -> str:
+    if profile is None or not profile.lines:
+        return "(not available)"
+    return "\n".join(
+        f"- line {c.line} ({100 * c.fraction:.0f}% of engine time): {c.text.strip()}"
+        for c in profile.lines[:limit]
+    )
+
+
+def lessons_text(experiences: list[Experience]) -> str:
+    if not experiences:
+        return "Past lessons: none yet."
+    parts = ["Past lessons from the optimization memory (id, outcome, lesson):"]
+    for exp in experiences:
+        outcome = (
+            f"helped, {exp.speedup:.2f}x faster" if exp.positive else f"hurt, {1 / exp.speedup:.2f}x slower"
+        )
+        parts.append(f"- lesson {exp.id} ({outcome}, {exp.kernel_family or exp.task}): {exp.lesson.title}")
+        if exp.lesson.plan:
+            parts.append(f"  {exp.lesson.plan}")
+        if exp.lesson.before and exp.lesson.after:
+            parts.append(f"  before: {_one_line(exp.lesson.before)}\n  after:  {_one_line(exp.lesson.after)}")
+    return "\n".join(parts)
+
+
+def _one_line(snippet: str, limit: int = 240) -> str:
+    text = " | ".join(line.strip() for line in snippet.strip().splitlines() if line.strip())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _label(profile: Profile | None) -> str:
+    return profile.label if profile else "no profile"
+
+
+def planner_messages(request: PlanRequest, proposal: int) -> Messages:
+    user = _render(
+        "planner_user",
+        kernel_name=request.kernel.name,
+        path=request.kernel.path or "<editor>",
+        source=request.kernel.text.rstrip(),
+        profile_label=_label(request.profile),
+        profile=profile_text(request.profile, request.seed),
+        lines=costly_lines(request.profile),
+        lessons=lessons_text(request.experiences),
+        proposal=proposal,
+    )
+    return [{"role": "system", "content": _render("planner", **_shared())}, {"role": "user", "content": user}]
+
+
+def executor_messages(request: ExecuteRequest, variant: int) -> Messages:
+    user = _render(
+        "executor_user",
+        kernel_name=request.kernel.name,
+        source=request.kernel.text.rstrip(),
+        profile_label=_label(request.profile),
+        profile=profile_text(request.profile, request.seed),
+        plan_title=request.plan.title,
+        plan_description=request.plan.description,
+        variant=variant,
+        samples=request.samples,
+    )
+    system = _render("executor", kernel_name=request.kernel.name, **_shared())
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def fixer_messages(request: FixRequest) -> Messages:
+    user = _render(
+        "fixer_user",
+        original=request.original.text.rstrip(),
+        plan_title=request.plan.title,
+        plan_description=request.plan.description,
+        source=request.kernel.text.rstrip(),
+        status=request.status,
+        where=f" at line {request.line}" if request.line else "",
+        message=request.message or "(no message)",
+    )
+    system = _render("fixer", kernel_name=request.kernel.name, **_shared())
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def summarizer_messages(request: SummarizeRequest) -> Messages:
+    slow, fast = request.slow_profile, request.fast_profile
+    user = _render(
+        "summarizer_user",
+        plan_title=request.plan.title,
+        plan_description=request.plan.description,
+        profile_label=_label(fast or slow),
+        slow_latency=f"{slow.latency_ms:.4g}" if slow else "?",
+        fast_latency=f"{fast.latency_ms:.4g}" if fast else "?",
+        speedup=f"{request.speedup:.3f}",
+        verdict="it helped" if request.speedup > 1 else "it hurt",
+        slow=request.slow.text.rstrip(),
+        fast=request.fast.text.rstrip(),
+        profile_diff=profile_diff(slow, fast),
+    )
+    return [{"role": "system", "content": _render("summarizer")}, {"role": "user", "content": user}]
+
+
+def profile_diff(before: Profile | None, after: Profile | None) -> str:
+    if before is None or after is None:
+        return "(not available)"
+    a, b = before.summary_fields(), after.summary_fields()
+    changed = [f"- {k}: {_format_value(a[k])} -> {_format_value(b[k])}" for k in a if a[k] != b[k]]
+    return "\n".join(changed) or "(no field changed)"
