@@ -1,0 +1,326 @@
+"""`accelopt optimize KERNEL.py`: run the AccelOpt beam search on a kernel from the terminal.
+
+Shows live progress (iteration, best speedup, percent of peak, cost), then the ranked candidates
+with the chain of plans behind each, and writes to --out (default accelopt-out/<kernel>/):
+best.py (the fastest correct kernel), report.html and events.jsonl (every SearchEvent).
+Ctrl-C stops the search cleanly: the partial ranking is still printed and written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import asyncio
+import contextlib
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from accelopt.profiling.evaluation import KernelSource
+from accelopt.search.events import (
+    CandidateEvent,
+    CostEvent,
+    Finished,
+    IterationEvent,
+    LessonEvent,
+    SearchEvent,
+    Started,
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("kernel_file", metavar="KERNEL.py", help="file with the @nki.jit kernel")
+    parser.add_argument(
+        "--kernel", help="kernel function name (default: the only @nki.jit function in the file)"
+    )
+    parser.add_argument(
+        "--reference", metavar="REF.py", help="reference module (wins over the directive in the file)"
+    )
+    parser.add_argument(
+        "--size", choices=["full", "small"], default="full", help="input shapes of the reference module"
+    )
+    parser.add_argument(
+        "--agents", choices=["auto", "llm", "offline"], help="default: the config file's, else auto"
+    )
+    parser.add_argument(
+        "--config", metavar="FILE", help="TOML or JSON: [search], [llm], agents, backend, memory"
+    )
+    parser.add_argument("--backend", help="profiling backend (default simulator)")
+    parser.add_argument("--hardware", choices=["trn1", "trn2"])
+    parser.add_argument("--iterations", "-T", type=int, help="T (default 16)")
+    parser.add_argument("--beam", "-B", type=int, help="beam width B (default 6)")
+    parser.add_argument("--plans", "-N", type=int, help="plans per beam kernel N (default 12)")
+    parser.add_argument("--samples", "-K", type=int, help="kernels per plan K (default 2)")
+    parser.add_argument("--fix-attempts", "-F", type=int, help="fixer attempts F (default 2)")
+    parser.add_argument("--seeds", type=int, help="random inputs per correctness check (default 5)")
+    parser.add_argument("--budget-usd", type=float, help="stop when the LLM calls have cost this much")
+    parser.add_argument("--max-tokens", type=int, help="stop after this many LLM tokens")
+    parser.add_argument("--max-evaluations", type=int, help="stop after this many backend evaluations")
+    parser.add_argument("--wall-time", type=float, metavar="SECONDS", help="stop after this long")
+    parser.add_argument("--patience", type=int, help="stop after P iterations without a faster kernel")
+    parser.add_argument(
+        "--target-peak", type=float, metavar="PERCENT", help="stop at this percent of roofline peak"
+    )
+    parser.add_argument("--memory", metavar="FILE", help="optimization memory database (default: per user)")
+    parser.add_argument(
+        "--no-memory", action="store_true", help="neither read nor write the persistent memory"
+    )
+    parser.add_argument("--workers", type=int, help="concurrent evaluations (default 2)")
+    parser.add_argument("--out", metavar="DIR", help="output directory (default accelopt-out/<kernel>)")
+    parser.add_argument("--seed", type=int, help="seed for the agents' choices")
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console(stderr=False)
+    try:
+        return asyncio.run(_optimize(args, console))
+    except _UsageError as exc:
+        print(f"accelopt optimize: {exc}", file=sys.stderr)
+        return 2
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _find_kernel_name(text: str, path: str, wanted: str | None) -> str:
+    try:
+        tree = ast.parse(text, filename=path)
+    except SyntaxError as exc:
+        raise _UsageError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from exc
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    kernels = [f.name for f in functions if any("jit" in ast.unparse(d) for d in f.decorator_list)]
+    if wanted:
+        if wanted not in {f.name for f in functions}:
+            raise _UsageError(
+                f"{path}: no function named '{wanted}' (kernels here: {', '.join(kernels) or 'none'})"
+            )
+        return wanted
+    if len(kernels) == 1:
+        return kernels[0]
+    if not kernels:
+        raise _UsageError(f"{path}: no @nki.jit kernel found; name one with --kernel")
+    raise _UsageError(f"{path}: several kernels ({', '.join(kernels)}); choose one with --kernel")
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from accelopt.search.run_config import ConfigError, load_run_config
+
+    try:
+        run_config = load_run_config(args.config)
+    except ConfigError as exc:
+        raise _UsageError(str(exc)) from exc
+    search = run_config.search.model_dump()
+    overrides = {
+        "iterations": args.iterations,
+        "beam_width": args.beam,
+        "plans_per_kernel": args.plans,
+        "samples_per_plan": args.samples,
+        "fix_attempts": args.fix_attempts,
+        "seeds": args.seeds,
+        "hardware": args.hardware,
+        "patience": args.patience,
+        "max_concurrent_evaluations": args.workers,
+        "seed": args.seed,
+        "target_percent_of_peak": args.target_peak / 100 if args.target_peak is not None else None,
+    }
+    search.update({k: v for k, v in overrides.items() if v is not None})
+    budget = search["budget"]
+    for key, value in (
+        ("max_dollars", args.budget_usd),
+        ("max_tokens", args.max_tokens),
+        ("max_evaluations", args.max_evaluations),
+        ("max_wall_time_s", args.wall_time),
+    ):
+        if value is not None:
+            budget[key] = value
+    updates: dict[str, Any] = {"search": search}
+    if args.agents:
+        updates["agents"] = args.agents
+    if args.backend:
+        updates["backend"] = args.backend
+    if args.memory:
+        updates["memory"] = args.memory
+    try:
+        return type(run_config).model_validate({**run_config.model_dump(), **updates})
+    except ValueError as exc:
+        raise _UsageError(f"invalid option: {exc}") from exc
+
+
+async def _optimize(args: argparse.Namespace, console: Console) -> int:
+    from accelopt.agents.factory import AgentsUnavailable, aclose_agents, make_agents
+    from accelopt.profiling.task import TaskError, task_for_kernel
+    from accelopt.search.beam import run_search
+    from accelopt.search.memory import Memory, MemoryUnavailable
+
+    path = Path(args.kernel_file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise _UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    name = _find_kernel_name(text, str(path), args.kernel)
+    kernel = KernelSource(text=text, name=name, path=str(path))
+    settings = _settings(args)
+    try:
+        task = task_for_kernel(kernel, reference=args.reference, size=args.size)
+    except TaskError as exc:
+        raise _UsageError(str(exc)) from exc
+    try:
+        agents = make_agents(settings.llm, kind=settings.agents, seed=settings.search.seed)
+    except AgentsUnavailable as exc:
+        raise _UsageError(str(exc)) from exc
+    if (
+        settings.llm is not None
+        and agents.name.startswith("llm")
+        and settings.search.budget.max_dollars is not None
+    ):
+        unpriced = [m for m in settings.llm.models if settings.llm.price_table.price_for(m) is None]
+        if unpriced:
+            console.print(
+                f"[yellow]warning:[/] no price configured for {', '.join(unpriced)}: their calls count as $0 "
+                "against --budget-usd (add [llm.prices] to the config)"
+            )
+    memory = None
+    if not args.no_memory:
+        try:
+            memory = Memory(settings.memory)
+        except MemoryUnavailable as exc:
+            console.print(f"[yellow]warning:[/] {exc}; continuing without the persistent memory")
+    out_dir = Path(args.out) if args.out else Path("accelopt-out") / name
+    backend = _backend(settings.backend, settings.search.max_concurrent_evaluations)
+    cancel = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, cancel.set)
+    events: list[SearchEvent] = []
+    try:
+        finished = await _drive(
+            run_search(kernel, task, agents, backend, settings.search, memory, cancel), events, console
+        )
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+        await backend.aclose()
+        await aclose_agents(agents)
+        if memory is not None:
+            memory.close()
+    _print_ranking(console, finished)
+    _write_outputs(console, out_dir, kernel, events, finished)
+    return 0 if finished.reason != "error" else 1
+
+
+def _backend(name: str, workers: int) -> Any:
+    try:
+        from accelopt.profiling.backends import get_backend
+    except ModuleNotFoundError as exc:
+        if exc.name != "accelopt.profiling.backends":
+            raise
+        raise _UsageError("the profiling backends are not available in this build yet") from exc
+    try:
+        return get_backend(name, max_workers=workers)
+    except (KeyError, ValueError, RuntimeError) as exc:
+        raise _UsageError(f"backend {name!r}: {exc}") from exc
+
+
+async def _drive(stream: Any, events: list[SearchEvent], console: Console) -> Finished:
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+    state = {"best": 1.0, "peak": None, "dollars": 0.0, "tokens": 0, "evals": 0, "candidates": 0}
+
+    def status() -> str:
+        peak = f"{100 * state['peak']:.1f}% of peak" if state["peak"] is not None else "peak –"
+        return (
+            f"best {state['best']:.3f}x · {peak} · {state['candidates']} candidates · "
+            f"{state['evals']} evals · ${state['dollars']:.4f} ({state['tokens']:,} tokens)"
+        )
+
+    finished: Finished | None = None
+    with progress:
+        bar = progress.add_task("baseline", total=None, status="evaluating the baseline")
+        async for event in stream:
+            events.append(event)
+            if isinstance(event, Started):
+                base = event.baseline
+                total = int(event.config.get("iterations", 0) or 0)
+                label = base.profile.label if base.profile else event.backend
+                progress.update(bar, description="iteration 1", total=total or None, completed=0)
+                state["peak"] = base.percent_of_peak
+                console.print(
+                    f"baseline [bold]{event.kernel_name}[/]: {base.status}"
+                    + (f", {base.latency_ms:.4f} ms ({label})" if base.latency_ms else f": {base.message}")
+                    + f" · agents {event.agents}"
+                )
+            elif isinstance(event, CandidateEvent):
+                state["candidates"] += 1
+                c = event.candidate
+                if c.status == "ok" and c.speedup and c.speedup > state["best"] and not c.duplicate_of:
+                    console.print(f"  {c.id} {c.speedup:.3f}x · {c.plan.title if c.plan else ''}")
+            elif isinstance(event, IterationEvent):
+                state.update(
+                    best=event.best_speedup, peak=event.best_percent_of_peak, evals=event.evaluations
+                )
+                progress.update(
+                    bar, completed=event.iteration, description=f"iteration {event.iteration + 1}"
+                )
+            elif isinstance(event, CostEvent):
+                state.update(dollars=event.dollars, tokens=event.prompt_tokens + event.completion_tokens)
+            elif isinstance(event, LessonEvent):
+                pass
+            elif isinstance(event, Finished):
+                finished = event
+                state["evals"] = event.evaluations
+                progress.update(bar, description=event.reason)
+            progress.update(bar, status=status())
+    assert finished is not None, "the search ended without a Finished event"
+    return finished
+
+
+def _print_ranking(console: Console, finished: Finished) -> None:
+    console.print(f"\n[bold]{finished.reason}[/]: {finished.message}")
+    table = Table(title="ranked candidates (correct only)")
+    for column in ("#", "id", "speedup", "latency ms", "of peak", "plans from the baseline"):
+        table.add_column(
+            column, justify="right" if column in ("#", "speedup", "latency ms", "of peak") else "left"
+        )
+    for item in finished.ranked[:15]:
+        c = item.candidate
+        table.add_row(
+            str(item.rank),
+            c.id,
+            f"{c.speedup:.3f}x" if c.speedup else "–",
+            f"{c.latency_ms:.4f}" if c.latency_ms else "–",
+            f"{100 * c.percent_of_peak:.1f}%" if c.percent_of_peak is not None else "–",
+            "\n".join(f"{i + 1}. {p.title}" for i, p in enumerate(c.rationale)) or "(baseline)",
+        )
+    console.print(table)
+    if finished.ranked and finished.ranked[0].candidate.profile is not None:
+        console.print(f"latencies are {finished.ranked[0].candidate.profile.label}")
+
+
+def _write_outputs(
+    console: Console, out_dir: Path, kernel: KernelSource, events: list[SearchEvent], finished: Finished
+) -> None:
+    from accelopt.search.report import build_report
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if finished.ranked:
+        best = finished.ranked[0].candidate
+        (out_dir / "best.py").write_text(best.kernel.text, encoding="utf-8")
+        console.print(f"best kernel ({best.id}, {best.speedup or 1:.3f}x): {out_dir / 'best.py'}")
+    (out_dir / "report.html").write_text(build_report(events), encoding="utf-8")
+    with (out_dir / "events.jsonl").open("w", encoding="utf-8") as handle:
+        for event in events:
+            handle.write(event.model_dump_json() + "\n")
+    console.print(f"report: {out_dir / 'report.html'} · events: {out_dir / 'events.jsonl'}")
