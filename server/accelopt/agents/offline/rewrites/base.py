@@ -1,0 +1,89 @@
+"""What every rewrite is: it lists the places in a kernel where it could act (legal sites, and the
+tempting ones it refuses, with the reason), and turns (site, parameters) into new source text."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import libcst as cst
+
+from accelopt.agents.offline.kernel_ir import KernelView
+from accelopt.agents.offline.rewrites.errors import NotApplicable
+
+Params = dict[str, int | float | str | bool]
+
+
+@dataclass
+class Site:
+    """A place where a rewrite can act. `id` is stable for a given source text."""
+
+    rewrite: str
+    id: str
+    line: int
+    title: str  # e.g. "hoist the load of w out of the k loop"
+    description: str = ""
+    variants: list[Params] = field(default_factory=lambda: [{}])  # parameter choices, best guess first
+    # Which bottleneck the change relieves: "hbm", "tensor", "vector", "scalar", "latency".
+    relieves: tuple[str, ...] = ()
+    payload: Any = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A place a rewrite considered and rejected."""
+
+    rewrite: str
+    id: str
+    line: int
+    reason: str
+
+
+class Rewrite(ABC):
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    styles: ClassVar[tuple[str, ...]] = ("hand-written", "compiler-generated")
+
+    @abstractmethod
+    def analyse(self, view: KernelView) -> list[Site | Refusal]:
+        """Every site considered, legal or refused."""
+
+    @abstractmethod
+    def transform(self, view: KernelView, site: Site, params: Params) -> str:
+        """The new module text; raise NotApplicable for parameters that do not fit this site."""
+
+    # --- the public surface ----------------------------------------------------------------
+
+    def sites(self, source: str, kernel_name: str) -> list[Site]:
+        try:
+            view = KernelView(source, kernel_name)
+        except NotApplicable:
+            return []
+        return [s for s in self.analyse(view) if isinstance(s, Site)]
+
+    def refusals(self, source: str, kernel_name: str) -> list[Refusal]:
+        view = KernelView(source, kernel_name)
+        return [s for s in self.analyse(view) if isinstance(s, Refusal)]
+
+    def apply(self, source: str, kernel_name: str, site_id: str, params: Params | None = None) -> str:
+        view = KernelView(source, kernel_name)
+        for item in self.analyse(view):
+            if item.id != site_id:
+                continue
+            if isinstance(item, Refusal):
+                raise NotApplicable(item.reason)
+            chosen = dict(item.variants[0] if params is None else params)
+            text = self.transform(view, item, chosen)
+            try:
+                cst.parse_module(text)
+            except cst.ParserSyntaxError as exc:  # a bug in the rewrite, never the kernel's fault
+                raise NotApplicable(f"{self.name} produced text that does not parse: {exc.message}") from exc
+            if text == source:
+                raise NotApplicable(f"{self.name} would not change the kernel at {site_id}")
+            return text
+        raise NotApplicable(f"{self.name} has no site {site_id!r} in this kernel")
+
+
+def site_id(*parts: object) -> str:
+    return ":".join(str(p) for p in parts)
