@@ -1,0 +1,464 @@
+"""Backend "neuron": compile, run and profile a kernel with the real Neuron toolchain on a
+Trainium host (NKI_NOTES §8).
+
+The trusted parent (this class) never imports the kernel or the Neuron SDK. Each evaluation runs
+in a worker subprocess (`python -m accelopt.profiling.neuron JOB_DIR`) with
+`NEURON_CC_FLAGS=--auto-cast=none` and `NEURON_RT_NUM_CORES=1`, which:
+
+1. builds the inputs for every seed through the same task code as the simulator (the reference
+   module's `get_inputs`/`forward`/`transform_*`, or the declared inputs and the baseline kernel
+   as oracle) and, when asked, checks the kernel's outputs with the same comparison;
+2. runs `nki.baremetal(kernel, save_neff_name=..., save_trace_name=...,
+   additional_compile_opt="--disable-dge --logical-nc-config=1")` twice to warm up, then 10
+   measured times, each run leaving a NEFF and an NTFF;
+3. reads each measured run with `neuron-profile view --output-format summary-json -n X.neff
+   -s X.ntff` (one top-level key whose value is the flat metric dict, `total_time` in seconds)
+   and re-measures the batch while (max - min) / min exceeds 1%.
+
+The parent turns the median run's summary into the same `Profile` the simulator fills, with
+`backend="neuron"` and the roofline view of the task's work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from accelopt.profiling.backend import EvaluationOptions
+from accelopt.profiling.evaluation import EvalStatus, Evaluation, KernelSource
+from accelopt.profiling.profile import Bound, Profile, Work
+from accelopt.profiling.task import Task
+
+COMPILE_OPTIONS = "--disable-dge --logical-nc-config=1"
+NEURON_ENV = {"NEURON_CC_FLAGS": "--auto-cast=none", "NEURON_RT_NUM_CORES": "1"}
+DEVICE_GLOB = "/dev/neuron*"
+PROFILER = "neuron-profile"
+WARMUP_RUNS = 2
+MEASURED_RUNS = 10
+MAX_SPREAD = 0.01  # re-measure when (max - min) / min exceeds this
+MAX_BATCHES = 3
+
+# summary-json keys copied into Profile as they are (same names; `_percent` fields are fractions)
+_INT_FIELDS = (
+    "hbm_read_bytes",
+    "hbm_write_bytes",
+    "sbuf_read_bytes",
+    "sbuf_write_bytes",
+    "psum_read_bytes",
+    "psum_write_bytes",
+    "spill_save_bytes",
+    "spill_reload_bytes",
+    "hardware_flops",
+    "transpose_flops",
+)
+_FLOAT_FIELDS = (
+    "mm_arithmetic_intensity",
+    "peak_flops_bandwidth_ratio",
+    "hfu_estimated_percent",
+)
+_FRACTION_FIELDS = (
+    "tensor_engine_active_time_percent",
+    "vector_engine_active_time_percent",
+    "scalar_engine_active_time_percent",
+    "gpsimd_engine_active_time_percent",
+)
+
+
+class NeuronUnavailable(RuntimeError):
+    """This machine cannot run the neuron backend (no Neuron SDK, device or profiler)."""
+
+
+class NeuronJob(BaseModel):
+    """What the parent asks the worker to do (job.json)."""
+
+    kernel: KernelSource
+    task: Task
+    seeds: list[int]
+    tolerance: float
+    check_correctness: bool
+    profiler: str
+    warmup_runs: int = WARMUP_RUNS
+    measured_runs: int = MEASURED_RUNS
+    max_spread: float = MAX_SPREAD
+    max_batches: int = MAX_BATCHES
+
+
+class NeuronResult(BaseModel):
+    """What the worker reports back (result.json); untrusted data, validated on the way in."""
+
+    status: EvalStatus
+    message: str = Field("", max_length=8000)
+    error_code: str | None = None
+    line: int | None = None
+    max_error: float | None = None
+    samples_s: list[float] = Field(default_factory=list, description="total_time of the accepted batch")
+    batches: int = 0
+    summary: dict[str, float] = Field(default_factory=dict, description="summary-json of the median run")
+    work: dict[str, float] | None = None
+
+
+def check_available(python: str, device_glob: str, profiler: str, env: dict[str, str]) -> None:
+    """Fail fast, with the reason, when this is not a usable Trainium host."""
+    probe = subprocess.run(
+        [python, "-c", "import neuronxcc.nki"], env=env, capture_output=True, text=True, timeout=300
+    )
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["(no error output)"])[-1]
+        raise NeuronUnavailable(
+            "the neuron backend needs the Neuron SDK, but `import neuronxcc.nki` fails here "
+            f"({last}); install neuronx-cc on a Trainium host, or use the simulator backend"
+        )
+    if not glob.glob(device_glob):
+        raise NeuronUnavailable(
+            f"no Neuron device ({device_glob}) on this machine: the neuron backend measures on a "
+            "Trainium host; use the simulator backend here"
+        )
+    if shutil.which(profiler, path=env.get("PATH")) is None:
+        raise NeuronUnavailable(f"`{profiler}` (Neuron tools) is not on PATH; it reads the measured runs")
+
+
+class NeuronBackend:
+    name = "neuron"
+
+    def __init__(
+        self,
+        *,
+        max_workers: int = 1,
+        python: str = sys.executable,
+        profiler: str = PROFILER,
+        device_glob: str = DEVICE_GLOB,
+        workdir: str | Path | None = None,
+        env: dict[str, str] | None = None,
+        measured_runs: int = MEASURED_RUNS,
+        max_spread: float = MAX_SPREAD,
+    ) -> None:
+        self._python = python
+        self._profiler = profiler
+        self._env = {**(os.environ if env is None else env), **NEURON_ENV}
+        self._workdir = Path(workdir) if workdir is not None else None
+        self._measured_runs = measured_runs
+        self._max_spread = max_spread
+        # One kernel per NeuronCore at a time unless the caller has more cores to give.
+        self._gate = asyncio.Semaphore(max_workers)
+        self._live: set[asyncio.subprocess.Process] = set()
+        check_available(python, device_glob, profiler, self._env)
+
+    async def evaluate(self, kernel: KernelSource, task: Task, options: EvaluationOptions) -> Evaluation:
+        started = time.perf_counter()
+        seeds = list(range(options.seeds))
+        job = NeuronJob(
+            kernel=kernel,
+            task=task,
+            seeds=seeds,
+            tolerance=options.tolerance if options.tolerance is not None else task.tolerance,
+            check_correctness=options.check_correctness,
+            profiler=self._profiler,
+            measured_runs=self._measured_runs,
+            max_spread=self._max_spread,
+        )
+        async with self._gate:
+            result = await self._run_worker(job, options.timeout_s)
+        evaluation = Evaluation(
+            status=result.status,
+            message=result.message,
+            error_code=result.error_code,
+            line=result.line,
+            max_error=result.max_error,
+            seeds=seeds if options.check_correctness else [],
+        )
+        if result.status == "ok":
+            try:
+                evaluation.profile = profile_from_summary(result, task, options.hardware)
+            except (KeyError, ValueError, ValidationError) as exc:
+                evaluation.status = "runtime_error"
+                evaluation.message = f"neuron-profile summary could not be read: {exc}"
+        evaluation.wall_time_s = time.perf_counter() - started
+        return evaluation
+
+    async def _run_worker(self, job: NeuronJob, timeout_s: float) -> NeuronResult:
+        if self._workdir is not None:
+            self._workdir.mkdir(parents=True, exist_ok=True)
+        job_dir = Path(tempfile.mkdtemp(prefix="accelopt-neuron-", dir=self._workdir))
+        (job_dir / "job.json").write_text(job.model_dump_json())
+        log = open(job_dir / "worker.log", "wb")
+        try:
+            process = await asyncio.create_subprocess_exec(
+                self._python,
+                "-m",
+                "accelopt.profiling.neuron",
+                str(job_dir),
+                env=self._env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+            self._live.add(process)
+            try:
+                await asyncio.wait_for(process.wait(), timeout_s)
+            except asyncio.TimeoutError:
+                _kill(process)
+                await process.wait()
+                return NeuronResult(
+                    status="timeout",
+                    message=f"compile + {job.measured_runs} runs took over {timeout_s:.0f} s",
+                )
+            finally:
+                self._live.discard(process)
+        finally:
+            log.close()
+        result_path = job_dir / "result.json"
+        try:
+            result = NeuronResult.model_validate_json(result_path.read_text())
+        except (OSError, ValidationError) as exc:
+            tail = (job_dir / "worker.log").read_text(errors="replace")[-2000:]
+            return NeuronResult(
+                status="runtime_error",
+                message=f"the neuron worker exited with code {process.returncode} and no valid result ({exc}); "
+                f"log tail:\n{tail}",
+            )
+        if result.status == "ok":
+            shutil.rmtree(job_dir, ignore_errors=True)  # keep failed jobs' NEFF/NTFF/log for a look
+        return result
+
+    async def aclose(self) -> None:
+        for process in list(self._live):
+            _kill(process)
+            await process.wait()
+        self._live.clear()
+
+
+def _kill(process: asyncio.subprocess.Process) -> None:
+    try:
+        os.killpg(process.pid, 9)
+    except ProcessLookupError:
+        pass
+
+
+def profile_from_summary(result: NeuronResult, task: Task, hardware: str) -> Profile:
+    """Our Profile from the median measured run's summary-json fields and the task's roofline."""
+    from accelopt.hardware.roofline import peak_latency
+    from accelopt.hardware.specs import get_hardware
+    from accelopt.profiling.metrics import LATENCY_BOUND_BELOW
+
+    summary = result.summary
+    latency_s = statistics.median(result.samples_s) if result.samples_s else float(summary["total_time"])
+    if latency_s <= 0:
+        raise ValueError(f"total_time must be positive, got {latency_s}")
+    fields: dict[str, Any] = {k: int(summary[k]) for k in _INT_FIELDS if k in summary}
+    fields.update({k: float(summary[k]) for k in _FLOAT_FIELDS if k in summary})
+    fields.update({k: min(1.0, max(0.0, float(summary[k]))) for k in _FRACTION_FIELDS if k in summary})
+    if "dma_active_time_percent" in summary:
+        fields["dma_active_time_percent"] = min(1.0, max(0.0, float(summary["dma_active_time_percent"])))
+    work = task.work
+    if work is None and result.work is not None:
+        work = Work(
+            source="task",
+            **{k: result.work.get(k, 0.0) for k in ("matmul_flops", "vector_flops", "hbm_bytes")},
+        )
+    profile = Profile(backend="neuron", hardware=hardware, latency_ms=latency_s * 1e3, **fields)
+    if work is not None:
+        peak_s, roof_bound = peak_latency(work, get_hardware(hardware))
+        percent = peak_s / latency_s
+        bound: Bound = roof_bound if percent >= LATENCY_BOUND_BELOW and peak_s > 0 else "latency"
+        profile = profile.model_copy(
+            update={"work": work, "peak_latency_ms": peak_s * 1e3, "percent_of_peak": percent, "bound": bound}
+        )
+    return profile
+
+
+# ---------------------------------------------------------------------------------------------
+# The worker: runs on the Trainium host in its own process, with the real SDK importable.
+
+
+def read_summary(profiler: str, neff: Path, ntff: Path) -> dict[str, float]:
+    """`neuron-profile view --output-format summary-json`: one top-level key -> flat metric dict."""
+    out = subprocess.run(
+        [profiler, "view", "--output-format", "summary-json", "-n", str(neff), "-s", str(ntff)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"{profiler} failed ({out.returncode}): {out.stderr.strip()[-500:]}")
+    data = json.loads(out.stdout)
+    if not isinstance(data, dict) or len(data) != 1:
+        raise ValueError(f"{profiler} summary-json should have one top-level key, got {list(data)[:5]}")
+    (metrics,) = data.values()
+    if not isinstance(metrics, dict) or "total_time" not in metrics:
+        raise ValueError(f"{profiler} summary-json has no total_time")
+    return {
+        str(k): float(v)
+        for k, v in metrics.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+
+
+def spread(samples: list[float]) -> float:
+    return (max(samples) - min(samples)) / min(samples)
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+def _load_module(name: str, text: str, path: str) -> dict[str, Any]:
+    namespace: dict[str, Any] = {"__name__": name, "__file__": path}
+    exec(compile(text, path, "exec"), namespace)
+    return namespace
+
+
+def _innermost_line(exc: BaseException, path: str) -> int | None:
+    line = exc.lineno if isinstance(exc, SyntaxError) and exc.filename == path else None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == path:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _worker(job: NeuronJob, job_dir: Path) -> NeuronResult:
+    import numpy as np
+
+    from accelopt.profiling.compare import compare_outputs
+    from accelopt.profiling.inputs import generate_inputs
+
+    try:
+        import neuronxcc.nki as nki
+    except ImportError as exc:
+        return NeuronResult(
+            status="runtime_error", message=f"neuronxcc is not importable in the worker: {exc}"
+        )
+
+    kernel_path = job.kernel.path or "kernel.py"
+    try:
+        kernel_fn = _load_module("accelopt_kernel", job.kernel.text, kernel_path)[job.kernel.name]
+    except SyntaxError as exc:
+        return NeuronResult(status="syntax_error", message=str(exc.msg), line=exc.lineno)
+    except KeyError:
+        return NeuronResult(
+            status="compile_error", message=f"no function {job.kernel.name!r} in the kernel file"
+        )
+    except Exception as exc:  # the module body itself failed
+        return NeuronResult(status="runtime_error", message=repr(exc), line=_innermost_line(exc, kernel_path))
+
+    def baremetal(fn: Any, **kwargs: Any) -> Any:
+        # A @nki.jit object keeps the Python function as `.func`; baremetal wants the function.
+        return nki.baremetal(getattr(fn, "func", fn), additional_compile_opt=COMPILE_OPTIONS, **kwargs)
+
+    task = job.task
+    reference: dict[str, Any] | None = None
+    oracle = None
+    if task.kind == "reference":
+        assert task.reference_text is not None
+        reference = _load_module(
+            "accelopt_reference", task.reference_text, task.reference_path or "reference.py"
+        )
+    else:
+        assert task.baseline is not None
+        oracle = _load_module("accelopt_baseline", task.baseline.text, task.baseline.path or "baseline.py")[
+            task.baseline.name
+        ]
+
+    def inputs_for(seed: int) -> tuple[list[np.ndarray], list[np.ndarray], Any]:
+        """NKI inputs for one seed, the task's own inputs, and a thunk giving the expected outputs."""
+        if reference is not None:
+            np.random.seed(seed)
+            raw = list(reference["get_inputs"](task.size))
+            nki_inputs = [np.array(a, copy=True) for a in reference["transform_to_nki_inputs"](raw)]
+            return nki_inputs, raw, lambda: reference["forward"](*raw)
+        arrays = generate_inputs(task.inputs, seed)
+        return arrays, arrays, lambda: baremetal(oracle)(*[a.copy() for a in arrays])
+
+    work = None
+    max_error: float | None = None
+    try:
+        if job.check_correctness:
+            for seed in job.seeds:
+                nki_inputs, _, expected = inputs_for(seed)
+                out = baremetal(kernel_fn)(*nki_inputs)
+                ref_out = expected()
+                if reference is not None:
+                    got, want = reference["transform_nki_outputs"](out, ref_out)
+                else:
+                    got, want = _as_list(out), _as_list(ref_out)
+                verdict = compare_outputs(
+                    [np.asarray(a) for a in got], [np.asarray(a) for a in want], job.tolerance, seed=seed
+                )
+                max_error = (
+                    verdict.max_error if max_error is None else max(max_error, verdict.max_error or 0.0)
+                )
+                if not verdict.ok:
+                    return NeuronResult(
+                        status="incorrect", message=verdict.message, max_error=verdict.max_error
+                    )
+        nki_inputs, raw, _ = inputs_for(job.seeds[0])
+        if reference is not None and callable(reference.get("work")):
+            work = {str(k): float(v) for k, v in dict(reference["work"](*raw)).items()}
+
+        for i in range(job.warmup_runs):
+            baremetal(kernel_fn, save_neff_name=str(job_dir / f"warmup{i}.neff"))(*nki_inputs)
+        batches = 0
+        best: tuple[float, list[float], list[dict[str, float]]] | None = None
+        while batches < job.max_batches:
+            batches += 1
+            summaries = []
+            for i in range(job.measured_runs):
+                neff = job_dir / f"b{batches}_run{i}.neff"
+                ntff = job_dir / f"b{batches}_run{i}.ntff"
+                baremetal(kernel_fn, save_neff_name=str(neff), save_trace_name=str(ntff))(*nki_inputs)
+                summaries.append(read_summary(job.profiler, neff, ntff))
+            samples = [s["total_time"] for s in summaries]
+            if best is None or spread(samples) < best[0]:
+                best = (spread(samples), samples, summaries)
+            if spread(samples) <= job.max_spread:
+                break
+    except Exception as exc:
+        return NeuronResult(
+            status="runtime_error",
+            message=f"{type(exc).__name__}: {exc}",
+            line=_innermost_line(exc, kernel_path),
+            max_error=max_error,
+        )
+
+    assert best is not None
+    noise, samples, summaries = best
+    median_index = sorted(range(len(samples)), key=samples.__getitem__)[len(samples) // 2]
+    message = (
+        "" if noise <= job.max_spread else f"timings still spread {100 * noise:.1f}% after {batches} batches"
+    )
+    return NeuronResult(
+        status="ok",
+        message=message,
+        max_error=max_error,
+        samples_s=samples,
+        batches=batches,
+        summary=summaries[median_index],
+        work=work,
+    )
+
+
+def main(argv: list[str]) -> int:
+    job_dir = Path(argv[1])
+    job = NeuronJob.model_validate_json((job_dir / "job.json").read_text())
+    result = _worker(job, job_dir)
+    (job_dir / "result.json").write_text(result.model_dump_json())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
