@@ -1,0 +1,129 @@
+"""Roofline maths with AccelOpt's convention (NKI_NOTES §6).
+
+`peak_latency` turns a work description into the fastest a kernel could possibly run on one
+NeuronCore and names the resource that bounds it; `work_from_trace` derives that description
+from any kernel's instruction trace, so every kernel gets a percent of peak even without a
+task-supplied formula.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Literal
+
+from accelopt.hardware.specs import HardwareSpec
+from accelopt.nki.trace import Engine, Memory, Trace
+from accelopt.profiling.profile import Work
+
+RooflineBound = Literal["vector", "tensor", "hbm"]
+
+
+def peak_latency(work: Work, hw: HardwareSpec) -> tuple[float, RooflineBound]:
+    """Seconds the work needs at peak on `hw`, and which term dominates (ties: first listed)."""
+    terms: dict[RooflineBound, float] = {
+        "vector": work.vector_flops / hw.roofline_vector_flops,
+        "tensor": work.matmul_flops / hw.roofline_matmul_flops,
+        "hbm": work.hbm_bytes / hw.roofline_hbm_bytes_per_s,
+    }
+    bound = max(terms, key=lambda k: terms[k])
+    return terms[bound], bound
+
+
+def _box_elements(box: tuple[tuple[int, int], ...]) -> int:
+    n = 1
+    for start, stop in box:
+        n *= max(0, stop - start)
+    return n
+
+
+def _union_elements(boxes: list[tuple[tuple[int, int], ...]]) -> int:
+    """Elements covered by a union of boxes, without double-counting overlaps.
+
+    Coordinate compression along the first axis, recursing on the rest: exact, and cheap for
+    the tile-aligned boxes kernels produce (a few distinct edges per axis).
+    """
+    if not boxes:
+        return 0
+    if len(boxes) == 1 or len(boxes[0]) == 0:
+        return _box_elements(boxes[0])
+    edges = sorted({e for box in boxes for e in box[0]})
+    total = 0
+    for lo, hi in itertools.pairwise(edges):
+        inside = [box[1:] for box in boxes if box[0][0] <= lo and hi <= box[0][1]]
+        if inside:
+            total += (hi - lo) * _union_elements(_dedupe(inside))
+    return total
+
+
+def _dedupe(boxes: list[tuple[tuple[int, int], ...]]) -> list[tuple[tuple[int, int], ...]]:
+    return list(dict.fromkeys(boxes))
+
+
+def work_from_trace(trace: Trace) -> Work:
+    """The roofline work a kernel's trace implies (AccelOpt's conventions, NKI_NOTES §6).
+
+    - matmul FLOPs: 2·K·M·N of every Tensor Engine matmul, transposes and partition broadcasts
+      excluded, not doubled for fp32 (the roofline's fp32 peak already is the ¼ rate);
+    - vector FLOPs: the elementwise operations the emulator counted (`vector_ops`);
+    - HBM bytes: the unique bytes of kernel inputs read plus kernel outputs written, each byte
+      once however often it is re-read, at the tensors' own dtype sizes.
+    """
+    matmul = 0.0
+    vector = 0.0
+    read_boxes: dict[int, list[tuple[tuple[int, int], ...]]] = {}
+    write_boxes: dict[int, list[tuple[tuple[int, int], ...]]] = {}
+    for rec in trace.records:
+        if rec.engine is Engine.TENSOR or rec.matmul_kmn is not None:
+            if rec.matmul_kmn is not None and not rec.is_transpose and rec.opcode != "broadcast":
+                k, m, n = rec.matmul_kmn
+                matmul += 2.0 * k * m * n
+        vector += rec.vector_ops
+        if rec.src_memory is Memory.HBM:
+            for region in rec.reads:
+                info = trace.tensors.get(region.tensor_id)
+                if info is not None and info.memory is Memory.HBM and info.is_input:
+                    read_boxes.setdefault(region.tensor_id, []).append(region.box)
+        if rec.dst_memory is Memory.HBM:
+            for region in rec.writes:
+                info = trace.tensors.get(region.tensor_id)
+                if info is not None and info.memory is Memory.HBM and info.is_output:
+                    write_boxes.setdefault(region.tensor_id, []).append(region.box)
+    hbm = 0.0
+    for boxes_by_tensor in (read_boxes, write_boxes):
+        for tensor_id, boxes in boxes_by_tensor.items():
+            itemsize = dtype_bytes(trace.tensors[tensor_id].dtype)
+            hbm += itemsize * _union_elements(_dedupe(boxes))
+    return Work(matmul_flops=matmul, vector_flops=vector, hbm_bytes=hbm, source="trace")
+
+
+_DTYPE_BYTES = {
+    "float32": 4,
+    "fp32": 4,
+    "tfloat32": 4,
+    "int32": 4,
+    "uint32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "fp16": 2,
+    "bf16": 2,
+    "int16": 2,
+    "uint16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+    "float8_e4m3": 1,
+    "float8_e5m2": 1,
+    "float8_e4m3fn": 1,
+    "float64": 8,
+    "int64": 8,
+}
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes per element of a dtype name as the trace spells it (4 when unknown)."""
+    name = dtype.lower().removeprefix("np.").removeprefix("numpy.")
+    if name in _DTYPE_BYTES:
+        return _DTYPE_BYTES[name]
+    if "8" in name and "float8" in name:
+        return 1
+    return 4

@@ -1,0 +1,91 @@
+"""The schedule as a Chrome/Perfetto trace (the JSON "Trace Event Format"): one track per engine
+and per DMA engine, one slice per instruction named by opcode and source line. Open the file
+in https://ui.perfetto.dev or chrome://tracing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accelopt.nki.trace import Trace
+from accelopt.profiling.timeline import Timeline
+
+_COMPUTE_TRACKS = {"tensor": 1, "vector": 2, "scalar": 3, "gpsimd": 4}
+_DMA_TRACK_BASE = 100
+_PID = 1
+
+
+def _us(seconds: float) -> float:
+    return seconds * 1e6
+
+
+def to_chrome_trace(trace: Trace, timeline: Timeline) -> dict[str, Any]:
+    events: list[dict[str, Any]] = [
+        {
+            "name": "process_name",
+            "ph": "M",
+            "pid": _PID,
+            "args": {"name": f"{trace.kernel_name} (simulated {timeline.hardware})"},
+        }
+    ]
+    for engine, tid in _COMPUTE_TRACKS.items():
+        events.append(
+            {"name": "thread_name", "ph": "M", "pid": _PID, "tid": tid, "args": {"name": f"{engine} engine"}}
+        )
+        events.append(
+            {"name": "thread_sort_index", "ph": "M", "pid": _PID, "tid": tid, "args": {"sort_index": tid}}
+        )
+    for queue in range(len(timeline.dma_queue_busy)):
+        tid = _DMA_TRACK_BASE + queue
+        events.append(
+            {
+                "name": "thread_name",
+                "ph": "M",
+                "pid": _PID,
+                "tid": tid,
+                "args": {"name": f"DMA engine {queue}"},
+            }
+        )
+        events.append(
+            {"name": "thread_sort_index", "ph": "M", "pid": _PID, "tid": tid, "args": {"sort_index": tid}}
+        )
+    for op in timeline.ops:
+        name = f"{op.kind} L{op.line}" if op.line else op.kind
+        args = {"line": op.line, "record": op.record}
+        if op.pieces:
+            for queue, start, end in op.pieces:
+                events.append(
+                    {
+                        "name": name,
+                        "cat": "dma",
+                        "ph": "X",
+                        "pid": _PID,
+                        "tid": _DMA_TRACK_BASE + queue,
+                        "ts": _us(start),
+                        "dur": _us(end - start),
+                        "args": args,
+                    }
+                )
+        else:
+            events.append(
+                {
+                    "name": name,
+                    "cat": op.engine,
+                    "ph": "X",
+                    "pid": _PID,
+                    "tid": _COMPUTE_TRACKS.get(op.engine, 0),
+                    "ts": _us(op.start),
+                    "dur": _us(op.end - op.start),
+                    "args": args,
+                }
+            )
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "otherData": {
+            "kernel": trace.kernel_name,
+            "source": trace.source_path,
+            "hardware": timeline.hardware,
+            "total_time_s": timeline.total_time,
+            "simulated": True,
+        },
+    }

@@ -1,0 +1,466 @@
+"""What the real Neuron compiler does to a kernel before it runs, modelled on the trace.
+
+The emulator records what the kernel *asked for*: logical tiles and blocks, every load in every
+iteration. The hardware runs what the compiler *made of it* (NKI_NOTES §4, inferred from the
+counters of real kernels). This module turns the first into the second, each behaviour behind
+a switch of `ModelOptions` so its effect can be measured:
+
+- hoisting: a load (or a Tensor Engine transpose, with the PSUM->SBUF copy that lands it) whose
+  read regions are identical across iterations of its innermost varying loop, and whose source
+  was not written since, runs once; later instances alias the first instance's result;
+- physical buffer reuse: the logical buffers of one allocation site (a tile allocated in a loop
+  body, or the blocks of a block-indexed tensor) share a pool of physical buffers twice as large
+  as the most of them live at once (double buffering). Iteration i+2 reuses iteration i's
+  buffer, so it waits for iteration i's readers (write-after-read);
+- spills: when the logical buffers live at a program point exceed SBUF (or PSUM, whole 2 KiB
+  banks) capacity, the one used again furthest in the future is saved to HBM and reloaded
+  before its next read (Belady's choice, what an allocator that sees the whole program makes).
+
+The result is an op list in program order whose accesses name *physical* locations, ready for
+the event-driven scheduler in `timeline.py`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+
+from accelopt.hardware.roofline import dtype_bytes
+from accelopt.hardware.specs import HardwareSpec
+from accelopt.nki.trace import Engine, Memory, Region, TensorInfo, Trace, TraceRecord
+
+Box = tuple[tuple[int, int], ...]
+Access = tuple[int, Box]  # (physical location id, box inside it)
+
+_MAX_BLOCKS_PER_REGION = 4096  # beyond this a region is treated as touching its whole tensor
+
+
+@dataclass(frozen=True, slots=True)
+class ModelOptions:
+    """Compiler behaviours the timing model mimics; each on by default (NKI_NOTES §4)."""
+
+    hoist_invariant_loads: bool = True
+    hoist_transposes: bool = True
+    buffer_reuse: bool = True
+    spills: bool = True
+    balance_unassigned: bool = True
+
+
+@dataclass(slots=True)
+class PlannedOp:
+    """One op for the scheduler: a trace record, or a spill transfer the compiler inserted."""
+
+    record: int  # index into trace.records; -1 for a spill transfer
+    kind: str  # the record's opcode, or "spill_save" / "spill_reload"
+    reads: list[Access]
+    writes: list[Access]
+    spill_bytes: int = 0
+    spill_partitions: int = 0
+    cause: int = -1  # for a spill transfer: the record whose accesses made it necessary
+
+
+@dataclass(slots=True)
+class _Logical:
+    group: int
+    memory: Memory
+    bytes_per_partition: int
+    partitions: int
+    full_box: Box
+    first: int = -1
+    last: int = -1
+    accesses: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class CompilerPlan:
+    ops: list[PlannedOp]
+    hoisted: set[int]
+    spill_save_bytes: int
+    spill_reload_bytes: int
+    peak_live_bytes: dict[str, int]  # memory -> peak live bytes per partition (before spilling)
+
+
+class _Interner:
+    def __init__(self) -> None:
+        self.ids: dict[object, int] = {}
+
+    def __call__(self, key: object) -> int:
+        found = self.ids.get(key)
+        if found is None:
+            found = self.ids[key] = len(self.ids)
+        return found
+
+
+def _site_key(info: TensorInfo) -> object:
+    if info.alloc_loops:  # a tile allocated in a loop body: one logical buffer per iteration
+        return ("site", info.name, info.line, info.shape, info.memory.value, info.dtype)
+    return ("tensor", info.tensor_id)
+
+
+class _Resolver:
+    """Maps trace regions to logical buffers (a tensor, or one block of a block-indexed tensor)."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.logical_ids = _Interner()
+        self.groups = _Interner()
+        self.logical: list[_Logical] = []
+        self.cache: dict[Region, list[Access]] = {}
+
+    def _logical(self, key: object, info: TensorInfo, inner_shape: tuple[int, ...]) -> int:
+        lid = self.logical_ids(key)
+        if lid == len(self.logical):
+            partitions = inner_shape[0] if inner_shape else 1
+            per_partition = dtype_bytes(info.dtype)
+            for extent in inner_shape[1:]:
+                per_partition *= extent
+            self.logical.append(
+                _Logical(
+                    group=self.groups(_site_key(info)) if info.memory is not Memory.HBM else -1,
+                    memory=info.memory,
+                    bytes_per_partition=per_partition,
+                    partitions=partitions,
+                    full_box=tuple((0, s) for s in inner_shape),
+                )
+            )
+        return lid
+
+    def resolve(self, region: Region) -> list[Access]:
+        found = self.cache.get(region)
+        if found is not None:
+            return found
+        info = self.trace.tensors.get(region.tensor_id)
+        if info is None:  # a tensor the trace did not describe: treat as its own HBM buffer
+            info = TensorInfo(
+                region.tensor_id,
+                f"t{region.tensor_id}",
+                tuple(b for _, b in region.box),
+                "float32",
+                Memory.HBM,
+                0,
+            )
+        bd = info.block_dims if info.memory is not Memory.HBM else 0
+        inner = info.shape[bd:]
+        if bd == 0:
+            accesses = [(self._logical(("t", info.tensor_id), info, inner), region.box)]
+        else:
+            ranges = [range(a, b) for a, b in region.box[:bd]]
+            count = 1
+            for r in ranges:
+                count *= len(r)
+            if count > _MAX_BLOCKS_PER_REGION:
+                ranges = [range(0, 1)] * bd
+                key_of = lambda idx: ("t", info.tensor_id)  # noqa: E731
+            else:
+                key_of = lambda idx: ("b", info.tensor_id, idx)  # noqa: E731
+            local = region.box[bd:]
+            accesses = [
+                (self._logical(key_of(idx), info, inner), local) for idx in itertools.product(*ranges)
+            ]
+        self.cache[region] = accesses
+        return accesses
+
+
+def _innermost_varying(rec: TraceRecord, trace: Trace) -> int | None:
+    for pos in range(len(rec.loops) - 1, -1, -1):
+        info = trace.loops.get(rec.loops[pos].loop_id)
+        if info is None or info.trip_count > 1:
+            return pos
+    return None
+
+
+def _is_te_transpose(rec: TraceRecord) -> bool:
+    return rec.is_transpose and (rec.engine is Engine.TENSOR or rec.opcode in ("transpose", "nc_transpose"))
+
+
+def _is_copy(rec: TraceRecord) -> bool:
+    return rec.opcode in ("tensor_copy", "psum_copy", "copy")
+
+
+def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
+    resolver = _Resolver(trace)
+    alias: dict[int, int] = {}
+    last_write: dict[int, int] = {}  # logical buffer -> index of the last record writing it
+    seen: dict[tuple[object, ...], int] = {}  # hoisting key -> first record instance
+    hoisted: set[int] = set()
+    transposed: set[int] = set()  # logical buffers written by Tensor Engine transposes
+    per_record: list[tuple[list[tuple[int, Box]], list[tuple[int, Box]]] | None] = []
+
+    def canon(lid: int) -> int:
+        while lid in alias:
+            lid = alias[lid]
+        return lid
+
+    for position, rec in enumerate(trace.records):
+        reads = [(canon(lid), box) for region in rec.reads for lid, box in resolver.resolve(region)]
+        writes = [(canon(lid), box) for region in rec.writes for lid, box in resolver.resolve(region)]
+        candidate = False
+        if (
+            rec.src_memory is Memory.HBM
+            and rec.dst_memory is not Memory.HBM
+            and rec.opcode.startswith(("dma", "load"))
+        ):
+            candidate = options.hoist_invariant_loads
+        elif _is_te_transpose(rec):
+            candidate = options.hoist_transposes
+        elif _is_copy(rec) and reads and all(lid in transposed for lid, _ in reads):
+            candidate = options.hoist_transposes
+        pos = _innermost_varying(rec, trace) if candidate else None
+        if pos is not None and writes:
+            outer = tuple((f.loop_id, f.iteration) for i, f in enumerate(rec.loops) if i != pos)
+            key = (
+                rec.opcode,
+                rec.line,
+                rec.loops[pos].loop_id,
+                outer,
+                tuple(reads),
+                tuple((resolver.logical[lid].group, box) for lid, box in writes),
+            )
+            first = seen.get(key)
+            if first is None:
+                seen[key] = position
+            else:
+                first_writes = per_record[first][1] if per_record[first] is not None else []
+                unchanged_source = all(last_write.get(lid, -1) < first for lid, _ in reads)
+                results_intact = all(last_write.get(lid, -1) == first for lid, _ in first_writes)
+                if unchanged_source and results_intact and len(first_writes) == len(writes):
+                    for (lid, _), (lid0, _) in zip(writes, first_writes):
+                        if lid != lid0:
+                            alias[lid] = lid0
+                    hoisted.add(position)
+                    per_record.append(None)
+                    continue
+                seen[key] = position  # the source changed: this instance is the new reference
+        if _is_te_transpose(rec):
+            transposed.update(lid for lid, _ in writes)
+        for lid, _ in writes:
+            last_write[lid] = position
+        per_record.append((reads, writes))
+
+    # Liveness, in program order, over the records that still execute.
+    logical = resolver.logical
+    for idx, accesses in enumerate(per_record):
+        if accesses is None:
+            continue
+        for lid, _ in itertools.chain(*accesses):
+            lb = logical[lid]
+            if lb.first < 0:
+                lb.first = idx
+            if lb.last != idx:
+                lb.accesses.append(idx)
+            lb.last = idx
+
+    slot_of = _assign_slots(logical, options.buffer_reuse, hw)
+    physical = _Interner()
+
+    def phys(lid: int) -> int:
+        lb = logical[lid]
+        if lb.memory is Memory.HBM:
+            return physical(("hbm", lid))
+        return physical(("slot", lb.group, slot_of[lid]))
+
+    ops: list[PlannedOp] = []
+    spills = _SpillPlanner(logical, hw, phys, physical) if options.spills else None
+    for idx, accesses in enumerate(per_record):
+        if accesses is None:
+            continue
+        reads, writes = accesses
+        rec = trace.records[idx]
+        extra_writes: list[Access] = []
+        if spills is not None:
+            ops.extend(spills.before(idx, reads, writes, extra_writes))
+        ops.append(
+            PlannedOp(
+                record=idx,
+                kind=rec.opcode,
+                reads=[(phys(lid), box) for lid, box in reads],
+                writes=[(phys(lid), box) for lid, box in writes] + extra_writes,
+            )
+        )
+        if spills is not None:
+            spills.after(idx)
+    peak = _peak_live(logical, hw)
+    return CompilerPlan(
+        ops=ops,
+        hoisted=hoisted,
+        spill_save_bytes=spills.saved if spills else 0,
+        spill_reload_bytes=spills.reloaded if spills else 0,
+        peak_live_bytes=peak,
+    )
+
+
+def _footprint(lb: _Logical, hw: HardwareSpec) -> int:
+    if lb.memory is Memory.PSUM:  # PSUM is allocated in whole banks
+        banks = -(-lb.bytes_per_partition // hw.psum_bank_bytes)
+        return banks * hw.psum_bank_bytes
+    return lb.bytes_per_partition
+
+
+def _capacity(memory: Memory, hw: HardwareSpec) -> int:
+    return hw.psum_bytes_per_partition if memory is Memory.PSUM else hw.sbuf_bytes_per_partition
+
+
+def _peak_live(logical: list[_Logical], hw: HardwareSpec) -> dict[str, int]:
+    deltas: dict[str, dict[int, int]] = {"sbuf": {}, "psum": {}}
+    for lb in logical:
+        if lb.memory is Memory.HBM or lb.first < 0:
+            continue
+        d = deltas[lb.memory.value]
+        d[lb.first] = d.get(lb.first, 0) + _footprint(lb, hw)
+        d[lb.last + 1] = d.get(lb.last + 1, 0) - _footprint(lb, hw)
+    peak = {}
+    for mem, d in deltas.items():
+        live = best = 0
+        for _, delta in sorted(d.items()):
+            live += delta
+            best = max(best, live)
+        peak[mem] = best
+    return peak
+
+
+def _assign_slots(logical: list[_Logical], reuse: bool, hw: HardwareSpec) -> list[int]:
+    """Physical buffer of every logical buffer: a FIFO pool per allocation site.
+
+    The pool holds twice the most logical buffers the site has live at once (double
+    buffering), or once if doubling every site would not fit in SBUF/PSUM. With reuse off every
+    logical buffer gets a buffer of its own.
+    """
+    if not reuse:
+        return list(range(len(logical)))
+    by_group: dict[int, list[int]] = {}
+    for lid, lb in enumerate(logical):
+        if lb.memory is not Memory.HBM and lb.first >= 0:
+            by_group.setdefault(lb.group, []).append(lid)
+    peaks: dict[int, int] = {}
+    doubled_bytes = {Memory.SBUF: 0, Memory.PSUM: 0}
+    for group, lids in by_group.items():
+        events = sorted(
+            [(logical[lid].first, 1) for lid in lids] + [(logical[lid].last + 1, -1) for lid in lids],
+            key=lambda e: (e[0], e[1]),
+        )
+        live = best = 0
+        for _, delta in events:
+            live += delta
+            best = max(best, live)
+        peaks[group] = best
+        lb0 = logical[lids[0]]
+        doubled_bytes[lb0.memory] = doubled_bytes.get(lb0.memory, 0) + 2 * best * _footprint(lb0, hw)
+    factor = {m: 2 if doubled_bytes[m] <= _capacity(m, hw) else 1 for m in doubled_bytes}
+    slot = [0] * len(logical)
+    for group, lids in by_group.items():
+        lids.sort(key=lambda lid: logical[lid].first)
+        pool = peaks[group] * factor[logical[lids[0]].memory]
+        free: deque[int] = deque(range(pool))
+        active: list[tuple[int, int]] = []  # (last access, slot), kept sorted by last access
+        next_slot = pool
+        for lid in lids:
+            first = logical[lid].first
+            still = []
+            for last, s in active:
+                if last < first:
+                    free.append(s)
+                else:
+                    still.append((last, s))
+            active = still
+            if free:
+                s = free.popleft()
+            else:
+                s, next_slot = next_slot, next_slot + 1
+            slot[lid] = s
+            active.append((logical[lid].last, s))
+            active.sort()
+    return slot
+
+
+class _SpillPlanner:
+    """Belady spilling over logical buffers, per on-chip memory, in program order."""
+
+    def __init__(self, logical: list[_Logical], hw: HardwareSpec, phys, physical: _Interner) -> None:
+        self.logical = logical
+        self.hw = hw
+        self.phys = phys
+        self.physical = physical
+        self.resident: dict[Memory, dict[int, int]] = {Memory.SBUF: {}, Memory.PSUM: {}}
+        self.used = {Memory.SBUF: 0, Memory.PSUM: 0}
+        self.cursor: dict[int, int] = {}  # logical buffer -> position in its access list
+        self.has_data: set[int] = set()
+        self.spilled: set[int] = set()
+        self.dying: dict[int, list[int]] = {}
+        for lid, lb in enumerate(logical):
+            if lb.memory is not Memory.HBM and lb.first >= 0:
+                self.dying.setdefault(lb.last, []).append(lid)
+        self.saved = 0
+        self.reloaded = 0
+        self.peak = {"sbuf": 0, "psum": 0}
+
+    def _next_use(self, lid: int, now: int) -> int:
+        lb = self.logical[lid]
+        pos = self.cursor.get(lid, 0)
+        while pos < len(lb.accesses) and lb.accesses[pos] <= now:
+            pos += 1
+        self.cursor[lid] = pos
+        return lb.accesses[pos] if pos < len(lb.accesses) else 1 << 62
+
+    def _transfer(self, kind: str, lid: int, cause: int) -> PlannedOp:
+        lb = self.logical[lid]
+        home = (self.phys(lid), lb.full_box)
+        spill_slot = (self.physical(("spill", lid)), lb.full_box)
+        nbytes = lb.bytes_per_partition * lb.partitions
+        if kind == "spill_save":
+            self.saved += nbytes
+            return PlannedOp(-1, kind, [home], [spill_slot], nbytes, lb.partitions, cause)
+        self.reloaded += nbytes
+        return PlannedOp(-1, kind, [spill_slot], [home], nbytes, lb.partitions, cause)
+
+    def before(self, idx: int, reads, writes, extra_writes: list[Access]) -> list[PlannedOp]:
+        ops: list[PlannedOp] = []
+        touched = {lid for lid, _ in itertools.chain(reads, writes)}
+        read_set = {lid for lid, _ in reads}
+        for lid in touched:
+            lb = self.logical[lid]
+            if lb.memory is Memory.HBM:
+                continue
+            resident = self.resident[lb.memory]
+            if lid in resident:
+                continue
+            size = _footprint(lb, self.hw)
+            capacity = _capacity(lb.memory, self.hw)
+            while self.used[lb.memory] + size > capacity:
+                victim = self._victim(lb.memory, touched, idx)
+                if victim is None:
+                    break
+                vsize = resident.pop(victim)
+                self.used[lb.memory] -= vsize
+                if victim in self.has_data:
+                    ops.append(self._transfer("spill_save", victim, idx))
+                    self.spilled.add(victim)
+                # the incoming data lands where the victim lived: wait for its readers/save
+                extra_writes.append((self.phys(victim), self.logical[victim].full_box))
+            if lid in self.spilled and lid in read_set:
+                ops.append(self._transfer("spill_reload", lid, idx))
+                self.spilled.discard(lid)
+            resident[lid] = size
+            self.used[lb.memory] += size
+            key = lb.memory.value
+            self.peak[key] = max(self.peak[key], self.used[lb.memory])
+        self.has_data.update(lid for lid, _ in writes)
+        return ops
+
+    def _victim(self, memory: Memory, protected: set[int], now: int) -> int | None:
+        best, best_use = None, -1
+        for lid in self.resident[memory]:
+            if lid in protected:
+                continue
+            use = self._next_use(lid, now)
+            if use > best_use:
+                best, best_use = lid, use
+        return best
+
+    def after(self, idx: int) -> None:
+        for lid in self.dying.pop(idx, ()):
+            lb = self.logical[lid]
+            size = self.resident[lb.memory].pop(lid, None)
+            if size is not None:
+                self.used[lb.memory] -= size
+            self.spilled.discard(lid)

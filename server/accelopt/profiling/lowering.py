@@ -1,0 +1,246 @@
+"""Lowering: one trace record -> the engine work it costs (NKI_NOTES §4).
+
+A compute record lowers to the engines that may legally run it, each with its duration; the
+scheduler picks one (the kernel's own choice, or the least-loaded legal engine for work left to
+the compiler). A DMA record lowers to one piece per DMA engine serving its partitions, each
+occupying that engine for its bytes at the engine's streaming rate (reduced for small chunks),
+plus a fixed completion latency that does not occupy the engine (transfers pipeline).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from accelopt.hardware.roofline import dtype_bytes
+from accelopt.hardware.specs import HardwareSpec
+from accelopt.nki.trace import Engine, Memory, Region, Trace, TraceRecord
+
+COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
+
+# Legal engines for work the kernel left to the compiler, the default first.
+_UNASSIGNED_CHOICES: dict[str, tuple[str, ...]] = {
+    "tensor_scalar": ("vector", "scalar", "gpsimd"),
+    "tensor_copy": ("vector", "scalar", "gpsimd"),
+    "copy": ("vector", "scalar", "gpsimd"),
+    "memset": ("vector", "scalar", "gpsimd"),
+    "psum_copy": ("vector", "scalar"),
+    "reciprocal": ("vector", "scalar"),
+    "tensor_tensor": ("vector", "gpsimd"),
+    "select": ("vector", "gpsimd"),
+    "tensor_reduce": ("vector", "gpsimd"),
+    "activation": ("scalar",),
+    "activation_reduce": ("scalar",),
+    "iota": ("gpsimd",),
+    "affine_select": ("gpsimd",),
+}
+_TENSOR_ENGINE_OPS = frozenset({"nc_matmul", "matmul", "transpose", "nc_transpose", "broadcast"})
+_DMA_TRANSPOSE_OPS = frozenset({"load_transpose2d", "dma_transpose"})
+
+
+@dataclass(slots=True)
+class ComputeWork:
+    """A compute record: legal engines with the seconds each would take."""
+
+    options: tuple[tuple[str, float], ...]
+    tiny: bool  # at the minimum initiation interval: pays the static overhead regardless
+
+
+@dataclass(slots=True)
+class DmaWork:
+    """A DMA record: (DMA engine, seconds it occupies the engine) pieces + completion latency."""
+
+    pieces: tuple[tuple[int, float], ...]
+    latency_s: float
+    hbm_read_bytes: int
+    hbm_write_bytes: int
+
+
+def region_bytes(trace: Trace, region: Region) -> int:
+    info = trace.tensors.get(region.tensor_id)
+    size = dtype_bytes(info.dtype) if info is not None else 4
+    n = 1
+    for start, stop in region.box:
+        n *= max(0, stop - start)
+    return n * size
+
+
+def _is_psum(trace: Trace, region: Region) -> bool:
+    info = trace.tensors.get(region.tensor_id)
+    return info is not None and info.memory is Memory.PSUM
+
+
+def _on_chip_inputs(trace: Trace, rec: TraceRecord) -> int:
+    count = 0
+    for region in rec.reads:
+        info = trace.tensors.get(region.tensor_id)
+        if info is not None and info.memory is not Memory.HBM:
+            count += 1
+    return count
+
+
+def _psum_inputs(trace: Trace, rec: TraceRecord) -> int:
+    if "psum_inputs" in rec.extra:
+        return int(rec.extra["psum_inputs"])
+    return sum(1 for region in rec.reads if _is_psum(trace, region))
+
+
+def _is_half(dtype: str) -> bool:
+    return dtype_bytes(dtype) <= 2
+
+
+def is_tensor_engine(rec: TraceRecord) -> bool:
+    return rec.engine is Engine.TENSOR or (
+        rec.engine is Engine.UNASSIGNED and rec.opcode in _TENSOR_ENGINE_OPS
+    )
+
+
+def tensor_engine_cycles(rec: TraceRecord, hw: HardwareSpec) -> float:
+    """`max(min(64, M), N)` cycles, x4 for fp32 operands, at the sustained efficiency (§4)."""
+    if rec.matmul_kmn is not None:
+        _, m, n = rec.matmul_kmn
+    else:  # a broadcast/transpose the emulator did not size: stream the main input once
+        m, n = hw.pe_array, rec.free_size
+    cycles = max(min(hw.min_initiation_cycles, m), n, 1)
+    if dtype_bytes(rec.dtype) >= 4 and rec.dtype not in ("tfloat32", "tf32"):
+        cycles *= hw.fp32_matmul_factor
+    return cycles / hw.tensor_efficiency
+
+
+def _base_cycles(opcode: str, engine: str, rec: TraceRecord, trace: Trace, hw: HardwareSpec) -> int:
+    """Cycles of an ALU-engine instruction by the §4 table (before per-access overheads)."""
+    n = max(rec.free_size, 0)
+    floor = hw.min_initiation_cycles
+    if opcode in ("activation", "activation_reduce"):
+        cycles = max(floor, n)
+        if opcode == "activation_reduce" or rec.extra.get("has_reduce"):
+            cycles += 64  # §4: activation + reduction
+        return cycles
+    if opcode in ("tensor_tensor", "select"):
+        if _psum_inputs(trace, rec) >= 1:
+            return max(floor, n)
+        # §4 gives 2N for fp32; *inferred*: two-byte inputs stream twice as fast
+        return max(floor, n if _is_half(rec.dtype) else 2 * n)
+    if opcode == "tensor_tensor_scan":
+        return max(floor, 2 * n)
+    if opcode == "tensor_reduce":
+        op = str(rec.extra.get("op", "")).lower()
+        if _is_half(rec.dtype) and any(k in op for k in ("add", "max", "sum")):
+            return max(floor, n // 2)
+        return max(floor, n)
+    if opcode == "reciprocal":
+        return 8 * max(n, floor // 8) if engine == "vector" else max(floor, n)
+    if opcode in ("iota", "affine_select"):
+        return 150 + n
+    # tensor_scalar, memset, tensor_copy, psum_copy, bn_stats, bn_aggr and anything unlisted:
+    # one pass over the main input (§4).
+    return max(floor, n)
+
+
+def _legal_engines(rec: TraceRecord, trace: Trace) -> tuple[str, ...]:
+    if rec.engine is not Engine.UNASSIGNED:
+        return (rec.engine.value,)
+    declared = rec.extra.get("engines")  # the emulator lists the legal engines it saw
+    if declared:
+        choices = tuple(str(e) for e in declared if str(e) in COMPUTE_ENGINES and str(e) != "tensor")
+    else:
+        choices = _UNASSIGNED_CHOICES.get(rec.opcode, ("vector", "scalar"))
+    choices = choices or ("vector",)
+    touches_psum = any(_is_psum(trace, r) for r in (*rec.reads, *rec.writes))
+    if touches_psum:  # GpSimd has no PSUM access (§2)
+        choices = tuple(e for e in choices if e != "gpsimd") or ("vector",)
+    return choices
+
+
+def lower_compute(rec: TraceRecord, trace: Trace, hw: HardwareSpec, balance: bool) -> ComputeWork:
+    if is_tensor_engine(rec):
+        seconds = tensor_engine_cycles(rec, hw) / hw.tensor_clock_hz
+        return ComputeWork(options=(("tensor", seconds),), tiny=False)
+    engines = _legal_engines(rec, trace)
+    if not balance:
+        engines = engines[:1]
+    inputs = max(1, _on_chip_inputs(trace, rec))
+    stride = int(rec.extra.get("stride_bytes", 0) or 0)
+    options = []
+    tiny = rec.free_size <= hw.min_initiation_cycles
+    for engine in engines:
+        cycles = float(_base_cycles(rec.opcode, engine, rec, trace, hw))
+        if stride > hw.stride_penalty_bytes:
+            cycles *= 2  # §4: innermost stride over 16 B halves the streaming bandwidth
+        if engine == "vector" and _is_half(rec.dtype) and _psum_inputs(trace, rec) == 0:
+            cycles = max(hw.min_initiation_cycles, cycles / hw.vector_bf16_speedup)
+        if engine == "gpsimd" and rec.opcode not in ("iota", "affine_select"):
+            cycles *= hw.gpsimd_elementwise_factor
+        cycles += hw.access_init_cycles * inputs  # §4: ≈60 cycles per SBUF/PSUM access
+        if tiny:
+            cycles += hw.static_overhead_cycles  # §4: tiny instructions pay the static overhead
+        options.append((engine, cycles / hw.engine_clock_hz(engine)))
+    return ComputeWork(options=tuple(options), tiny=tiny)
+
+
+def chunk_efficiency(chunk_bytes: float, hw: HardwareSpec) -> float:
+    """Streaming efficiency of a DMA moving contiguous chunks of `chunk_bytes`."""
+    anchors = hw.dma_chunk_efficiency
+    if chunk_bytes <= anchors[0][0]:
+        return anchors[0][1]
+    if chunk_bytes >= anchors[-1][0]:
+        return anchors[-1][1]
+    x = math.log2(chunk_bytes)
+    for (c0, e0), (c1, e1) in itertools.pairwise(anchors):
+        if chunk_bytes <= c1:
+            t = (x - math.log2(c0)) / (math.log2(c1) - math.log2(c0))
+            return e0 + t * (e1 - e0)
+    return anchors[-1][1]
+
+
+def _partition_span(trace: Trace, region: Region) -> tuple[int, int] | None:
+    info = trace.tensors.get(region.tensor_id)
+    if info is None or info.memory is Memory.HBM:
+        return None
+    axis = info.block_dims
+    if axis >= len(region.box):
+        return None
+    return region.box[axis]
+
+
+def dma_pieces(
+    nbytes: int, span: tuple[int, int] | None, chunk: float, hw: HardwareSpec, efficiency: float = 1.0
+) -> tuple[tuple[int, float], ...]:
+    """Split `nbytes` over the DMA engines serving partitions `span` (all engines if None)."""
+    rate = hw.dma_queue_bytes_per_s * chunk_efficiency(chunk, hw) * efficiency
+    per = hw.partitions_per_dma_engine
+    if span is None:
+        share = nbytes / hw.dma_engines
+        return tuple((q, share / rate) for q in range(hw.dma_engines))
+    p0, p1 = span
+    p1 = max(p1, p0 + 1)
+    parts = p1 - p0
+    pieces = []
+    first, last = p0 // per, (p1 - 1) // per
+    for engine in range(first, last + 1):
+        lo, hi = max(p0, engine * per), min(p1, (engine + 1) * per)
+        share = nbytes * (hi - lo) / parts
+        pieces.append((engine % hw.dma_engines, share / rate))
+    return tuple(pieces)
+
+
+def lower_dma(rec: TraceRecord, trace: Trace, hw: HardwareSpec) -> DmaWork:
+    nbytes = rec.bytes or sum(region_bytes(trace, r) for r in rec.writes)
+    on_chip = [r for r in (*rec.writes, *rec.reads) if _partition_span(trace, r) is not None]
+    span = _partition_span(trace, on_chip[0]) if on_chip else None
+    partitions = (span[1] - span[0]) if span else max(1, rec.partitions)
+    chunk = rec.dma_chunk_bytes or nbytes / max(1, partitions)
+    efficiency = 1.0
+    if rec.opcode in _DMA_TRANSPOSE_OPS:
+        efficiency = hw.dma_transpose_efficiency
+    pieces = dma_pieces(nbytes, span, chunk, hw, efficiency)
+    hbm_read = nbytes if rec.src_memory is Memory.HBM else 0
+    hbm_write = nbytes if rec.dst_memory is Memory.HBM else 0
+    return DmaWork(
+        pieces=pieces, latency_s=hw.dma_fixed_latency_s, hbm_read_bytes=hbm_read, hbm_write_bytes=hbm_write
+    )
+
+
+def is_dma(rec: TraceRecord) -> bool:
+    return rec.engine is Engine.DMA or rec.opcode.startswith("dma_") or rec.opcode in _DMA_TRANSPOSE_OPS
