@@ -19,6 +19,7 @@ class AgentSettings(WireModel):
     base_url: str | None = Field(
         None, description="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1"
     )
+    model: str | None = Field(None, description="the model every role uses unless `models` names another")
     models: dict[str, str] = Field(
         default_factory=dict, description="role (planner/executor/summarizer) -> model"
     )

@@ -87,15 +87,33 @@ def search_config(settings: ServerSettings, options: SearchOptions, search_id: s
     return SearchConfig(budget=budget, **{k: v for k, v in fields.items() if v is not None})
 
 
+def llm_config(agents: AgentSettings) -> Any:
+    """The LLM agents' configuration (the key stays in its environment variable)."""
+    from accelopt.agents.llm_config import ROLES, LLMConfig
+
+    data: dict[str, Any] = {"base_url": agents.base_url}
+    if agents.api_key_env:
+        data["api_key_env"] = agents.api_key_env
+    if agents.model:
+        data["model"] = agents.model
+    for role, model in agents.models.items():
+        if role in ROLES:
+            data[role] = {"model": model}
+    return LLMConfig.model_validate(data)
+
+
 def make_search_agents(agents: AgentSettings, mode: str | None, seed: int) -> Any:
-    """Offline agents unless an LLM endpoint is configured and asked for."""
-    if (mode or agents.mode) == "llm" and agents.base_url:
-        from accelopt.agents.factory import make_agents
+    """The configured agents (a request may ask for offline or LLM ones); refused with the
+    factory's explanation when they cannot be made (e.g. LLM agents without an endpoint)."""
+    from accelopt.agents.factory import AgentsUnavailable, make_agents
 
-        return make_agents(agents.model_dump())
-    from accelopt.agents.offline import offline_agents
-
-    return offline_agents(seed=seed)
+    kind = mode or agents.mode
+    try:
+        if kind == "llm":
+            return make_agents(llm_config(agents), kind="llm", seed=seed)
+        return make_agents(None, kind="offline", seed=seed)
+    except AgentsUnavailable as exc:
+        raise SearchRefused(str(exc)) from exc
 
 
 @dataclass
@@ -277,7 +295,7 @@ class SearchManager:
             )
         host.notify(SEARCH_STATE, _wire(session.state("started")))
         host.search_changed(session.uri)
-        reason, message = "error", ""
+        reason, message, finished = "error", "", False
         watchdog = asyncio.create_task(self._hard_stop_after_cancel(session))
         try:
             async for event in run_search(
@@ -285,19 +303,20 @@ class SearchManager:
             ):
                 done = self._apply(session, event)
                 if done is not None:
-                    reason, message = done
+                    (reason, message), finished = done, True
         except asyncio.CancelledError:
-            reason, message = "cancelled", "stopped"
+            # run_search hands back its ranking (Finished) before re-raising the cancellation.
+            if not finished:
+                reason, message = "cancelled", "stopped before the search could report"
         except Exception as exc:
             log.exception("search %s failed", session.id)
-            reason, message = "error", f"{type(exc).__name__}: {exc}"
+            if not finished:
+                reason, message = "error", f"{type(exc).__name__}: {exc}"
         finally:
             watchdog.cancel()
             session.running = False
             if memory is not None:
                 await asyncio.to_thread(memory.close)
-        if reason == "cancelled" and not message:
-            message = "cancelled"
         session.result = OptimizeResult(
             search_id=session.id,
             reason=reason,

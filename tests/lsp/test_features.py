@@ -1,0 +1,126 @@
+"""Hover, code lens, diagnostics, quick fix and code actions over a real LSP connection."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from lsp_editor import Editor, wait_until
+from lsprotocol import types
+
+
+def cleared(editor: Editor, uri: str) -> bool:
+    found = editor.client.diagnostics.get(uri)
+    return found is not None and len(found) == 0
+
+
+async def test_hover_answers_at_once_then_shows_the_profile_from_cache(editor: Editor):
+    uri = editor.open("silu.py")
+    started = time.perf_counter()
+    first = await editor.hover_kernel(uri, "silu_kernel")
+    assert time.perf_counter() - started < 2.0, "the first hover must not wait for the profile"
+    assert "silu_kernel" in first
+
+    card = await editor.profiled_hover(uri, "silu_kernel")
+    assert "simulated on trn1" in card
+    for field in ("latency", "roofline peak", "percent of peak", "bound", "HBM traffic", "Engines busy"):
+        assert field in card, field
+    latency = re.search(r"\| latency \| ([\d.]+) (ms|µs|ns) \|", card)
+    assert latency is not None and float(latency.group(1)) > 0
+    # the three costliest lines point into the kernel's body
+    lines = [int(n) for n in re.findall(r"^1\. line (\d+) ", card, re.MULTILINE)]
+    assert 1 <= len(lines) <= 3
+    kernel_start = editor.line_of(uri, "def silu_kernel(") + 1
+    assert all(line > kernel_start for line in lines)
+    assert editor.lens_refreshes >= 1, "the server must ask for a refresh when the profile lands"
+
+    # warm: the same document version answers from the cache, on the decorator line too
+    started = time.perf_counter()
+    warm = await editor.hover(uri, editor.line_of(uri, "@nki.jit"), 2)
+    assert time.perf_counter() - started < 0.5
+    assert warm == card
+
+    # a hover off the kernel's header answers nothing
+    body = await editor.client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=editor.line_of(uri, "gate = nl.sigmoid"), character=8),
+        )
+    )
+    assert body is None
+
+
+async def test_code_lens_shows_percent_of_peak_and_optimize(editor: Editor):
+    uri = editor.open("silu.py")
+    await editor.profiled_hover(uri, "silu_kernel")
+    lenses = await editor.client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+    titles = [lens.command.title for lens in lenses if lens.command]
+    assert any(re.fullmatch(r"\d+% of peak · (hbm|tensor|vector|latency)-bound", t) for t in titles), titles
+    optimize = next(lens.command for lens in lenses if lens.command and lens.command.title == "Optimize")
+    assert optimize.command == "accelopt.optimize"
+    assert list(optimize.arguments) == [uri, "silu_kernel"]
+    assert all(lens.range.start.line == editor.line_of(uri, "@nki.jit") for lens in lenses)
+
+
+async def test_broken_kernel_gets_an_error_at_its_line_refreshed_on_save(editor: Editor):
+    uri = editor.open("broken.py")
+    diagnostics = await wait_until(lambda: editor.client.diagnostics.get(uri), what="diagnostics")
+    assert len(diagnostics) == 1
+    error = diagnostics[0]
+    assert error.severity == types.DiagnosticSeverity.Error
+    assert error.source == "accelopt"
+    assert error.range.start.line == editor.line_of(uri, "tile = nl.load(x)")
+    assert "partition" in error.message
+
+    # fix it (two row tiles of 128), save: the diagnostic goes away
+    fixed = editor.text(uri).replace(
+        "    tile = nl.load(x)\n    nl.store(out, value=tile)\n",
+        "    for i in nl.affine_range(2):\n"
+        "        tile = nl.load(x[i * 128 : (i + 1) * 128, :])\n"
+        "        nl.store(out[i * 128 : (i + 1) * 128, :], value=tile)\n",
+    )
+    editor.change(uri, fixed)
+    editor.save(uri)
+    await wait_until(lambda: cleared(editor, uri), what="cleared diagnostics")
+
+
+async def test_missing_inputs_diagnostic_and_its_quick_fix(editor: Editor):
+    uri = editor.open("no_inputs.py")
+    diagnostics = await wait_until(lambda: editor.client.diagnostics.get(uri), what="diagnostics")
+    (missing,) = diagnostics
+    assert missing.code == "missing-inputs"
+    assert "# accelopt: inputs" in missing.message
+    assert missing.range.start.line == editor.line_of(uri, "def scale_kernel(")
+
+    actions = await editor.code_actions(uri, missing.range.start.line, [missing])
+    fix = next(a for a in actions if a.kind == types.CodeActionKind.QuickFix)
+    (edit,) = fix.edit.changes[uri]
+    assert edit.new_text.startswith("# accelopt: inputs x=")
+    assert edit.range.start.line == editor.line_of(uri, "@nki.jit")
+
+    # apply the fix as the editor would and save: the kernel now profiles
+    lines = editor.text(uri).splitlines(keepends=True)
+    lines.insert(edit.range.start.line, edit.new_text)
+    editor.change(uri, "".join(lines))
+    editor.save(uri)
+    await wait_until(lambda: cleared(editor, uri), what="cleared diagnostics")
+    card = await editor.profiled_hover(uri, "scale_kernel")
+    assert "percent of peak" in card
+
+
+async def test_optimize_code_action_is_resolved_lazily(editor: Editor):
+    uri = editor.open("silu.py")
+    actions = await editor.code_actions(uri, editor.line_of(uri, "gate = nl.sigmoid"))
+    (optimize,) = [a for a in actions if a.title == "Optimize kernel `silu_kernel` with AccelOpt"]
+    assert optimize.kind == types.CodeActionKind.RefactorRewrite
+    assert optimize.command is None and optimize.edit is None  # filled in by codeAction/resolve
+
+    resolved = await editor.client.code_action_resolve_async(optimize)
+    assert resolved.command is not None
+    assert resolved.command.command == "accelopt.optimize"
+    assert list(resolved.command.arguments) == [uri, "silu_kernel"]
+
+    outside = await editor.code_actions(uri, editor.line_of(uri, "TILE_ROWS = 128"))
+    assert not outside
