@@ -1,0 +1,53 @@
+"""Moving arrays between the trusted parent and the sandboxed worker: plain `.npy`/`.npz` data,
+never pickles.
+
+numpy's file format has no spelling for the `ml_dtypes` types (bfloat16, float8), so such arrays
+travel as float32 (which holds every value exactly) beside the name of their real dtype.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import ml_dtypes
+import numpy as np
+
+_STANDARD_KINDS = frozenset("biuf")
+
+
+def dtype_name(array: np.ndarray) -> str:
+    return str(array.dtype)
+
+
+def to_transport(array: np.ndarray) -> np.ndarray:
+    """The array as a plain numpy array that `.npy` can store without pickling."""
+    if array.dtype.kind in _STANDARD_KINDS:
+        return np.ascontiguousarray(array)
+    if hasattr(ml_dtypes, array.dtype.name):
+        return np.ascontiguousarray(array.astype(np.float32))
+    raise TypeError(f"arrays of dtype {array.dtype} cannot be exchanged with the sandbox")
+
+
+def from_transport(array: np.ndarray, name: str) -> np.ndarray:
+    """Undo `to_transport`: restore the recorded dtype."""
+    if str(array.dtype) == name:
+        return array
+    return array.astype(resolve_dtype(name))
+
+
+def resolve_dtype(name: str) -> np.dtype:
+    """A dtype from its name, including the `ml_dtypes` names (bfloat16, float8_e4m3fn, ...)."""
+    if hasattr(ml_dtypes, name):
+        return np.dtype(getattr(ml_dtypes, name))
+    dtype = np.dtype(name)
+    if dtype.kind not in _STANDARD_KINDS:
+        raise ValueError(f"unsupported dtype {name!r}")
+    return dtype
+
+
+def fingerprint(array: np.ndarray) -> str:
+    """Content hash (dtype, shape and bytes) used to check that a kernel left its inputs alone."""
+    digest = hashlib.sha256()
+    digest.update(f"{array.dtype}|{array.shape}|".encode())
+    digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()

@@ -1,0 +1,290 @@
+"""The runtime half of the sandbox policy, installed inside the worker before untrusted code runs.
+
+Layers (each independent of the static check in `accelopt.profiling.policy`):
+- an audit hook (PEP 578) refusing sockets, processes, signals, native code (ctypes), code
+  compilation and frame access from untrusted code, any file write, file reads outside the
+  allowed roots, and loads of modules on the deny list;
+- a `builtins.__import__` wrapper enforcing the import allow-list on imports issued by
+  untrusted code (an `import os` of an already-loaded module raises no audit event);
+- `socket.socket` replaced by a refusal.
+
+Once installed the guard never switches off: trusted code that runs afterwards (writing results)
+uses files opened before the guard was installed. The first violation is remembered here, in
+trusted state, so a kernel that catches the exception is still reported as `rejected`.
+
+Python-level hooks are a tripwire, not a security boundary (see SECURITY.md): the boundaries
+are the separate process, its resource limits, its empty environment and the process group.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from types import FrameType
+
+from accelopt.profiling.policy import PolicyName, module_allowed
+
+
+class SandboxViolation(PermissionError):
+    """Raised inside the worker when untrusted code does something the sandbox forbids."""
+
+
+@dataclass
+class RecordedViolation:
+    reason: str
+    path: str | None
+    line: int | None
+
+
+# Modules that untrusted code has no business loading, whoever asks for them.
+_DENIED_MODULE_ROOTS = frozenset(
+    {
+        "socket",
+        "_socket",
+        "ssl",
+        "_ssl",
+        "subprocess",
+        "_posixsubprocess",
+        "multiprocessing",
+        "_multiprocessing",
+        "ctypes",
+        "_ctypes",
+        "pty",
+        "mmap",
+        "http",
+        "urllib",
+        "ftplib",
+        "smtplib",
+        "telnetlib",
+        "webbrowser",
+        "pickle",
+        "_pickle",
+        "marshal",
+        "shelve",
+    }
+)
+
+# Audit events refused outright once the guard is active.
+_DENIED_EVENTS = frozenset(
+    {
+        "subprocess.Popen",
+        "os.system",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.fork",
+        "os.forkpty",
+        "os.kill",
+        "os.killpg",
+        "os.putenv",
+        "os.unsetenv",
+        "os.remove",
+        "os.rename",
+        "os.rmdir",
+        "os.mkdir",
+        "os.chmod",
+        "os.chown",
+        "os.link",
+        "os.symlink",
+        "os.truncate",
+        "os.utime",
+        "os.chdir",
+        "os.setxattr",
+        "os.removexattr",
+        "pty.spawn",
+        "shutil.copyfile",
+        "shutil.copymode",
+        "shutil.copystat",
+        "shutil.copytree",
+        "shutil.move",
+        "shutil.rmtree",
+        "shutil.make_archive",
+        "shutil.chown",
+        "socket.__new__",
+        "socket.bind",
+        "socket.connect",
+        "socket.getaddrinfo",
+        "socket.gethostbyname",
+        "socket.sendto",
+        "sys.settrace",
+        "sys.setprofile",
+        "sys.addaudithook",
+        "sys.unraisablehook",
+        "sys.excepthook",
+        "setopencodehook",
+        "resource.setrlimit",
+        "resource.prlimit",
+        "signal.pthread_kill",
+        "mmap.__new__",
+        "_thread.start_new_thread",
+    }
+)
+
+# Refused only when untrusted code is the caller (the emulator legitimately uses them).
+_DENIED_FROM_UNTRUSTED = frozenset(
+    {
+        "compile",
+        "exec",
+        "sys._getframe",
+        "sys._current_frames",
+        "object.__getattr__",
+        "marshal.loads",
+        "marshal.load",
+        "pickle.find_class",
+        "code.__new__",
+        "function.__new__",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+    }
+)
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+
+class _Guard:
+    def __init__(self) -> None:
+        self.active = False
+        self.policy: PolicyName = "kernel"
+        self.user_files: frozenset[str] = frozenset()
+        self.trusted_roots: tuple[str, ...] = ()
+        self.read_roots: tuple[str, ...] = ()
+        self.violation: RecordedViolation | None = None
+        self._busy = False
+        self._real_import = builtins.__import__
+
+    # --- who is calling ----------------------------------------------------------------------
+
+    def _is_trusted_file(self, filename: str) -> bool:
+        if filename in self.user_files:
+            return False
+        if filename.startswith("<frozen "):
+            return True
+        return filename.startswith(self.trusted_roots)
+
+    def _untrusted_caller(self, frame: FrameType | None) -> bool:
+        return frame is not None and not self._is_trusted_file(frame.f_code.co_filename)
+
+    def _user_location(self, frame: FrameType | None) -> tuple[str | None, int | None]:
+        while frame is not None:
+            if frame.f_code.co_filename in self.user_files:
+                return frame.f_code.co_filename, frame.f_lineno
+            frame = frame.f_back
+        return None, None
+
+    def _refuse(self, reason: str, frame: FrameType | None) -> SandboxViolation:
+        if self.violation is None:
+            path, line = self._user_location(frame)
+            self.violation = RecordedViolation(reason, path, line)
+        return SandboxViolation(f"sandbox: {reason}")
+
+    # --- the audit hook ----------------------------------------------------------------------
+
+    def audit(self, event: str, args: tuple) -> None:
+        # Frame lookups inside the hook raise audit events of their own: don't re-enter.
+        if not self.active or self._busy:
+            return
+        self._busy = True
+        try:
+            self._audit(event, args)
+        finally:
+            self._busy = False
+
+    def _audit(self, event: str, args: tuple) -> None:
+        caller = sys._getframe(2)  # 0: _audit, 1: audit, 2: where the event was raised
+        if event in _DENIED_EVENTS or event.startswith(("ctypes.", "socket.", "os.exec", "os.spawn")):
+            raise self._refuse(f"operation '{event}' is not allowed", caller)
+        if event in _DENIED_FROM_UNTRUSTED:
+            if self._untrusted_caller(caller):
+                raise self._refuse(f"operation '{event}' is not allowed", caller)
+        elif event == "open":
+            self._check_open(args, caller)
+        elif event in ("os.listdir", "os.scandir"):
+            path = args[0] if args else "."
+            if not self._readable(path):
+                raise self._refuse(f"listing '{path}' is not allowed", caller)
+        elif event == "import":
+            module = str(args[0])
+            if module.split(".")[0] in _DENIED_MODULE_ROOTS:
+                raise self._refuse(f"loading module '{module}' is not allowed", caller)
+
+    def _check_open(self, args: tuple, caller: FrameType) -> None:
+        path, mode, flags = [*args, None, None, None][:3]
+        if isinstance(path, int):
+            raise self._refuse("opening a file descriptor is not allowed", caller)
+        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+            isinstance(flags, int) and flags & _WRITE_FLAGS
+        )
+        if writing:
+            raise self._refuse(f"writing '{path}' is not allowed", caller)
+        if path is not None and not self._readable(path):
+            raise self._refuse(f"reading '{path}' is not allowed", caller)
+
+    def _readable(self, path: object) -> bool:
+        try:
+            real = os.path.realpath(os.fsdecode(path))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return False
+        return any(real == root or real.startswith(root + os.sep) for root in self.read_roots)
+
+    # --- the import wrapper ------------------------------------------------------------------
+
+    def guarded_import(self, name, globals=None, locals=None, fromlist=(), level=0):
+        if self.active:
+            caller = sys._getframe(1)
+            if not self._is_trusted_file(caller.f_code.co_filename):
+                self._check_user_import(name, fromlist or (), level, caller)
+        return self._real_import(name, globals, locals, fromlist, level)
+
+    def _check_user_import(self, name: str, fromlist: Iterable[str], level: int, caller: FrameType) -> None:
+        if level:
+            raise self._refuse("relative imports are not allowed", caller)
+        if not module_allowed(name, self.policy):
+            raise self._refuse(f"import of '{name}' is not allowed", caller)
+        for item in fromlist:
+            if item != "*" and (item.startswith("_") or not module_allowed(f"{name}.{item}", self.policy)):
+                raise self._refuse(f"importing '{item}' from '{name}' is not allowed", caller)
+
+
+_GUARD = _Guard()
+
+
+def _refuse_socket(*args, **kwargs):
+    raise _GUARD._refuse("opening a socket is not allowed", sys._getframe(1))
+
+
+def install(
+    *,
+    policy: PolicyName,
+    user_files: Iterable[str],
+    trusted_roots: Iterable[str],
+    read_roots: Iterable[str],
+) -> None:
+    """Activate the guard for the rest of this process's life (it cannot be turned off)."""
+    if _GUARD.active:
+        raise RuntimeError("the sandbox guard is already installed")
+    import socket  # loaded now, by trusted code, so it can be disabled below
+
+    _GUARD.policy = policy
+    _GUARD.user_files = frozenset(user_files)
+    _GUARD.trusted_roots = tuple(os.path.realpath(r) + os.sep for r in trusted_roots)
+    _GUARD.read_roots = tuple(os.path.realpath(r) for r in read_roots)
+    socket.socket = _refuse_socket  # type: ignore[misc,assignment]
+    socket.create_connection = _refuse_socket  # type: ignore[assignment]
+    socket.socketpair = _refuse_socket  # type: ignore[assignment]
+    builtins.__import__ = _GUARD.guarded_import
+    sys.addaudithook(_GUARD.audit)
+    _GUARD.active = True
+
+
+def add_user_file(filename: str) -> None:
+    """Mark another source file as untrusted (e.g. the reference module loaded after install)."""
+    _GUARD.user_files = _GUARD.user_files | {filename}
+
+
+def violation() -> RecordedViolation | None:
+    """The first violation seen since install, even if the untrusted code caught the exception."""
+    return _GUARD.violation

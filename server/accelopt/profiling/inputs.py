@@ -1,0 +1,255 @@
+"""How a kernel says where its inputs come from: one comment line above it.
+
+    # accelopt: reference silu_ref.py
+    # accelopt: inputs x=float32[256,1024] w=float32[1024,512]~uniform(-1,1)
+
+Directives are read from comments, so nothing has to run to find them. The nearest directive
+before the kernel's `def` (or its first decorator) wins. Declared inputs are drawn from numpy's
+legacy `RandomState(seed)` in declaration order: the same stream `np.random.seed(seed)` gives a
+reference module's `get_inputs`, so both kinds of task are reproducible from a seed alone.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from accelopt.profiling.arrays import resolve_dtype
+from accelopt.profiling.evaluation import KernelSource
+
+DirectiveKind = Literal["reference", "inputs"]
+
+_DIRECTIVE = re.compile(r"#\s*accelopt\s*:\s*(?P<kind>[A-Za-z_]+)\s*(?P<rest>.*?)\s*$")
+_SPEC = re.compile(
+    r"^(?P<name>[A-Za-z_]\w*)=(?P<dtype>[A-Za-z0-9_]+)\[(?P<shape>[^\]]*)\]"
+    r"(?:~(?P<dist>[a-z]+)\((?P<args>[^)]*)\))?$"
+)
+_DISTRIBUTIONS = {"normal": 2, "uniform": 2}
+_INTEGER_DEFAULT_RANGE = (0, 100)
+
+
+class DirectiveError(ValueError):
+    """A malformed directive, with the 1-based line it is on."""
+
+    def __init__(self, message: str, line: int | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+class Directive(BaseModel):
+    kind: DirectiveKind
+    argument: str
+    line: int = Field(description="1-based line of the directive in the kernel file")
+
+
+class InputSpec(BaseModel):
+    """One declared kernel input: `name=dtype[d0,d1,...]` with an optional `~dist(a,b)`."""
+
+    name: str
+    dtype: str = "float32"
+    shape: tuple[int, ...]
+    distribution: Literal["normal", "uniform"] = "normal"
+    params: tuple[float, float] = (0.0, 1.0)
+
+    def text(self) -> str:
+        dims = ",".join(str(d) for d in self.shape)
+        spec = f"{self.name}={self.dtype}[{dims}]"
+        if (self.distribution, self.params) != ("normal", (0.0, 1.0)):
+            spec += f"~{self.distribution}({self.params[0]:g},{self.params[1]:g})"
+        return spec
+
+
+def kernel_def_line(text: str, kernel_name: str) -> int | None:
+    """1-based line where the kernel's definition starts (its first decorator, if any)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        match = re.search(rf"^[ \t]*def[ \t]+{re.escape(kernel_name)}[ \t]*\(", text, re.MULTILINE)
+        return text.count("\n", 0, match.start()) + 1 if match else None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == kernel_name:
+            return min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    return None
+
+
+def _comments(text: str) -> list[tuple[int, str]]:
+    """(line, comment text) of every comment; falls back to a line scan for unfinished code."""
+    try:
+        return [
+            (tok.start[0], tok.string)
+            for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+            if tok.type == tokenize.COMMENT
+        ]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        found = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            stripped = line.lstrip()
+            if stripped.startswith("#"):
+                found.append((number, stripped))
+        return found
+
+
+def find_directive(text: str, kernel_name: str) -> Directive | None:
+    """The nearest `# accelopt: ...` directive above the kernel (None if there is none).
+
+    Raises DirectiveError for an unknown directive kind, so a typo is reported, not ignored."""
+    limit = kernel_def_line(text, kernel_name)
+    best: Directive | None = None
+    for line, comment in _comments(text):
+        if limit is not None and line >= limit:
+            break
+        match = _DIRECTIVE.match(comment)
+        if match is None:
+            continue
+        kind = match["kind"].lower()
+        if kind not in ("reference", "inputs"):
+            raise DirectiveError(
+                f"unknown accelopt directive '{match['kind']}': expected `# accelopt: reference FILE.py` "
+                "or `# accelopt: inputs name=dtype[shape] ...`",
+                line,
+            )
+        best = Directive(kind=kind, argument=match["rest"], line=line)  # type: ignore[arg-type]
+    return best
+
+
+def parse_input_specs(argument: str, line: int | None = None) -> list[InputSpec]:
+    """Parse the argument of `# accelopt: inputs` (space-separated specs)."""
+    specs: list[InputSpec] = []
+    if not argument.strip():
+        raise DirectiveError("`# accelopt: inputs` needs at least one `name=dtype[shape]`", line)
+    for token in argument.split():
+        match = _SPEC.match(token)
+        if match is None:
+            raise DirectiveError(
+                f"cannot read input spec '{token}': expected name=dtype[d0,d1,...] "
+                "optionally followed by ~normal(mean,std) or ~uniform(low,high)",
+                line,
+            )
+        try:
+            resolve_dtype(match["dtype"])
+        except (TypeError, ValueError):
+            raise DirectiveError(f"unknown dtype '{match['dtype']}' in '{token}'", line) from None
+        try:
+            shape = tuple(int(d) for d in match["shape"].split(",") if d.strip())
+        except ValueError:
+            raise DirectiveError(
+                f"shape of '{match['name']}' must be whole numbers: [{match['shape']}]", line
+            ) from None
+        if not shape or any(d <= 0 for d in shape):
+            raise DirectiveError(f"shape of '{match['name']}' must have positive dimensions", line)
+        spec = InputSpec(name=match["name"], dtype=match["dtype"], shape=shape)
+        if match["dist"]:
+            spec = _with_distribution(spec, match["dist"], match["args"], token, line)
+        elif np.dtype(resolve_dtype(spec.dtype)).kind in "iub":
+            spec = spec.model_copy(update={"distribution": "uniform", "params": _INTEGER_DEFAULT_RANGE})
+        if any(s.name == spec.name for s in specs):
+            raise DirectiveError(f"input '{spec.name}' is declared twice", line)
+        specs.append(spec)
+    return specs
+
+
+def _with_distribution(spec: InputSpec, dist: str, args: str, token: str, line: int | None) -> InputSpec:
+    if dist not in _DISTRIBUTIONS:
+        raise DirectiveError(
+            f"unknown distribution '{dist}' in '{token}': use normal(mean,std) or uniform(low,high)", line
+        )
+    try:
+        values = tuple(float(a) for a in args.split(","))
+    except ValueError:
+        raise DirectiveError(f"distribution parameters must be numbers in '{token}'", line) from None
+    if len(values) != _DISTRIBUTIONS[dist]:
+        raise DirectiveError(f"{dist} takes {_DISTRIBUTIONS[dist]} parameters in '{token}'", line)
+    if dist == "uniform" and not values[0] < values[1]:
+        raise DirectiveError(f"uniform(low,high) needs low < high in '{token}'", line)
+    if dist == "normal" and values[1] < 0:
+        raise DirectiveError(f"normal(mean,std) needs std >= 0 in '{token}'", line)
+    return spec.model_copy(update={"distribution": dist, "params": values})
+
+
+def generate_inputs(specs: list[InputSpec], seed: int) -> list[np.ndarray]:
+    """The declared inputs for one seed (deterministic; no global RNG state is touched)."""
+    rng = np.random.RandomState(seed)
+    arrays: list[np.ndarray] = []
+    for spec in specs:
+        dtype = resolve_dtype(spec.dtype)
+        a, b = spec.params
+        integer = np.dtype(dtype).kind in "iub"
+        if spec.distribution == "uniform":
+            values = (
+                rng.randint(int(a), int(b), size=spec.shape)
+                if integer
+                else rng.uniform(a, b, size=spec.shape)
+            )
+        else:  # normal(0, 1) draws exactly what np.random.randn draws after np.random.seed(seed)
+            values = rng.normal(a, b, size=spec.shape)
+            values = np.rint(values) if integer else values
+        arrays.append(np.asarray(values).astype(dtype))
+    return arrays
+
+
+def suggest_inputs_directive(kernel: KernelSource) -> str:
+    """A best-effort `# accelopt: inputs ...` line for a kernel that declares none.
+
+    The guess reads the kernel's parameters (those without defaults are the tensors) and any
+    `a, b = param.shape` unpacking in its body: unpacked names become shared dimensions, so
+    `K, M = lhsT.shape` and `K, N = rhs.shape` give both the same K. A dimension is 128 in
+    the first (partition) position and 512 elsewhere; a parameter with no unpacking is
+    `float32[128,512]`. The user is expected to adjust the numbers; the LSP offers this line as
+    a quick fix.
+    """
+    params, unpacked = _kernel_signature(kernel)
+    sizes: dict[str, int] = {}
+    specs = []
+    for name in params:
+        dims = unpacked.get(name)
+        if dims is None:
+            shape: list[int] = [128, 512]
+        else:
+            shape = []
+            for position, dim in enumerate(dims):
+                if dim not in sizes:
+                    sizes[dim] = 128 if position == 0 else 512
+                shape.append(sizes[dim])
+        specs.append(f"{name}=float32[{','.join(str(d) for d in shape)}]")
+    return "# accelopt: inputs " + " ".join(specs)
+
+
+def _kernel_signature(kernel: KernelSource) -> tuple[list[str], dict[str, list[str]]]:
+    try:
+        tree = ast.parse(kernel.text)
+    except SyntaxError:
+        return [], {}
+    fn = next(
+        (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == kernel.name),
+        None,
+    )
+    if fn is None:
+        return [], {}
+    positional = [*fn.args.posonlyargs, *fn.args.args]
+    without_default = positional[: len(positional) - len(fn.args.defaults)]
+    params = [a.arg for a in without_default]
+    unpacked: dict[str, list[str]] = {}
+    for node in ast.walk(fn):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Tuple)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "shape"
+            and isinstance(node.value.value, ast.Name)
+            and node.value.value.id in params
+            and node.value.value.id not in unpacked
+        ):
+            param = node.value.value.id
+            unpacked[param] = [
+                e.id if isinstance(e, ast.Name) and e.id != "_" else f"_{param}{i}"  # unnamed: not shared
+                for i, e in enumerate(node.targets[0].elts)
+            ]
+    return params, unpacked

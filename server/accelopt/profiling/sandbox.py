@@ -1,0 +1,356 @@
+"""Running untrusted code in a locked-down worker process (the parent side).
+
+Every kernel, candidate and reference module runs in `accelopt.profiling.worker`, started here:
+
+- a fresh interpreter in isolated mode (``-I -B``: no PYTHONPATH, no user site, no bytecode
+  writes), importing accelopt from an explicit path;
+- an empty temporary working directory and HOME; an environment built from scratch (no keys,
+  tokens, proxies or anything else inherited from the server);
+- its own session / process group, killed as a whole on timeout, cancellation or close;
+- kernel-enforced resource limits (address space, CPU seconds, open files, file size, no new
+  processes) applied by the worker before any untrusted code runs;
+- when the machine allows it, no network at all (a fresh network namespace via `unshare`) and,
+  when the server runs as root, the unprivileged `nobody` user;
+- inside the worker, the import/operation guard (`accelopt.profiling.guard`).
+
+Results come back as files the parent validates (`worker_protocol`), never as pickles. A crash,
+hang or kill is a `WorkerOutcome`, not an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import ValidationError
+
+import accelopt
+from accelopt.profiling import arrays
+from accelopt.profiling.worker_protocol import ArrayRef, ResourceLimits, WorkerJob, WorkerResult
+
+_BOOTSTRAP = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from accelopt.profiling.worker import main; raise SystemExit(main(sys.argv[2]))"
+)
+_NOBODY = 65534
+_STDERR_TAIL = 1200
+_ACCELOPT_ROOT = Path(accelopt.__file__).resolve().parent.parent
+
+
+@dataclass
+class WorkerOutcome:
+    """How a worker run ended and, when it finished, what it produced (already validated)."""
+
+    kind: Literal["finished", "timeout", "crashed"]
+    result: WorkerResult | None = None
+    message: str = ""
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    trace_json: str | None = None
+    wall_time_s: float = 0.0
+
+    def group(self, run: int, name: str) -> list[np.ndarray]:
+        """The arrays of one named group of one run, with their real dtypes restored."""
+        assert self.result is not None
+        refs = self.result.runs[run].groups.get(name, [])
+        return [arrays.from_transport(self.arrays[r.name], r.dtype) for r in refs]
+
+
+@dataclass
+class JobFiles:
+    """A prepared job directory (removed by `Sandbox.run` when the run is over)."""
+
+    root: Path
+    job: WorkerJob
+
+
+class Sandbox:
+    """Starts sandboxed workers and keeps track of them so that none outlives its owner."""
+
+    def __init__(
+        self,
+        limits: ResourceLimits | None = None,
+        *,
+        isolate_network: bool = True,
+        drop_privileges: bool = True,
+        python: str = sys.executable,
+    ) -> None:
+        self.limits = limits or ResourceLimits()
+        self.isolate_network = isolate_network
+        self.python = python
+        # As root, run workers as `nobody`, if `nobody` can run this interpreter at all (it cannot
+        # when Python lives under a private home directory); see SECURITY.md.
+        self.drop_privileges = drop_privileges and os.geteuid() == 0 and _nobody_can_run(python)
+        self._live: set[asyncio.subprocess.Process] = set()
+
+    # --- preparing a job -------------------------------------------------------------------
+
+    def prepare(
+        self,
+        job: WorkerJob,
+        inputs: dict[str, np.ndarray] | None = None,
+        bundle: dict[str, np.ndarray] | None = None,
+    ) -> JobFiles:
+        """Write `job.json`, the input arrays (`in/<name>.npy`) and an optional bundle of arrays
+        (`in/outputs.npz`, already in transport form) into a fresh directory."""
+        root = Path(tempfile.mkdtemp(prefix="accelopt-job-"))
+        (root / "in").mkdir()
+        (root / "out").mkdir()
+        (root / "work").mkdir()
+        for name, array in (inputs or {}).items():
+            np.save(root / "in" / f"{name}.npy", arrays.to_transport(array), allow_pickle=False)
+        if bundle is not None:
+            np.savez(root / "in" / "outputs.npz", **bundle)
+        job = job.model_copy(
+            update={
+                "limits": self.limits,
+                "parent_pid": os.getpid(),
+                "trusted_roots": _trusted_roots(),
+                "read_roots": [*_trusted_roots(), str(root / "in")],
+            }
+        )
+        (root / "job.json").write_text(job.model_dump_json(), encoding="utf-8")
+        if self.drop_privileges:
+            root.chmod(0o755)
+            for path in [root / "in", *(root / "in").iterdir(), root / "job.json"]:
+                path.chmod(0o755 if path.is_dir() else 0o644)
+            for sub in ("out", "work"):
+                os.chown(root / sub, _NOBODY, _NOBODY)
+        return JobFiles(root, job)
+
+    @staticmethod
+    def input_ref(name: str, array: np.ndarray) -> ArrayRef:
+        return ArrayRef(name=f"in/{name}.npy", dtype=arrays.dtype_name(array), shape=array.shape)
+
+    # --- running it ------------------------------------------------------------------------
+
+    async def run(self, files: JobFiles, timeout_s: float) -> WorkerOutcome:
+        """Run the prepared job; always removes its directory and its process group."""
+        try:
+            return await self._run(files, timeout_s)
+        finally:
+            shutil.rmtree(files.root, ignore_errors=True)
+
+    async def _run(self, files: JobFiles, timeout_s: float) -> WorkerOutcome:
+        root = files.root
+        started = time.perf_counter()
+        with open(root / "stdout.txt", "wb") as out, open(root / "stderr.txt", "wb") as err:
+            proc = await asyncio.create_subprocess_exec(
+                *self._command(root),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                cwd=root / "work",
+                env=_worker_environment(root / "work"),
+                start_new_session=True,
+                **self._credentials(),
+            )
+        self._live.add(proc)
+        timed_out = False
+        try:
+            try:
+                await asyncio.wait_for(proc.wait(), timeout_s)
+            except asyncio.TimeoutError:
+                timed_out = True
+        finally:
+            # Normal exit, timeout or cancellation: nothing of the group may survive.
+            _kill_group(proc.pid)
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await asyncio.shield(proc.wait())
+            self._live.discard(proc)
+        wall = time.perf_counter() - started
+        if timed_out:
+            return WorkerOutcome(
+                "timeout", message=f"timed out after {timeout_s:g} s (wall clock)", wall_time_s=wall
+            )
+        return self._collect(root, proc.returncode, wall)
+
+    def run_sync(self, files: JobFiles, timeout_s: float) -> WorkerOutcome:
+        return asyncio.run(self.run(files, timeout_s))
+
+    async def aclose(self) -> None:
+        """Kill every worker still running."""
+        for proc in list(self._live):
+            _kill_group(proc.pid)
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        for proc in list(self._live):
+            await proc.wait()
+        self._live.clear()
+
+    @property
+    def live_pids(self) -> list[int]:
+        return [p.pid for p in self._live]
+
+    def _command(self, root: Path) -> list[str]:
+        worker = [self.python, "-I", "-B", "-c", _BOOTSTRAP, str(_ACCELOPT_ROOT), str(root)]
+        prefix = _namespace_prefix(self.drop_privileges) if self.isolate_network else []
+        if self.drop_privileges and not prefix:
+            return worker  # privileges dropped by Popen's user/group below
+        return [*prefix, *worker]
+
+    def _credentials(self) -> dict:
+        if not self.drop_privileges:
+            return {}
+        if self.isolate_network and _namespace_prefix(True):
+            return {}  # unshare --setuid/--setgid does it after entering the namespace
+        return {"user": _NOBODY, "group": _NOBODY, "extra_groups": []}
+
+    # --- reading the results ----------------------------------------------------------------
+
+    def _collect(self, root: Path, returncode: int | None, wall: float) -> WorkerOutcome:
+        if returncode != 0:
+            return WorkerOutcome("crashed", message=_crash_reason(returncode, root), wall_time_s=wall)
+        try:
+            result = WorkerResult.model_validate_json((root / "out" / "status.json").read_bytes())
+        except (OSError, ValidationError, ValueError) as exc:
+            return WorkerOutcome(
+                "crashed", message=f"the worker left no valid result ({type(exc).__name__})", wall_time_s=wall
+            )
+        outcome = WorkerOutcome("finished", result=result, wall_time_s=wall)
+        if result.failure is not None:
+            return outcome
+        try:
+            outcome.arrays = _load_arrays(root / "out" / "arrays.npz", result)
+            if result.has_trace:
+                outcome.trace_json = (root / "out" / "trace.json").read_text(encoding="utf-8")
+        except (OSError, ValueError, KeyError) as exc:
+            return WorkerOutcome(
+                "crashed", message=f"the worker's result files are invalid: {exc}", wall_time_s=wall
+            )
+        return outcome
+
+
+def _load_arrays(path: Path, result: WorkerResult) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as data:
+        loaded = {key: data[key] for key in data.files}
+    for run in result.runs:
+        for refs in run.groups.values():
+            for ref in refs:
+                array = loaded.get(ref.name)
+                if array is None:
+                    raise KeyError(f"array {ref.name} is missing")
+                if tuple(array.shape) != tuple(ref.shape):
+                    raise ValueError(f"array {ref.name} has shape {array.shape}, declared {ref.shape}")
+                arrays.resolve_dtype(ref.dtype)
+    return loaded
+
+
+def _crash_reason(returncode: int | None, root: Path) -> str:
+    if returncode is not None and returncode < 0:
+        sig = -returncode
+        names = {
+            signal.SIGKILL: "killed (SIGKILL; out of memory?)",
+            signal.SIGSEGV: "crashed with a segmentation fault",
+            signal.SIGXCPU: "exceeded its CPU time limit",
+            signal.SIGABRT: "aborted",
+            signal.SIGBUS: "crashed with a bus error",
+        }
+        reason = names.get(
+            sig,
+            f"killed by signal {signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else sig}",
+        )
+    else:
+        reason = f"exited with status {returncode}"
+    tail = _tail(root / "stderr.txt")
+    return f"the worker {reason}" + (f": {tail}" if tail else "")
+
+
+def _tail(path: Path) -> str:
+    try:
+        data = path.read_bytes()[-_STDERR_TAIL:]
+    except OSError:
+        return ""
+    lines = [ln for ln in data.decode("utf-8", "replace").strip().splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _worker_environment(home: Path) -> dict[str, str]:
+    """Built from nothing: the worker inherits no variable of the server's environment."""
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(home),
+        "TMPDIR": str(home),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "NUMEXPR_NUM_THREADS": "1",
+        "PYTHONHASHSEED": "0",
+    }
+
+
+@functools.lru_cache(maxsize=1)
+def _trusted_roots() -> list[str]:
+    """Directories whose code the guard treats as trusted (and whose files the worker may read)."""
+    paths = {str(Path(accelopt.__file__).resolve().parent)}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        with contextlib.suppress(KeyError):
+            paths.add(str(Path(sysconfig.get_paths()[key]).resolve()))
+    return sorted(paths)
+
+
+@functools.lru_cache(maxsize=2)
+def _namespace_prefix(as_root: bool) -> tuple[str, ...]:
+    """The `unshare` command that gives the worker an empty network namespace, if it works here."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return ()
+    if as_root:
+        prefix = (unshare, "--net", "--setgid", str(_NOBODY), "--setuid", str(_NOBODY), "--")
+    else:
+        prefix = (unshare, "--user", "--map-root-user", "--net", "--")
+    try:
+        probe = subprocess.run([*prefix, "/bin/true"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return prefix if probe.returncode == 0 else ()
+
+
+@functools.lru_cache(maxsize=4)
+def _nobody_can_run(python: str) -> bool:
+    probe = [
+        python,
+        "-I",
+        "-B",
+        "-c",
+        f"import sys; sys.path.insert(0, {str(_ACCELOPT_ROOT)!r}); import numpy, accelopt",
+    ]
+    try:
+        done = subprocess.run(
+            probe,
+            capture_output=True,
+            timeout=30,
+            check=False,
+            user=_NOBODY,
+            group=_NOBODY,
+            extra_groups=[],
+            cwd="/",
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def network_isolation_available() -> bool:
+    return bool(_namespace_prefix(os.geteuid() == 0))

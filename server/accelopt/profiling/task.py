@@ -1,0 +1,180 @@
+"""What "correct" means for a kernel: its task.
+
+Two kinds (DESIGN.md, CONVENTIONS.md):
+- ``reference``: a reference module in the NKIBench convention (`get_inputs`, `forward`,
+  `transform_to_nki_inputs`, `transform_nki_outputs`, optional `work`) gives the inputs and the
+  expected outputs;
+- ``baseline``: the original kernel is the oracle, on inputs declared beside it with
+  ``# accelopt: inputs x=float32[256,1024] ...``.
+
+A task is plain data. The reference module's text is read here, once, by the trusted process and
+shipped to the sandboxed worker; it is never imported or executed in this process.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from accelopt.profiling.evaluation import KernelSource
+from accelopt.profiling.inputs import (
+    DirectiveError,
+    InputSpec,
+    find_directive,
+    kernel_def_line,
+    parse_input_specs,
+    suggest_inputs_directive,
+)
+from accelopt.profiling.profile import Work
+
+TaskKind = Literal["reference", "baseline"]
+Size = Literal["full", "small"]
+
+DEFAULT_TOLERANCE = 2e-5
+REFERENCE_FUNCTIONS = ("get_inputs", "forward", "transform_to_nki_inputs", "transform_nki_outputs")
+
+
+class TaskError(Exception):
+    """The task cannot be built; says why and where (file and 1-based line when known)."""
+
+    def __init__(self, message: str, path: str | None = None, line: int | None = None) -> None:
+        self.message = message
+        self.path = path
+        self.line = line
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = (
+            f"{self.path}:{self.line}: " if self.path and self.line else f"{self.path}: " if self.path else ""
+        )
+        return where + self.message
+
+
+class Task(BaseModel):
+    name: str
+    kind: TaskKind
+    kernel_name: str
+    size: Size = "full"
+    tolerance: float = Field(DEFAULT_TOLERANCE, gt=0)
+    seeds: int = Field(5, ge=1)
+    work: Work | None = Field(
+        None, description="roofline work; None: from the reference's work() or the trace"
+    )
+    reference_path: str | None = Field(None, description="where the reference module came from (messages)")
+    reference_text: str | None = Field(
+        None, description="the reference module's source, run only in the sandbox"
+    )
+    inputs: list[InputSpec] = Field(default_factory=list, description="baseline kind: the declared inputs")
+    baseline: KernelSource | None = Field(
+        None, description="baseline kind: the kernel whose outputs are the truth"
+    )
+
+    def key(self) -> str:
+        """Identity of the task's contents (what the backend caches reference results under)."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:24]
+
+
+def task_for_kernel(kernel: KernelSource, reference: str | None = None, size: Size = "full") -> Task:
+    """The task for a kernel: an explicit reference module wins, then the directive above it.
+
+    Raises TaskError (with file and line) when there is no way to get inputs or a reference is
+    unusable; the message says how to declare one."""
+    if reference is not None:
+        return reference_task(kernel, reference, size=size)
+    try:
+        directive = find_directive(kernel.text, kernel.name)
+    except DirectiveError as exc:
+        raise TaskError(exc.message, kernel.path, exc.line) from None
+    if directive is None:
+        raise TaskError(
+            "no way to get inputs for kernel "
+            f"'{kernel.name}': add a line above it, either `# accelopt: reference REF.py` (a reference "
+            "module) or, to use this kernel as its own oracle, e.g. "
+            f"`{suggest_inputs_directive(kernel)}`",
+            kernel.path,
+            kernel_def_line(kernel.text, kernel.name),
+        )
+    if directive.kind == "reference":
+        if not directive.argument:
+            raise TaskError("`# accelopt: reference` needs a file name", kernel.path, directive.line)
+        base = Path(kernel.path).parent if kernel.path else Path.cwd()
+        return reference_task(
+            kernel, str(base / directive.argument), size=size, cited_at=(kernel.path, directive.line)
+        )
+    try:
+        specs = parse_input_specs(directive.argument, directive.line)
+    except DirectiveError as exc:
+        raise TaskError(exc.message, kernel.path, exc.line) from None
+    return Task(
+        name=kernel.name,
+        kind="baseline",
+        kernel_name=kernel.name,
+        size=size,
+        inputs=specs,
+        baseline=kernel.model_copy(),
+    )
+
+
+def reference_task(
+    kernel: KernelSource,
+    reference_path: str,
+    *,
+    size: Size = "full",
+    tolerance: float | None = None,
+    cited_at: tuple[str | None, int | None] = (None, None),
+) -> Task:
+    """A reference-module task; the module is checked statically (it is not run here)."""
+    path = os.path.abspath(reference_path)
+    cite_path, cite_line = cited_at if cited_at[1] is not None else (path, None)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TaskError(f"reference module not found: {path}", cite_path, cite_line) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskError(f"cannot read reference module {path}: {exc}", cite_path, cite_line) from None
+    declared_tolerance = _check_reference(text, path)
+    return Task(
+        name=Path(path).stem.removesuffix("_ref"),
+        kind="reference",
+        kernel_name=kernel.name,
+        size=size,
+        tolerance=tolerance or declared_tolerance or DEFAULT_TOLERANCE,
+        reference_path=path,
+        reference_text=text,
+    )
+
+
+def _check_reference(text: str, path: str) -> float | None:
+    """Static checks on a reference module; returns its `TOLERANCE = <number>` if it sets one."""
+    try:
+        tree = ast.parse(text, filename=path)
+    except SyntaxError as exc:
+        raise TaskError(f"syntax error in reference module: {exc.msg}", path, exc.lineno) from None
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    missing = [f for f in REFERENCE_FUNCTIONS if f not in defined]
+    if missing:
+        raise TaskError(
+            "reference module does not define "
+            + ", ".join(f"`{m}`" for m in missing)
+            + " (NKIBench convention: get_inputs, forward, transform_to_nki_inputs, transform_nki_outputs)",
+            path,
+            None,
+        )
+    tolerance = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "TOLERANCE" for t in node.targets
+        ):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                raise TaskError("TOLERANCE must be a number literal", path, node.lineno) from None
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise TaskError("TOLERANCE must be a positive number", path, node.lineno)
+            tolerance = float(value)
+    return tolerance

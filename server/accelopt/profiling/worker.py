@@ -1,0 +1,327 @@
+"""The sandboxed worker: the only place untrusted code (kernels, reference modules) ever runs.
+
+Started by `accelopt.profiling.sandbox` as ``python -I -B -c <bootstrap> <accelopt root> <job dir>``.
+Order matters, and is the point of this file:
+
+1. resource limits and a parent-death signal, before anything else;
+2. every trusted import (numpy, the emulator, the NKI aliases) and the result files opened;
+3. the runtime guard installed (`accelopt.profiling.guard`): from here on it never switches off;
+4. the untrusted code runs: one run per seed or input set;
+5. results written through the files opened in step 2, as plain JSON and `.npz` (never pickles).
+
+The parent trusts nothing here: it validates every file and does the correctness comparison and
+the timing itself. This module deliberately avoids pydantic to keep the worker's start-up short;
+the job it reads was written by the trusted parent (`worker_protocol.WorkerJob`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import sys
+import time
+import traceback
+from typing import Any
+
+_MAX_MESSAGE = 1500
+
+
+def main(job_dir: str) -> int:
+    with open(os.path.join(job_dir, "job.json"), encoding="utf-8") as f:
+        job: dict[str, Any] = json.load(f)
+    _apply_limits(job["limits"])
+    # Past the file-size limit a write should fail (an error we can report), not kill the worker.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    _die_with_parent(int(job.get("parent_pid") or 0))
+    sys.dont_write_bytecode = True
+
+    import io
+
+    import numpy as np
+
+    from accelopt.profiling import arrays, guard
+
+    np.savez(io.BytesIO(), warmup=np.zeros(1))  # load zipfile & co. while imports are trusted
+    runtime = None
+    if job["mode"] == "kernel":
+        from accelopt.nki import runtime as _runtime
+
+        runtime = _runtime
+        runtime.install_aliases()
+
+    out_dir = os.path.join(job_dir, "out")
+    status_file = open(os.path.join(out_dir, "status.json"), "w", encoding="utf-8")
+    arrays_file = open(os.path.join(out_dir, "arrays.npz"), "wb")
+    trace_file = open(os.path.join(out_dir, "trace.json"), "w", encoding="utf-8")
+
+    runs_inputs = [
+        [
+            arrays.from_transport(
+                np.load(os.path.join(job_dir, ref["name"]), allow_pickle=False), ref["dtype"]
+            )
+            for ref in run
+        ]
+        for run in job.get("inputs", [])
+    ]
+    npz = _load_npz(os.path.join(job_dir, "in", "outputs.npz")) if job["mode"] == "transform" else None
+
+    # No more processes or threads from here on (kernel-enforced for non-root users).
+    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+    probe = _probe(job_dir) if job["mode"] == "probe" else None
+    source_path = job["source_path"]
+    guard.install(
+        policy=job["policy"],
+        user_files=[source_path],
+        trusted_roots=job["trusted_roots"],
+        read_roots=job["read_roots"],
+    )
+
+    result: dict[str, Any] = {"failure": None, "runs": [], "work": None, "has_trace": False}
+    result["probe"] = probe
+    saved: dict[str, Any] = {}
+    trace = None
+    started = time.perf_counter()
+    try:
+        if job["mode"] == "kernel":
+            trace = _run_kernel(job, runtime, runs_inputs, result, saved, np, arrays)
+        elif job["mode"] == "reference":
+            _run_reference(job, result, saved, np, arrays)
+        elif job["mode"] == "transform":
+            _run_transform(job, npz, result, saved, np, arrays)
+    except BaseException as exc:  # everything the untrusted code does is a result, not a crash
+        result["failure"] = _describe_failure(exc, source_path)
+    result["seconds"] = time.perf_counter() - started
+
+    recorded = guard.violation()
+    if recorded is not None:  # wins even when the untrusted code swallowed the exception
+        result["failure"] = {
+            "kind": "rejected",
+            "message": recorded.reason,
+            "line": recorded.line if recorded.path == source_path else None,
+            "path": recorded.path,
+        }
+    if result["failure"] is None:
+        if trace is not None and job.get("return_trace", True):
+            trace_file.write(trace.to_json())
+            result["has_trace"] = True
+        np.savez(arrays_file, **saved)
+    trace_file.close()
+    arrays_file.close()
+    json.dump(result, status_file)
+    status_file.close()
+    return 0
+
+
+def _probe(job_dir: str) -> dict[str, Any]:
+    """What the sandbox looks like from inside (trusted code; used by tests and diagnostics)."""
+    limits = {
+        name: resource.getrlimit(getattr(resource, name))[0]
+        for name in (
+            "RLIMIT_AS",
+            "RLIMIT_CPU",
+            "RLIMIT_NOFILE",
+            "RLIMIT_FSIZE",
+            "RLIMIT_NPROC",
+            "RLIMIT_CORE",
+        )
+    }
+    try:  # this process's network namespace, as the kernel sees it
+        with open("/proc/self/net/dev", encoding="ascii") as f:
+            interfaces = sorted(line.split(":")[0].strip() for line in f.readlines()[2:])
+    except OSError:
+        interfaces = []
+    return {
+        "uid": os.getuid(),
+        "cwd": os.getcwd(),
+        "cwd_entries": sorted(os.listdir(".")),
+        "environment": dict(os.environ),
+        "limits": limits,
+        "network_interfaces": interfaces,
+        "isolated_mode": bool(sys.flags.isolated),
+        "job_dir": job_dir,
+    }
+
+
+def _apply_limits(limits: dict[str, int]) -> None:
+    def cap(which: int, value: int) -> None:
+        _, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, value))
+
+    cap(resource.RLIMIT_AS, int(limits["memory_bytes"]))
+    cpu = int(limits["cpu_seconds"])
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 2 if hard == resource.RLIM_INFINITY else hard))
+    cap(resource.RLIMIT_NOFILE, int(limits["open_files"]))
+    cap(resource.RLIMIT_FSIZE, int(limits["file_bytes"]))
+    cap(resource.RLIMIT_CORE, 0)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask the kernel to kill this worker if its parent dies, so a crashed server leaves no orphans."""
+    try:
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, 9)
+    except (OSError, AttributeError):
+        return
+    if parent_pid and os.getppid() != parent_pid:
+        os._exit(70)  # the parent is already gone
+
+
+def _load_npz(path: str) -> dict[str, Any]:
+    import numpy as np
+
+    with np.load(path, allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}
+
+
+def _as_list(value: Any) -> tuple[list[Any], str]:
+    if isinstance(value, tuple):
+        return list(value), "tuple"
+    if isinstance(value, list):
+        return list(value), "list"
+    return [value], "single"
+
+
+def _save_group(saved: dict[str, Any], prefix: str, values: list[Any], np: Any, arrays: Any) -> list[dict]:
+    refs = []
+    for j, value in enumerate(values):
+        array = value if type(value) is np.ndarray else np.asarray(value)
+        if array.dtype.kind not in "biufV":
+            raise TypeError(f"output {j} has dtype {array.dtype}; expected a numeric array")
+        key = f"{prefix}_{j}"
+        saved[key] = arrays.to_transport(array)
+        refs.append({"name": key, "dtype": arrays.dtype_name(array), "shape": list(array.shape)})
+    return refs
+
+
+def _run_kernel(job, runtime, runs_inputs, result, saved, np, arrays):
+    name = job["kernel_name"]
+    fn = runtime.load_kernel(job["source"], name, job["source_path"])
+    trace = None
+    for i, inputs in enumerate(runs_inputs):
+        run = runtime.run_kernel(
+            fn, inputs, numerics=job["numerics"], kernel_name=name, source_path=job["source_path"]
+        )
+        if trace is None:
+            trace = run.trace
+        outputs, structure = _as_list(run.outputs)
+        record = {
+            "structure": structure,
+            "groups": {},
+            "input_fingerprints": [arrays.fingerprint(a) for a in inputs],
+        }
+        if job["numerics"]:
+            record["groups"]["outputs"] = _save_group(saved, f"r{i}_out", outputs, np, arrays)
+        result["runs"].append(record)
+    return trace
+
+
+def _load_reference_module(job):
+    import types
+
+    module = types.ModuleType("accelopt_reference")
+    module.__file__ = job["source_path"]
+    code = compile(job["source"], job["source_path"], "exec")
+    exec(code, module.__dict__)
+    return module
+
+
+def _run_reference(job, result, saved, np, arrays):
+    module = _load_reference_module(job)
+    for i, seed in enumerate(job["seeds"]):
+        np.random.seed(seed)
+        raw = list(module.get_inputs(job["size"]))
+        # Copies: forward() may reuse or modify its arguments in place.
+        nki_inputs = [np.array(a, copy=True) for a in module.transform_to_nki_inputs(raw)]
+        record = {
+            "structure": "list",
+            "groups": {"inputs": _save_group(saved, f"r{i}_in", nki_inputs, np, arrays)},
+        }
+        if not job.get("inputs_only"):
+            ref, structure = _as_list(module.forward(*raw))
+            record["structure"] = structure
+            record["groups"]["outputs"] = _save_group(saved, f"r{i}_ref", ref, np, arrays)
+            if i == 0 and callable(getattr(module, "work", None)):
+                result["work"] = {str(k): float(v) for k, v in dict(module.work(*raw)).items()}
+        result["runs"].append(record)
+
+
+def _run_transform(job, npz, result, saved, np, arrays):
+    module = _load_reference_module(job)
+
+    def rebuild(refs):
+        return [arrays.from_transport(npz[r["name"]], r["dtype"]) for r in refs]
+
+    for i, (k_refs, r_refs) in enumerate(zip(job["kernel_outputs"], job["reference_outputs"])):
+        kernel_out = rebuild(k_refs)
+        structure = job["kernel_structures"][i]
+        kernel_value = kernel_out[0] if structure == "single" and len(kernel_out) == 1 else tuple(kernel_out)
+        ref_out = rebuild(r_refs)
+        ref_value = ref_out[0] if len(ref_out) == 1 else tuple(ref_out)
+        k_list, r_list = module.transform_nki_outputs(kernel_value, ref_value)
+        result["runs"].append(
+            {
+                "structure": "list",
+                "groups": {
+                    "kernel": _save_group(saved, f"r{i}_k", list(k_list), np, arrays),
+                    "reference": _save_group(saved, f"r{i}_r", list(r_list), np, arrays),
+                },
+            }
+        )
+
+
+def _describe_failure(exc: BaseException, source_path: str) -> dict[str, Any]:
+    """Classify what the untrusted code raised, with its line in the untrusted source."""
+    line = _innermost_line(exc, source_path)
+    if isinstance(exc, SyntaxError) and exc.filename in (source_path, "<unknown>", None):
+        return {
+            "kind": "syntax_error",
+            "message": _clip(f"{exc.msg}"),
+            "exception": type(exc).__name__,
+            "line": exc.lineno,
+        }
+    code = getattr(exc, "code", None)
+    if type(exc).__name__ == "NkiError" and isinstance(code, str):
+        nki_line = getattr(exc, "line", None)
+        if getattr(exc, "path", None) != source_path or not isinstance(nki_line, int) or nki_line <= 0:
+            nki_line = line
+        return {
+            "kind": "compile_error",
+            "message": _clip(str(getattr(exc, "message", exc))),
+            "exception": "NkiError",
+            "error_code": code,
+            "line": nki_line,
+        }
+    if isinstance(exc, MemoryError):
+        message = "MemoryError: ran out of memory (the sandbox limits the worker's address space)"
+    elif isinstance(exc, RecursionError):
+        message = "RecursionError: maximum recursion depth exceeded"
+    else:
+        try:
+            text = str(exc)
+        except Exception:
+            text = "<unprintable>"
+        message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return {"kind": "runtime_error", "message": _clip(message), "exception": type(exc).__name__, "line": line}
+
+
+def _innermost_line(exc: BaseException, source_path: str) -> int | None:
+    # Walk frames directly: traceback's line lookup would read the source file from disk.
+    line = None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename == source_path:
+            line = lineno
+    return line
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1]))

@@ -1,0 +1,87 @@
+"""What the trusted parent and the sandboxed worker say to each other.
+
+A job directory holds `job.json` (written by the parent), `in/` (input arrays as `.npy`), and
+`out/` where the worker writes `status.json`, `arrays.npz` and `trace.json`. The parent validates
+everything it reads back with these models: the worker ran untrusted code, so its files are
+untrusted data.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from accelopt.profiling.policy import PolicyName
+
+JobMode = Literal["kernel", "reference", "transform", "probe"]
+FailureKind = Literal["syntax_error", "compile_error", "runtime_error", "rejected"]
+OutputStructure = Literal["single", "tuple", "list"]
+
+
+class ArrayRef(BaseModel):
+    """One array in a job directory: an `.npy` file (inputs) or a key of `out/arrays.npz`."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_./-]+$")
+    dtype: str
+    shape: tuple[int, ...] = ()
+
+
+class ResourceLimits(BaseModel):
+    """Kernel-enforced limits on the worker process (`setrlimit`)."""
+
+    memory_bytes: int = Field(4 << 30, ge=256 << 20, description="address space (RLIMIT_AS)")
+    cpu_seconds: int = Field(300, ge=1, description="CPU time (RLIMIT_CPU); exceeding it is a timeout")
+    open_files: int = Field(64, ge=16, description="file descriptors (RLIMIT_NOFILE)")
+    file_bytes: int = Field(
+        4 << 30, ge=1 << 20, description="largest file the worker may write (RLIMIT_FSIZE)"
+    )
+
+
+class WorkerJob(BaseModel):
+    mode: JobMode
+    policy: PolicyName
+    source: str = Field(description="the untrusted module text (kernel or reference module)")
+    source_path: str = Field(description="filename its code runs under: how its frames are recognised")
+    kernel_name: str | None = None
+    numerics: bool = True
+    size: str = "full"
+    # reference mode: one run per seed (np.random.seed(seed) before get_inputs)
+    seeds: list[int] = Field(default_factory=list)
+    inputs_only: bool = False
+    # kernel mode: one run per input set; transform mode: per run, kernel and reference outputs
+    inputs: list[list[ArrayRef]] = Field(default_factory=list)
+    kernel_outputs: list[list[ArrayRef]] = Field(default_factory=list)
+    kernel_structures: list[OutputStructure] = Field(default_factory=list)
+    reference_outputs: list[list[ArrayRef]] = Field(default_factory=list)
+    return_trace: bool = True
+    limits: ResourceLimits = Field(default_factory=ResourceLimits)
+    parent_pid: int = 0
+    trusted_roots: list[str] = Field(default_factory=list)
+    read_roots: list[str] = Field(default_factory=list)
+
+
+class WorkerFailure(BaseModel):
+    kind: FailureKind
+    message: str = Field(max_length=4000)
+    exception: str | None = None
+    error_code: str | None = None
+    line: int | None = None
+    path: str | None = None
+
+
+class RunResult(BaseModel):
+    """What one run (one seed / input set) produced: named groups of arrays in `arrays.npz`."""
+
+    groups: dict[str, list[ArrayRef]] = Field(default_factory=dict)
+    structure: OutputStructure = "single"
+    input_fingerprints: list[str] = Field(default_factory=list)
+
+
+class WorkerResult(BaseModel):
+    failure: WorkerFailure | None = None
+    runs: list[RunResult] = Field(default_factory=list)
+    work: dict[str, float] | None = None
+    has_trace: bool = False
+    seconds: float = 0.0
+    probe: dict[str, Any] | None = Field(None, description="probe mode: the sandbox seen from inside")
