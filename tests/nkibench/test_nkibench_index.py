@@ -163,7 +163,7 @@ def test_bench_task_builds_the_reference_task(tmp_path):
 
 
 def test_unknown_task_and_size_are_clear_errors():
-    with pytest.raises(NkiBenchError, match="no NKIBench task 'softmax'.*adamw"):
+    with pytest.raises(NkiBenchError, match=r"no NKIBench task 'softmax'.*adamw"):
         bench_task("softmax")
     with pytest.raises(NkiBenchError, match="size must be one of full, small"):
         bench_task("silu", "medium")
@@ -174,5 +174,5 @@ def test_broken_index_names_the_problem(tmp_path, monkeypatch):
     with pytest.raises(NkiBenchError, match="not a valid NKIBench index"):
         load_index(tmp_path)
     monkeypatch.setenv("ACCELOPT_NKIBENCH", str(tmp_path / "nowhere"))
-    with pytest.raises(NkiBenchError, match="no index.json"):
+    with pytest.raises(NkiBenchError, match=r"no index\.json"):
         suite_root()
