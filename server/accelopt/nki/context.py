@@ -1,0 +1,255 @@
+"""The state of one emulated kernel run: the trace being built, the loop nest, and the checks
+that need history (affine-loop output dependencies, tile scopes).
+
+API calls find the run through `current()`. Runs are not re-entrant across threads; the
+emulator runs one kernel at a time per process.
+"""
+
+from __future__ import annotations
+
+import linecache
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from accelopt.nki.errors import _EMULATOR_DIR, NkiError
+from accelopt.nki.trace import (
+    Engine,
+    LoopFrame,
+    LoopInfo,
+    LoopKind,
+    Memory,
+    Region,
+    TensorInfo,
+    Trace,
+    TraceRecord,
+)
+
+if TYPE_CHECKING:
+    from accelopt.nki.tensor import Tensor
+
+_ASSIGNED_NAME = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?:\[.*\])?\s*(?:[-+*/]|//|\*\*)?=(?!=)")
+
+
+class LoopScope:
+    """One entry into a loop (a loop *instance*): its current iteration and its write history."""
+
+    __slots__ = ("active", "depth", "first_writes", "iteration", "kind", "loop_id", "nki_scope")
+
+    def __init__(self, loop_id: int, kind: LoopKind, depth: int, nki_scope: bool) -> None:
+        self.loop_id = loop_id
+        self.kind = kind
+        self.depth = depth  # position in the context's scope stack
+        self.iteration = 0
+        self.active = True
+        # NKI loops (affine/sequential) are variable scopes; Python range/static_range unroll.
+        self.nki_scope = nki_scope
+        # (tensor id, line, inner loop frames) -> region written in iteration 0 (affine loops)
+        self.first_writes: dict[tuple[Any, ...], Region] = {}
+
+
+class KernelContext:
+    def __init__(self, kernel_name: str, kernel_path: str, numerics: bool = True) -> None:
+        self.trace = Trace(kernel_name=kernel_name, source_path=kernel_path, numerics=numerics)
+        self.numerics = numerics
+        self.kernel_path = kernel_path
+        self.frames: tuple[LoopFrame, ...] = ()
+        self.scopes: list[LoopScope] = []
+        self.affine_scopes: list[LoopScope] = []
+        self._next_tensor_id = 0
+        self._loop_ids: dict[tuple[Any, ...], int] = {}
+        self._names: dict[int, str] = {}
+        self.loop_reduce_state: dict[tuple[Any, ...], Any] = {}
+        self.program_ids: tuple[int, ...] = ()
+
+    # --- locations -----------------------------------------------------------------------
+
+    def line(self) -> int:
+        """The kernel source line of the innermost kernel frame calling into the emulator."""
+        frame = sys._getframe(1)
+        path = self.kernel_path
+        fallback = 0
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if filename == path:
+                return frame.f_lineno
+            if not fallback and not filename.startswith(_EMULATOR_DIR):
+                fallback = frame.f_lineno
+            frame = frame.f_back
+        return fallback
+
+    def error(self, code: str, message: str, line: int | None = None) -> NkiError:
+        return NkiError(code, message, self.kernel_path, self.line() if line is None else line)
+
+    def name_at(self, line: int, default: str) -> str:
+        """Best-effort variable name assigned on a kernel line (for tensor names in the trace)."""
+        name = self._names.get(line)
+        if name is None:
+            match = _ASSIGNED_NAME.match(linecache.getline(self.kernel_path, line))
+            name = match.group(1) if match else ""
+            self._names[line] = name
+        return name or default
+
+    # --- tensors ---------------------------------------------------------------------------
+
+    def register_tensor(self, tensor: Tensor, name: str, line: int, is_input: bool = False) -> None:
+        tid = self._next_tensor_id
+        self._next_tensor_id = tid + 1
+        tensor.tid = tid
+        tensor.alloc_scopes = tuple(self.scopes)
+        self.trace.tensors[tid] = TensorInfo(
+            tensor_id=tid,
+            name=name,
+            shape=tensor.shape,
+            dtype=tensor.dtype.name,
+            memory=tensor.memory,
+            line=line,
+            block_dims=tensor.block_dims,
+            is_input=is_input,
+            alloc_loops=self.frames,
+        )
+
+    def forget_tensor(self, tensor: Tensor) -> None:
+        self.trace.tensors.pop(tensor.tid, None)
+
+    def check_in_scope(self, tensor: Tensor, line: int) -> None:
+        for scope in tensor.alloc_scopes:
+            if not scope.active and scope.nki_scope:
+                raise NkiError(
+                    "err_local_variable_used_out_of_scope",
+                    f"tile '{self.trace.tensors[tensor.tid].name if tensor.tid in self.trace.tensors else tensor.tid}' "
+                    "was allocated inside a loop and is used after the loop ended; "
+                    "declare it before the loop",
+                    self.kernel_path,
+                    line,
+                )
+
+    # --- records ---------------------------------------------------------------------------
+
+    def emit(
+        self,
+        engine: Engine,
+        opcode: str,
+        partitions: int,
+        free_size: int,
+        dtype: str,
+        out_dtype: str,
+        reads: tuple[Region, ...],
+        writes: tuple[Region, ...],
+        src_memory: Memory | None,
+        dst_memory: Memory | None,
+        line: int,
+        **fields: Any,
+    ) -> TraceRecord:
+        records = self.trace.records
+        record = TraceRecord(
+            len(records),
+            engine,
+            opcode,
+            partitions,
+            free_size,
+            dtype,
+            out_dtype,
+            reads,
+            writes,
+            src_memory,
+            dst_memory,
+            line,
+            self.frames,
+            **fields,
+        )
+        records.append(record)
+        return record
+
+    def note_write(self, tensor: Tensor, region: Region, line: int, accumulate: bool) -> None:
+        """Remember a write; two iterations of one affine loop writing the same place is an error."""
+        tensor.written = True
+        tensor.root.written = True
+        if accumulate or not self.affine_scopes:
+            return
+        alloc = tensor.alloc_scopes
+        for scope in self.affine_scopes:
+            if scope in alloc:
+                continue  # allocated inside this loop: a fresh buffer every iteration
+            key = (tensor.tid, line, self.frames[scope.depth + 1 :])
+            if scope.iteration == 0:
+                scope.first_writes.setdefault(key, region)
+                continue
+            first = scope.first_writes.get(key)
+            if first is not None and first.overlaps(region):
+                raise NkiError(
+                    "err_unexpected_output_dependencies",
+                    f"iterations 0 and {scope.iteration} of an affine_range loop (line "
+                    f"{self.trace.loops[scope.loop_id].line}) write the same elements of "
+                    f"'{self.trace.tensors[tensor.tid].name if tensor.tid in self.trace.tensors else tensor.tid}'; "
+                    "index the write by the loop variable, accumulate with +=, or use nl.sequential_range",
+                    self.kernel_path,
+                    line,
+                )
+
+    # --- loops -----------------------------------------------------------------------------
+
+    def enter_loop(self, kind: LoopKind, trip_count: int, line: int, site: Any, nki_scope: bool) -> LoopScope:
+        parent_id = self.scopes[-1].loop_id if self.scopes else None
+        key = (site, parent_id)
+        loop_id = self._loop_ids.get(key)
+        if loop_id is None:
+            loop_id = len(self._loop_ids)
+            self._loop_ids[key] = loop_id
+            self.trace.loops[loop_id] = LoopInfo(loop_id, kind, trip_count, line, parent_id)
+        else:
+            info = self.trace.loops[loop_id]
+            info.trip_count = max(info.trip_count, trip_count)
+        scope = LoopScope(loop_id, kind, len(self.scopes), nki_scope)
+        self.scopes.append(scope)
+        if kind is LoopKind.AFFINE:
+            self.affine_scopes.append(scope)
+        self.frames = (*self.frames, LoopFrame(loop_id, 0))
+        return scope
+
+    def set_iteration(self, scope: LoopScope, iteration: int) -> None:
+        scope.iteration = iteration
+        frames = self.frames
+        depth = scope.depth
+        self.frames = (*frames[:depth], LoopFrame(scope.loop_id, iteration), *frames[depth + 1 :])
+
+    def exit_loop(self, scope: LoopScope) -> None:
+        scope.active = False
+        scope.first_writes = {}
+        if self.scopes and self.scopes[-1] is scope:
+            self.scopes.pop()
+            self.frames = self.frames[: scope.depth]
+        else:  # a loop abandoned out of order (e.g. an exception unwinding); drop it and inner ones
+            if scope in self.scopes:
+                del self.scopes[scope.depth :]
+                self.frames = self.frames[: scope.depth]
+        if scope in self.affine_scopes:
+            self.affine_scopes.remove(scope)
+
+
+_ACTIVE: KernelContext | None = None
+
+
+def active_context() -> KernelContext | None:
+    return _ACTIVE
+
+
+def current() -> KernelContext:
+    """The running kernel's context; API calls outside any run get an ad-hoc numeric context."""
+    global _ACTIVE
+    if _ACTIVE is None:
+        _ACTIVE = KernelContext("<interactive>", "<interactive>", numerics=True)
+    return _ACTIVE
+
+
+@contextmanager
+def activate(ctx: KernelContext) -> Iterator[KernelContext]:
+    global _ACTIVE
+    previous = _ACTIVE
+    _ACTIVE = ctx
+    try:
+        yield ctx
+    finally:
+        _ACTIVE = previous

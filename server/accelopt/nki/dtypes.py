@@ -1,0 +1,71 @@
+"""NKI data types as numpy dtypes (bf16 and fp8 come from ``ml_dtypes``, which rounds correctly)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+float32 = np.dtype(np.float32)
+float16 = np.dtype(np.float16)
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+# Trainium's fp8 formats: e4m3 (IEEE-like, with inf) and e5m2.
+float8_e4m3 = np.dtype(ml_dtypes.float8_e4m3)
+float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
+float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
+# tf32 is an fp32 container for the Tensor Engine; numerically we keep fp32.
+tfloat32 = float32
+int8 = np.dtype(np.int8)
+int16 = np.dtype(np.int16)
+int32 = np.dtype(np.int32)
+uint8 = np.dtype(np.uint8)
+uint16 = np.dtype(np.uint16)
+uint32 = np.dtype(np.uint32)
+bool_ = np.dtype(np.bool_)
+
+_FLOAT_KINDS = ("f", "V")  # ml_dtypes types report kind "V"
+
+
+def as_dtype(value: Any) -> np.dtype:
+    """Any dtype spelling a kernel may use (np.float32, nl.bfloat16, 'float32', np.dtype) → np.dtype."""
+    if isinstance(value, np.dtype):
+        return value
+    if isinstance(value, str) and value in ("bfloat16", "bf16"):
+        return bfloat16
+    return np.dtype(value)
+
+
+def is_float(dtype: np.dtype) -> bool:
+    return dtype.kind in _FLOAT_KINDS
+
+
+def itemsize(dtype: np.dtype) -> int:
+    return dtype.itemsize
+
+
+def promote(dtypes: list[np.dtype]) -> np.dtype:
+    """Result type of an elementwise op over tiles: fp32 wins; equal types stay; else fp32."""
+    if not dtypes:
+        return float32
+    first = dtypes[0]
+    if all(d == first for d in dtypes):
+        return first
+    if any(d == float32 for d in dtypes):
+        return float32
+    if all(is_float(d) for d in dtypes):
+        return float32
+    try:
+        return np.result_type(*dtypes)
+    except TypeError:
+        return float32
+
+
+def compute_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype arithmetic runs in: fp32 for every float type, the type itself for integers."""
+    return float32 if is_float(dtype) else dtype
+
+
+def nan_fill(dtype: np.dtype) -> Any:
+    """What uninitialised memory reads as: NaN for floats (so an unwritten output is visible)."""
+    return np.nan if is_float(dtype) else 0

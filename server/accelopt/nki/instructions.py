@@ -1,0 +1,674 @@
+"""What every API call shares: turning arguments into views, allocating result tiles, checking
+memory/partition rules, emitting the trace record, and (numeric runs only) computing values.
+
+`language.py` and `isa.py` are thin layers over these helpers, so the rules live in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from accelopt.nki import dtypes as dt
+from accelopt.nki.context import KernelContext, current
+from accelopt.nki.indexing import Predicate
+from accelopt.nki.tensor import PMAX, Buffer, Tensor, TileOps, View, check_bounds_under_mask, new_data
+from accelopt.nki.trace import Engine, Memory, Region
+
+SBUF = Buffer("sbuf", Memory.SBUF)
+PSUM = Buffer("psum", Memory.PSUM)
+HBM = Buffer("hbm", Memory.HBM)
+SHARED_HBM = Buffer("shared_hbm", Memory.HBM)
+PRIVATE_HBM = Buffer("private_hbm", Memory.HBM)
+
+PSUM_PARTITION_BYTES = 2048  # one PSUM bank per partition
+SBUF_PARTITION_BYTES = 192 * 1024
+MATMUL_MAX_K = 128
+MATMUL_MAX_M = 128  # stationary free size
+MATMUL_MAX_N = 512  # moving free size
+
+TENSOR_ENGINE_OPS = frozenset({"nc_matmul", "matmul", "transpose", "broadcast"})
+
+
+# --- operands ------------------------------------------------------------------------------
+
+
+def is_tile(x: Any) -> bool:
+    return isinstance(x, TileOps)
+
+
+def to_view(ctx: KernelContext, x: Any, line: int) -> View:
+    """A tile argument as a view; reading it ends its 'fresh' state and checks its scope."""
+    if isinstance(x, Tensor):
+        if x.alias is not None:
+            return x.alias
+        if x.fresh:
+            x.fresh = False
+            x.exact = None
+        if x.alloc_scopes:
+            ctx.check_in_scope(x, line)
+        return x.full_view()
+    if isinstance(x, View):
+        tensor = x.tensor
+        if tensor.fresh:
+            tensor.fresh = False
+            tensor.exact = None
+        if tensor.alloc_scopes:
+            ctx.check_in_scope(tensor, line)
+        return x
+    raise TypeError(f"expected a tile, got {type(x).__name__}")
+
+
+def scalar_of(x: Any) -> float | int:
+    if isinstance(x, (bool, int, float)):
+        return x
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray) and x.ndim == 0:
+        return x.item()
+    raise TypeError(f"expected a tile or a scalar, got {type(x).__name__}")
+
+
+def check_on_chip(ctx: KernelContext, view: View, api: str, line: int) -> None:
+    if view.tensor.memory is Memory.HBM:
+        raise ctx.error(
+            "err_unsupported_memory",
+            f"{api} cannot read a tensor in HBM; load it into SBUF with nl.load first",
+            line,
+        )
+
+
+def check_partitions(ctx: KernelContext, partitions: int, what: str, line: int) -> None:
+    if partitions > PMAX:
+        raise ctx.error(
+            "err_num_partition_exceed_arch_limit",
+            f"{what} has {partitions} partitions; at most {PMAX} are supported",
+            line,
+        )
+
+
+def prod(shape: Sequence[int]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def pf(shape: tuple[int, ...]) -> tuple[int, int]:
+    """(partitions, free elements per partition) of a tile shape."""
+    if not shape:
+        return 1, 1
+    return shape[0], prod(shape[1:])
+
+
+def as_f32(values: np.ndarray) -> np.ndarray:
+    if values.dtype == np.float32 or not dt.is_float(values.dtype):
+        return values
+    return values.astype(np.float32)
+
+
+def read_values(view: View, clip: bool) -> np.ndarray:
+    return as_f32(view.read(clip))
+
+
+# --- masks ---------------------------------------------------------------------------------
+
+
+class MaskInfo:
+    """A mask resolved against an instruction's tile shape: axis ranges for trace regions, and
+    (numeric runs) the boolean grid."""
+
+    __slots__ = ("grid", "ranges", "shape")
+
+    def __init__(
+        self, shape: tuple[int, ...], ranges: list[tuple[int, int]], grid: np.ndarray | None
+    ) -> None:
+        self.shape = shape
+        self.ranges = ranges
+        self.grid = grid
+
+
+def resolve_mask(ctx: KernelContext, mask: Any, shape: tuple[int, ...]) -> MaskInfo | None:
+    if mask is None:
+        return None
+    if isinstance(mask, (bool, np.bool_)):
+        if mask:
+            return None
+        return MaskInfo(shape, [(0, 0)] * len(shape), np.zeros(shape, dtype=bool) if ctx.numerics else None)
+    if not isinstance(mask, Predicate):
+        raise ctx.error(
+            "err_unsupported_mask",
+            f"mask must be a predicate over nl.arange grids, got {type(mask).__name__}",
+        )
+    if len(mask.shape) > len(shape):
+        raise ctx.error(
+            "err_unsupported_mask", f"mask of shape {mask.shape} does not fit an instruction of shape {shape}"
+        )
+    ranges = mask.axis_ranges(shape)
+    if ranges is None or not mask.is_single_axis():
+        ranges = mask.exact_axis_ranges(shape)
+    grid = mask.materialize() if ctx.numerics else None
+    return MaskInfo(shape, ranges, grid)
+
+
+def region_of(view: View, mask: MaskInfo | None) -> Region:
+    if mask is None:
+        return view.region()
+    if view.shape == mask.shape:
+        return view.region(mask.ranges)
+    if len(view.shape) == len(mask.shape):
+        ranges = [r if n == m else (0, n) for r, n, m in zip(mask.ranges, view.shape, mask.shape)]
+        return view.region(ranges)
+    return view.region()
+
+
+def guard_bounds(ctx: KernelContext, view: View, mask: MaskInfo | None) -> None:
+    """Views were bounds-checked when built unless a mask excuses out-of-range elements."""
+    if mask is not None and view.shape == mask.shape:
+        check_bounds_under_mask(view, mask.ranges)
+
+
+# --- tiles ---------------------------------------------------------------------------------
+
+
+def new_tile(
+    ctx: KernelContext,
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    buffer: Buffer,
+    line: int,
+    name: str,
+    *,
+    block_dims: int = 0,
+    fill: Any = None,
+    allocate: bool = True,
+) -> Tensor:
+    """A new tensor registered in the trace; numeric runs get storage (NaN unless `fill`)."""
+    data = None
+    if ctx.numerics and allocate:
+        data = new_data(shape, dtype, fill)
+    tensor = Tensor(shape, dtype, buffer, block_dims, data)
+    ctx.register_tensor(tensor, ctx.name_at(line, name), line)
+    return tensor
+
+
+def result_tile(
+    ctx: KernelContext,
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    buffer: Buffer,
+    line: int,
+    name: str,
+    values: np.ndarray | None,
+    mask: MaskInfo | None,
+) -> Tensor:
+    """The anonymous tile an instruction writes; holds `values` (fp32) rounded to `dtype`."""
+    check_partitions(ctx, shape[0] if shape else 1, f"the result of {name}", line)
+    tensor = Tensor(shape, dtype, buffer, 0, None)
+    ctx.register_tensor(tensor, ctx.name_at(line, name), line)
+    tensor.written = True
+    tensor.fresh = True
+    if mask is not None:
+        tensor.pmask = (mask.ranges, mask.grid)
+    if values is not None:
+        values = np.asarray(values)
+        if values.shape != shape:
+            values = np.broadcast_to(values, shape)
+        if mask is not None and mask.grid is not None:
+            data = new_data(shape, dtype)
+            grid = np.broadcast_to(mask.grid, shape)
+            data[grid] = values[grid].astype(dtype, copy=False)
+        else:
+            data = values.astype(dtype) if values.dtype != dtype or not values.flags.owndata else values
+            if dtype != np.float32 and dt.is_float(dtype):
+                tensor.exact = values
+        tensor.data = data
+    return tensor
+
+
+def out_region(tensor: Tensor, mask: MaskInfo | None) -> Region:
+    if mask is None:
+        return tensor.full_region()
+    return region_of(tensor.full_view(), mask)
+
+
+def engine_of(
+    ctx: KernelContext, engine: Any, default: Engine, legal: Sequence[Engine], api: str, line: int
+) -> Engine:
+    """The engine an instruction runs on: an explicit `engine=` (checked), else the default."""
+    if engine is None:
+        return default
+    chosen = engine if isinstance(engine, Engine) else getattr(engine, "trace_engine", None)
+    if chosen is None:
+        raise ctx.error("err_unsupported_engine", f"{engine!r} is not an engine", line)
+    if chosen is Engine.UNASSIGNED:
+        return Engine.UNASSIGNED
+    if chosen not in legal:
+        raise ctx.error(
+            "err_unsupported_engine",
+            f"{api} cannot run on the {chosen.value} engine (legal: {', '.join(e.value for e in legal)})",
+            line,
+        )
+    return chosen
+
+
+def check_engine_memory(
+    ctx: KernelContext, engine: Engine, views: Sequence[View], out_memory: Memory | None, api: str, line: int
+) -> tuple[Engine, ...]:
+    """GpSimd cannot touch PSUM; returns the engines still legal for an unassigned instruction."""
+    touches_psum = out_memory is Memory.PSUM or any(v.tensor.memory is Memory.PSUM for v in views)
+    if engine is Engine.GPSIMD and touches_psum:
+        raise ctx.error("err_unsupported_memory", f"{api} on the GpSimd engine cannot access PSUM", line)
+    return (Engine.VECTOR, Engine.SCALAR) if touches_psum else (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
+
+
+def unassigned_extra(
+    engine: Engine, legal: Sequence[Engine], extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    extra = {} if extra is None else extra
+    if engine is Engine.UNASSIGNED:
+        extra["engines"] = [e.value for e in legal]
+    return extra
+
+
+# --- shapes --------------------------------------------------------------------------------
+
+
+def partition_first_shape(shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    """Broadcast tile shapes with the partition axis aligned first (a [P] tile meets [P, F] along
+    the free axis), then numpy rules."""
+    ndim = max(len(s) for s in shapes)
+    out = [1] * ndim
+    for s in shapes:
+        padded = tuple(s) + (1,) * (ndim - len(s))
+        for i, n in enumerate(padded):
+            if n != 1:
+                if out[i] != 1 and out[i] != n:
+                    raise ValueError(f"tile shapes {list(shapes)} do not broadcast")
+                out[i] = n
+    return tuple(out)
+
+
+def pad_to(values: np.ndarray, ndim: int) -> np.ndarray:
+    if values.ndim < ndim:
+        return values.reshape(values.shape + (1,) * (ndim - values.ndim))
+    return values
+
+
+# --- generic elementwise instruction -------------------------------------------------------
+
+
+def elementwise(
+    ctx: KernelContext,
+    line: int,
+    *,
+    api: str,
+    opcode: str,
+    operands: Sequence[Any],
+    compute: Callable[..., np.ndarray],
+    engine: Engine,
+    legal: Sequence[Engine],
+    dtype: Any = None,
+    mask: Any = None,
+    ops_per_element: int = 1,
+    buffer: Buffer = SBUF,
+    extra: dict[str, Any] | None = None,
+    max_psum_inputs: int | None = None,
+    main: int = 0,
+) -> Tensor:
+    """One instruction over tiles (and scalars) producing a new tile of the broadcast shape.
+
+    `compute` receives fp32 arrays (scalars passed through) in operand order.
+    """
+    views: list[View] = []
+    resolved: list[Any] = []
+    main_view: View | None = None
+    for i, x in enumerate(operands):
+        if isinstance(x, TileOps):
+            v = to_view(ctx, x, line)
+            check_on_chip(ctx, v, api, line)
+            views.append(v)
+            resolved.append(v)
+            if main_view is None or i == main:
+                main_view = v
+        else:
+            resolved.append(scalar_of(x))
+    shapes = [v.shape for v in views]
+    if main_view is None:
+        raise ctx.error("err_unsupported_operand", f"{api} needs at least one tile operand", line)
+    try:
+        shape = partition_first_shape(shapes)
+    except ValueError as exc:
+        raise ctx.error(
+            "err_num_partition_mismatch" if _partitions_differ(shapes) else "err_shape_mismatch",
+            f"{api}: {exc}",
+            line,
+        ) from None
+    if _partitions_differ(shapes):
+        raise ctx.error(
+            "err_num_partition_mismatch",
+            f"{api}: operands have {sorted({s[0] for s in shapes})} partitions",
+            line,
+        )
+    psum_inputs = sum(1 for v in views if v.tensor.memory is Memory.PSUM)
+    if max_psum_inputs is not None and psum_inputs > max_psum_inputs:
+        raise ctx.error(
+            "err_unsupported_memory",
+            f"{api} can read at most {max_psum_inputs} input from PSUM, got {psum_inputs}",
+            line,
+        )
+    legal_now = check_engine_memory(ctx, engine, views, buffer.memory, api, line)
+    legal = tuple(e for e in legal if e in legal_now) or tuple(legal)
+    out_dtype = dt.as_dtype(dtype) if dtype is not None else dt.promote([v.tensor.dtype for v in views])
+    minfo = resolve_mask(ctx, mask, shape)
+    if minfo is not None:
+        for v in views:
+            guard_bounds(ctx, v, minfo)
+    values = None
+    if ctx.numerics:
+        ndim = len(shape)
+        clip = minfo is not None
+        args = [pad_to(read_values(x, clip), ndim) if isinstance(x, View) else x for x in resolved]
+        with np.errstate(all="ignore"):
+            values = compute(*args)
+    out = result_tile(ctx, shape, out_dtype, buffer, line, opcode, values, minfo)
+    partitions, free = pf(main_view.shape)
+    extra = unassigned_extra(engine, legal, extra)
+    if psum_inputs:
+        extra["psum_inputs"] = psum_inputs
+    out.producer = ctx.emit(
+        engine,
+        opcode,
+        partitions,
+        free,
+        main_view.tensor.dtype.name,
+        out_dtype.name,
+        tuple(region_of(v, minfo) for v in views),
+        (out_region(out, minfo),),
+        main_view.tensor.memory,
+        buffer.memory,
+        line,
+        bytes=partitions * free * main_view.tensor.dtype.itemsize,
+        vector_ops=prod(shape) * ops_per_element,
+        extra=extra,
+    )
+    return out
+
+
+def _partitions_differ(shapes: Sequence[tuple[int, ...]]) -> bool:
+    parts = {s[0] for s in shapes if s and s[0] != 1}
+    return len(parts) > 1
+
+
+# --- assignment into tiles -----------------------------------------------------------------
+
+
+def _writable_by(record_engine: Engine, opcode: str, memory: Memory) -> bool:
+    if opcode in TENSOR_ENGINE_OPS:
+        return memory is Memory.PSUM
+    if record_engine is Engine.DMA:
+        return memory is not Memory.PSUM
+    if record_engine is Engine.GPSIMD:
+        return memory is Memory.SBUF
+    return memory is not Memory.HBM
+
+
+def assign(dst: View, value: Any, *, accumulate: bool = False, exempt: bool = False) -> None:
+    """``dst[...] = value``: retarget a fresh result's instruction, else copy / fill."""
+    ctx = current()
+    if isinstance(value, View) and value.assigned_at == len(ctx.trace.records) and value.tensor is dst.tensor:
+        value.assigned_at = -1
+        return  # the second half of `dst[key] += x`, already done
+    line = ctx.line()
+    if isinstance(value, Tensor) and value.fresh and value.producer is not None and value.alias is None:
+        if _retarget(ctx, dst, value, line, accumulate, exempt):
+            return
+    if isinstance(value, TileOps):
+        src = to_view(ctx, value, line)
+        copy_into(ctx, dst, src, line, accumulate=accumulate, exempt=exempt)
+        return
+    fill_into(ctx, dst, scalar_of(value), line)
+
+
+def _retarget(ctx: KernelContext, dst: View, src: Tensor, line: int, accumulate: bool, exempt: bool) -> bool:
+    record = src.producer
+    assert record is not None
+    if prod(dst.shape) != prod(src.shape):
+        return False
+    if (dst.shape[0] if dst.shape else 1) != (src.shape[0] if src.shape else 1):
+        raise ctx.error(
+            "err_num_partition_mismatch",
+            f"cannot assign a tile with {src.shape[0]} partitions to {dst.shape[0]} partitions",
+            line,
+        )
+    if not _writable_by(record.engine, record.opcode, dst.tensor.memory):
+        if record.opcode in TENSOR_ENGINE_OPS and record.extra.get("strict"):
+            raise ctx.error(
+                "err_unsupported_memory",
+                f"the Tensor Engine writes only PSUM; {record.opcode} cannot write a tensor in "
+                f"{dst.tensor.memory.value.upper()}",
+                line,
+            )
+        if record.engine is Engine.GPSIMD and dst.tensor.memory is Memory.PSUM:
+            raise ctx.error("err_unsupported_memory", "the GpSimd engine cannot write PSUM", line)
+        return False
+    if accumulate and record.opcode not in TENSOR_ENGINE_OPS:
+        return False
+    ranges = src.pmask[0] if src.pmask is not None else None
+    if ranges is not None and len(ranges) == len(dst.shape):
+        region = dst.region(ranges)
+    else:
+        region = dst.region()
+    record.writes = (region,)
+    record.dst_memory = dst.tensor.memory
+    record.out_dtype = dst.tensor.dtype.name
+    record.accumulate = accumulate
+    ctx.note_write(dst.tensor, region, line, accumulate or exempt)
+    ctx.forget_tensor(src)
+    if ctx.numerics and dst.tensor.data is not None:
+        values = src.exact if src.exact is not None else src.data
+        grid = src.pmask[1] if src.pmask is not None else None
+        dst.write(
+            np.reshape(values, dst.shape),
+            mask=None if grid is None else np.reshape(np.broadcast_to(grid, src.shape), dst.shape),
+            accumulate=accumulate,
+        )
+    src.fresh = False
+    src.exact = None
+    src.alias = dst
+    return True
+
+
+def copy_into(
+    ctx: KernelContext, dst: View, src: View, line: int, *, accumulate: bool = False, exempt: bool = False
+) -> None:
+    """An explicit tile copy (or accumulate) into `dst`."""
+    if dst.tensor.memory is Memory.HBM or src.tensor.memory is Memory.HBM:
+        dma_copy(ctx, dst, src, line)
+        return
+    if prod(dst.shape) != prod(src.shape) and not _broadcastable(src.shape, dst.shape):
+        raise ctx.error(
+            "err_shape_mismatch", f"cannot assign a tile of shape {src.shape} to shape {dst.shape}", line
+        )
+    if (src.shape[0] if src.shape else 1) not in (1, dst.shape[0] if dst.shape else 1):
+        raise ctx.error(
+            "err_num_partition_mismatch",
+            f"cannot assign a tile with {src.shape[0]} partitions to {dst.shape[0]} partitions",
+            line,
+        )
+    legal = (
+        (Engine.VECTOR, Engine.SCALAR)
+        if Memory.PSUM in (dst.tensor.memory, src.tensor.memory)
+        else (
+            Engine.VECTOR,
+            Engine.SCALAR,
+            Engine.GPSIMD,
+        )
+    )
+    opcode = (
+        "tensor_tensor"
+        if accumulate
+        else ("psum_copy" if src.tensor.memory is Memory.PSUM else "tensor_copy")
+    )
+    reads = (src.region(), dst.region()) if accumulate else (src.region(),)
+    partitions, free = pf(src.shape)
+    region = dst.region()
+    ctx.emit(
+        Engine.VECTOR if accumulate else Engine.UNASSIGNED,
+        opcode,
+        partitions,
+        free,
+        src.tensor.dtype.name,
+        dst.tensor.dtype.name,
+        reads,
+        (region,),
+        src.tensor.memory,
+        dst.tensor.memory,
+        line,
+        bytes=partitions * free * src.tensor.dtype.itemsize,
+        vector_ops=prod(dst.shape) if accumulate else 0,
+        extra={"op": "add"} if accumulate else unassigned_extra(Engine.UNASSIGNED, legal),
+    )
+    ctx.note_write(dst.tensor, region, line, accumulate or exempt)
+    if ctx.numerics and dst.tensor.data is not None:
+        values = src.read()
+        if prod(values.shape) == prod(dst.shape):
+            values = values.reshape(dst.shape)
+        else:
+            values = np.broadcast_to(pad_to(values, len(dst.shape)), dst.shape)
+        dst.write(as_f32(values) if accumulate else values, accumulate=accumulate)
+
+
+def _broadcastable(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
+    try:
+        return partition_first_shape([src, dst]) == tuple(dst)
+    except ValueError:
+        return False
+
+
+def fill_into(ctx: KernelContext, dst: View, value: float | int, line: int) -> None:
+    partitions, free = pf(dst.shape)
+    region = dst.region()
+    memory = dst.tensor.memory
+    if memory is Memory.HBM:
+        engine, legal = Engine.DMA, (Engine.DMA,)
+    else:
+        legal = (
+            (Engine.VECTOR, Engine.SCALAR)
+            if memory is Memory.PSUM
+            else (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
+        )
+        engine = Engine.UNASSIGNED
+    ctx.emit(
+        engine,
+        "memset",
+        partitions,
+        free,
+        dst.tensor.dtype.name,
+        dst.tensor.dtype.name,
+        (),
+        (region,),
+        None,
+        memory,
+        line,
+        bytes=partitions * free * dst.tensor.dtype.itemsize,
+        extra=unassigned_extra(engine, legal, {"value": float(value)}),
+    )
+    ctx.note_write(dst.tensor, region, line, False)
+    if ctx.numerics and dst.tensor.data is not None:
+        dst.write(np.full(dst.shape, value, dtype=np.float32))
+
+
+def augmented_assign(target: Any, value: Any, opname: str) -> Any:
+    """``target += value`` (and -=, *=, /=): PSUM accumulation for Tensor Engine results, else an
+    elementwise instruction writing back into the target. Returns what Python rebinds."""
+    ctx = current()
+    dst = target.full_view() if isinstance(target, Tensor) else target
+    if target is not None and isinstance(target, Tensor) and target.alias is not None:
+        dst = target.alias
+    if (
+        opname == "add"
+        and isinstance(value, Tensor)
+        and value.fresh
+        and value.producer is not None
+        and value.producer.opcode in TENSOR_ENGINE_OPS
+    ):
+        line = ctx.line()
+        if dst.tensor.memory is Memory.PSUM and _retarget(ctx, dst, value, line, True, True):
+            return _rebind(ctx, target, dst)
+    from accelopt.nki import language, ops
+
+    spec = ops.spec(opname)
+    line = ctx.line()
+    result = language.binary(
+        ctx, line, spec, dst, value, dtype=dst.tensor.dtype, api=f"'{opname}=' on a tile"
+    )
+    if not _retarget(ctx, dst, result, line, False, True):
+        copy_into(ctx, dst, to_view(ctx, result, line), line, exempt=True)
+    return _rebind(ctx, target, dst)
+
+
+def _rebind(ctx: KernelContext, target: Any, dst: View) -> Any:
+    if isinstance(target, Tensor):
+        return target
+    dst.assigned_at = len(ctx.trace.records)
+    return dst
+
+
+# --- DMA ------------------------------------------------------------------------------------
+
+
+def dma_shape(hbm_view: View, partition_axis: int = 0) -> tuple[int, int]:
+    """(contiguous bytes per chunk on the HBM side, number of chunks) of a DMA over a view."""
+    itemsize = hbm_view.tensor.dtype.itemsize
+    run = hbm_view.contiguous_run(partition_axis)
+    total = prod(hbm_view.shape)
+    return run * itemsize, max(1, total // max(run, 1)) if total else 0
+
+
+def dma_copy(
+    ctx: KernelContext,
+    dst: View,
+    src: View,
+    line: int,
+    *,
+    opcode: str = "dma_copy",
+    mask: MaskInfo | None = None,
+) -> None:
+    if Memory.PSUM in (dst.tensor.memory, src.tensor.memory):
+        raise ctx.error("err_unsupported_memory", "DMA cannot access PSUM; copy the tile to SBUF first", line)
+    if prod(dst.shape) != prod(src.shape):
+        raise ctx.error(
+            "err_shape_mismatch", f"cannot copy a tile of shape {src.shape} to shape {dst.shape}", line
+        )
+    hbm_side = src if src.tensor.memory is Memory.HBM else dst
+    chunk_bytes, chunks = dma_shape(hbm_side)
+    partitions, free = pf(src.shape)
+    region = region_of(dst, mask)
+    ctx.emit(
+        Engine.DMA,
+        opcode,
+        partitions,
+        free,
+        src.tensor.dtype.name,
+        dst.tensor.dtype.name,
+        (region_of(src, mask),),
+        (region,),
+        src.tensor.memory,
+        dst.tensor.memory,
+        line,
+        bytes=prod(src.shape) * src.tensor.dtype.itemsize,
+        dma_chunk_bytes=chunk_bytes,
+        dma_chunks=chunks,
+    )
+    ctx.note_write(dst.tensor, region, line, False)
+    if ctx.numerics and dst.tensor.data is not None:
+        values = src.read(clip=mask is not None)
+        grid = (
+            None
+            if mask is None or mask.grid is None
+            else np.broadcast_to(mask.grid, mask.shape).reshape(dst.shape)
+        )
+        dst.write(values.reshape(dst.shape), mask=grid)

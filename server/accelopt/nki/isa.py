@@ -1,0 +1,742 @@
+"""``neuronxcc.nki.isa`` (``nisa``) on numpy: one function per NeuronCore instruction, with the
+engine fixed by the instruction (or chosen with ``engine=``) and the memory rules checked."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import numpy as np
+
+from accelopt.nki import dtypes as _dt
+from accelopt.nki import language as _nl
+from accelopt.nki import ops as _ops
+from accelopt.nki.context import KernelContext, current
+from accelopt.nki.indexing import IndexExpr, Predicate
+from accelopt.nki.instructions import (
+    SBUF,
+    check_on_chip,
+    elementwise,
+    engine_of,
+    pf,
+    read_values,
+    region_of,
+    resolve_mask,
+    result_tile,
+    scalar_of,
+    to_view,
+    unassigned_extra,
+)
+from accelopt.nki.instructions import (
+    dma_copy as _dma_copy,
+)
+from accelopt.nki.tensor import Tensor, TileOps
+from accelopt.nki.trace import Engine, Memory
+
+_ANY = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
+_VECTOR_ONLY = (Engine.VECTOR, Engine.GPSIMD)
+
+
+class engine(enum.Enum):
+    tensor = "tensor"
+    vector = "vector"
+    scalar = "scalar"
+    gpsimd = "gpsimd"
+    unknown = "unassigned"
+
+    @property
+    def trace_engine(self) -> Engine:
+        return Engine(self.value)
+
+
+tensor_engine = engine.tensor
+vector_engine = engine.vector
+scalar_engine = engine.scalar
+gpsimd_engine = engine.gpsimd
+unknown_engine = engine.unknown
+
+
+class nc_version(enum.Enum):
+    gen2 = 2
+    gen3 = 3
+
+
+def get_nc_version() -> nc_version:
+    return nc_version.gen2
+
+
+class reduce_cmd(enum.Enum):
+    idle = 0
+    reset = 1
+    reduce = 2
+    reset_reduce = 3
+
+
+class oob_mode(enum.Enum):
+    error = 0
+    skip = 1
+
+
+class dge_mode(enum.Enum):
+    none = 0
+    swdge = 1
+    hwdge = 2
+    unknown = 3
+
+
+def _engine(
+    ctx: KernelContext, requested: Any, default: Engine, legal: tuple[Engine, ...], api: str, line: int
+) -> Engine:
+    if requested is None:
+        return default
+    return engine_of(ctx, requested, default, legal, api, line)
+
+
+# --- Tensor Engine -------------------------------------------------------------------------
+
+
+def nc_matmul(
+    stationary: Any,
+    moving: Any,
+    is_stationary_onezero: bool = False,
+    is_moving_onezero: bool = False,
+    is_transpose: bool = False,
+    mask: Any = None,
+    **_: Any,
+) -> Tensor:
+    """``stationary.T @ moving`` into a new fp32 PSUM tile: stationary [K<=128, M<=128], moving
+    [K, N<=512]. Accumulate with ``psum_tile[...] += nisa.nc_matmul(...)``."""
+    ctx = current()
+    line = ctx.line()
+    s = to_view(ctx, stationary, line)
+    m = to_view(ctx, moving, line)
+    out = _nl.matmul_record(
+        ctx, line, s, m, api="nisa.nc_matmul", is_transpose=is_transpose, strict=True, mask=mask
+    )
+    if is_stationary_onezero or is_moving_onezero:
+        assert out.producer is not None
+        out.producer.extra["onezero"] = True
+    return out
+
+
+def nc_transpose(data: Any, mask: Any = None, dtype: Any = None, engine: Any = None, **_: Any) -> Tensor:
+    """Transpose a tile: on the Tensor Engine into PSUM (default), or on the Vector Engine
+    (at most 32x32) into SBUF."""
+    ctx = current()
+    line = ctx.line()
+    view = to_view(ctx, data, line)
+    check_on_chip(ctx, view, "nisa.nc_transpose", line)
+    chosen = _engine(ctx, engine, Engine.TENSOR, (Engine.TENSOR, Engine.VECTOR), "nisa.nc_transpose", line)
+    if chosen is Engine.VECTOR:
+        p, f = pf(view.shape)
+        if p > 32 or f > 32:
+            raise ctx.error(
+                "err_size_of_dimension_exceed_arch_limit",
+                f"a Vector Engine transpose handles at most 32x32, got {p}x{f}",
+                line,
+            )
+        out_dtype = _dt.as_dtype(dtype) if dtype is not None else view.tensor.dtype
+        values = read_values(view, False).reshape(p, f).T if ctx.numerics else None
+        out = result_tile(ctx, (f, p), out_dtype, SBUF, line, "transpose", values, None)
+        out.producer = ctx.emit(
+            Engine.VECTOR,
+            "transpose",
+            p,
+            f,
+            view.tensor.dtype.name,
+            out_dtype.name,
+            (view.region(),),
+            (out.full_region(),),
+            view.tensor.memory,
+            Memory.SBUF,
+            line,
+            bytes=p * f * view.tensor.dtype.itemsize,
+            is_transpose=True,
+        )
+        return out
+    return _nl.tensor_engine_transpose(ctx, line, view, "nisa.nc_transpose", strict=True)
+
+
+# --- Scalar Engine -------------------------------------------------------------------------
+
+
+def _is_trivial_scale(scale: Any) -> bool:
+    return not isinstance(scale, TileOps) and float(scalar_of(scale)) == 1.0
+
+
+def activation(
+    op: Any,
+    data: Any,
+    bias: Any = None,
+    scale: Any = 1.0,
+    reduce_op: Any = None,
+    reduce_res: Any = None,
+    reduce_cmd: Any = None,
+    dtype: Any = None,
+    mask: Any = None,
+    **_: Any,
+) -> Tensor:
+    """``op(data * scale + bias)`` on the Scalar Engine; bias a [P, 1] tile, scale a scalar or
+    [P, 1] tile. With reduce_op/reduce_res the free-axis reduction of the result is written too."""
+    ctx = current()
+    return _activation(
+        ctx, ctx.line(), op, data, bias, scale, reduce_op, reduce_res, dtype, mask, "nisa.activation"
+    )
+
+
+def activation_reduce(
+    op: Any,
+    data: Any,
+    reduce_op: Any = None,
+    reduce_res: Any = None,
+    bias: Any = None,
+    scale: Any = 1.0,
+    dtype: Any = None,
+    mask: Any = None,
+    **_: Any,
+) -> Tensor:
+    ctx = current()
+    return _activation(
+        ctx,
+        ctx.line(),
+        op,
+        data,
+        bias,
+        scale,
+        reduce_op or np.add,
+        reduce_res,
+        dtype,
+        mask,
+        "nisa.activation_reduce",
+    )
+
+
+def _activation(
+    ctx: KernelContext,
+    line: int,
+    op: Any,
+    data: Any,
+    bias: Any,
+    scale: Any,
+    reduce_op: Any,
+    reduce_res: Any,
+    dtype: Any,
+    mask: Any,
+    api: str,
+) -> Tensor:
+    spec = _ops.resolve(op)
+    if spec.arity != 1:
+        raise ctx.error("err_unsupported_op", f"{api}: op must be a unary function, got {spec.name}", line)
+    scale_tile = isinstance(scale, TileOps)
+    operands: list[Any] = [data]
+    if bias is not None:
+        operands.append(bias)
+    operands.append(scale if scale_tile else float(scalar_of(scale)))
+    has_bias = bias is not None
+
+    def compute(x: np.ndarray, *rest: Any) -> np.ndarray:
+        if has_bias:
+            b, s = rest
+        else:
+            (s,) = rest
+            b = None
+        y = x * s if not (isinstance(s, float) and s == 1.0) else x
+        if b is not None:
+            y = y + b
+        return spec.fn(np.asarray(y, dtype=np.float32))
+
+    ops_per_element = (
+        (0 if spec.trivial else 1) + (0 if _is_trivial_scale(scale) else 1) + (1 if has_bias else 0)
+    )
+    out = elementwise(
+        ctx,
+        line,
+        api=api,
+        opcode="activation",
+        operands=operands,
+        compute=compute,
+        engine=Engine.SCALAR,
+        legal=(Engine.SCALAR,),
+        dtype=dtype,
+        mask=mask,
+        ops_per_element=ops_per_element,
+        extra={"op": spec.name, "has_bias": has_bias, "has_scale": not _is_trivial_scale(scale)},
+    )
+    if reduce_res is not None:
+        _attach_reduce(ctx, line, out, reduce_op or np.add, reduce_res, api)
+    return out
+
+
+def _attach_reduce(
+    ctx: KernelContext, line: int, out: Tensor, reduce_op: Any, reduce_res: Any, api: str
+) -> None:
+    """Fold a free-axis reduction of `out` into the instruction that produced it."""
+    rspec = _ops.resolve(reduce_op)
+    if rspec.reduce is None:
+        raise ctx.error("err_unsupported_op", f"{api}: {rspec.name} cannot reduce", line)
+    dst = to_view(ctx, reduce_res, line)
+    check_on_chip(ctx, dst, api, line)
+    record = out.producer
+    assert record is not None
+    region = dst.region()
+    record.opcode = "activation_reduce"
+    record.writes = (*record.writes, region)
+    record.vector_ops += out.shape[0] * (int(np.prod(out.shape[1:])) if len(out.shape) > 1 else 1)
+    record.extra["has_reduce"] = True
+    record.extra["reduce_op"] = rspec.name
+    ctx.note_write(dst.tensor, region, line, False)
+    if ctx.numerics:
+        values = out.exact if out.exact is not None else out.data
+        assert values is not None
+        axes = tuple(range(1, values.ndim))
+        reduced = rspec.reduce(np.asarray(values, dtype=np.float32), axis=axes, keepdims=True)
+        dst.write(reduced.reshape(dst.shape) if reduced.size == int(np.prod(dst.shape)) else reduced)
+
+
+# --- Vector / any engine -------------------------------------------------------------------
+
+
+def tensor_scalar(
+    data: Any,
+    op0: Any,
+    operand0: Any,
+    reverse0: bool = False,
+    op1: Any = None,
+    operand1: Any = None,
+    reverse1: bool = False,
+    dtype: Any = None,
+    mask: Any = None,
+    engine: Any = None,
+    **_: Any,
+) -> Tensor:
+    """``op1(op0(data, operand0), operand1)`` with scalar or [P, 1] operands; reverseN swaps the
+    operands of opN."""
+    ctx = current()
+    line = ctx.line()
+    spec0 = _ops.resolve(op0)
+    spec1 = _ops.resolve(op1) if op1 is not None else None
+    chosen = _engine(ctx, engine, Engine.UNASSIGNED, _ANY, "nisa.tensor_scalar", line)
+    operands: list[Any] = [data, operand0 if isinstance(operand0, TileOps) else scalar_of(operand0)]
+    if spec1 is not None:
+        operands.append(operand1 if isinstance(operand1, TileOps) else scalar_of(operand1))
+
+    def compute(x: np.ndarray, a: Any, b: Any = None) -> np.ndarray:
+        y = spec0.fn(a, x) if reverse0 else spec0.fn(x, a)
+        if spec1 is not None:
+            y = spec1.fn(b, y) if reverse1 else spec1.fn(y, b)
+        return y
+
+    return elementwise(
+        ctx,
+        line,
+        api="nisa.tensor_scalar",
+        opcode="tensor_scalar",
+        operands=operands,
+        compute=compute,
+        engine=chosen,
+        legal=_ANY,
+        dtype=dtype,
+        mask=mask,
+        ops_per_element=1 if spec1 is None else 2,
+        extra={"op": spec0.name, "op1": spec1.name if spec1 else None, "num_ops": 1 if spec1 is None else 2},
+    )
+
+
+def scalar_tensor_tensor(
+    data: Any,
+    op0: Any,
+    operand0: Any,
+    op1: Any,
+    operand1: Any,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    dtype: Any = None,
+    mask: Any = None,
+    engine: Any = None,
+    **_: Any,
+) -> Tensor:
+    """``op1(op0(data, operand0), operand1)`` where operand1 is a tile."""
+    ctx = current()
+    line = ctx.line()
+    spec0 = _ops.resolve(op0)
+    spec1 = _ops.resolve(op1)
+    chosen = _engine(ctx, engine, Engine.VECTOR, _VECTOR_ONLY, "nisa.scalar_tensor_tensor", line)
+
+    def compute(x: np.ndarray, a: Any, b: np.ndarray) -> np.ndarray:
+        y = spec0.fn(a, x) if reverse0 else spec0.fn(x, a)
+        return spec1.fn(b, y) if reverse1 else spec1.fn(y, b)
+
+    return elementwise(
+        ctx,
+        line,
+        api="nisa.scalar_tensor_tensor",
+        opcode="scalar_tensor_tensor",
+        operands=[data, operand0 if isinstance(operand0, TileOps) else scalar_of(operand0), operand1],
+        compute=compute,
+        engine=chosen,
+        legal=_VECTOR_ONLY,
+        dtype=dtype,
+        mask=mask,
+        ops_per_element=2,
+        max_psum_inputs=1,
+        extra={"op": spec0.name, "op1": spec1.name, "num_ops": 2},
+    )
+
+
+def tensor_tensor(
+    data1: Any, data2: Any, op: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any
+) -> Tensor:
+    """Elementwise ``op(data1, data2)`` of two tiles (at most one of them in PSUM)."""
+    ctx = current()
+    line = ctx.line()
+    spec = _ops.resolve(op)
+    chosen = _engine(ctx, engine, Engine.VECTOR, _VECTOR_ONLY, "nisa.tensor_tensor", line)
+    return elementwise(
+        ctx,
+        line,
+        api="nisa.tensor_tensor",
+        opcode="tensor_tensor",
+        operands=(data1, data2),
+        compute=spec.fn,
+        engine=chosen,
+        legal=_VECTOR_ONLY,
+        dtype=dtype,
+        mask=mask,
+        max_psum_inputs=1,
+        extra={"op": spec.name},
+    )
+
+
+def tensor_tensor_scan(
+    data0: Any,
+    data1: Any,
+    initial: Any,
+    op0: Any,
+    op1: Any,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    dtype: Any = None,
+    mask: Any = None,
+    **_: Any,
+) -> Tensor:
+    """Per partition along the free axis: ``r[i] = op1(op0(data0[i], r[i-1]), data1[i])`` with
+    ``r[-1] = initial`` (a scalar or [P, 1] tile)."""
+    ctx = current()
+    line = ctx.line()
+    spec0 = _ops.resolve(op0)
+    spec1 = _ops.resolve(op1)
+    operands: list[Any] = [data0, data1, initial if isinstance(initial, TileOps) else scalar_of(initial)]
+
+    def compute(d0: np.ndarray, d1: np.ndarray, init: Any) -> np.ndarray:
+        shape = np.broadcast_shapes(d0.shape, d1.shape)
+        p = shape[0]
+        d0 = np.broadcast_to(d0, shape).reshape(p, -1)
+        d1 = np.broadcast_to(d1, shape).reshape(p, -1)
+        # columns as contiguous rows: one vectorised step per free position
+        a = np.ascontiguousarray(d0.T, dtype=np.float32)
+        b = np.ascontiguousarray(d1.T, dtype=np.float32)
+        out = np.empty_like(a)
+        r = np.broadcast_to(np.asarray(init, dtype=np.float32).reshape(-1), (p,)).copy()
+        f0, f1 = spec0.fn, spec1.fn
+        fast = spec0.name == "multiply" and spec1.name == "add" and not reverse0 and not reverse1
+        for i in range(a.shape[0]):
+            if fast:
+                np.multiply(a[i], r, out=r)
+                np.add(r, b[i], out=r)
+            else:
+                t = f0(r, a[i]) if reverse0 else f0(a[i], r)
+                r = np.asarray(f1(b[i], t) if reverse1 else f1(t, b[i]), dtype=np.float32)
+            out[i] = r
+        return out.T.reshape(shape)
+
+    return elementwise(
+        ctx,
+        line,
+        api="nisa.tensor_tensor_scan",
+        opcode="tensor_tensor_scan",
+        operands=operands,
+        compute=compute,
+        engine=Engine.VECTOR,
+        legal=(Engine.VECTOR,),
+        dtype=dtype,
+        mask=mask,
+        ops_per_element=2,
+        max_psum_inputs=1,
+        extra={"op": spec0.name, "op1": spec1.name},
+    )
+
+
+def tensor_reduce(
+    op: Any,
+    data: Any,
+    axis: Any,
+    negate: bool = False,
+    keepdims: bool = False,
+    dtype: Any = None,
+    mask: Any = None,
+    engine: Any = None,
+    **_: Any,
+) -> Tensor:
+    """Reduce along free axes with `op`; `negate` flips the sign of the result."""
+    ctx = current()
+    line = ctx.line()
+    chosen = _engine(ctx, engine, Engine.VECTOR, _VECTOR_ONLY, "nisa.tensor_reduce", line)
+    return _nl.reduce(
+        ctx,
+        line,
+        _ops.resolve(op),
+        data,
+        axis,
+        dtype=dtype,
+        keepdims=keepdims,
+        mask=mask,
+        negate=negate,
+        engine=chosen,
+        api="nisa.tensor_reduce",
+    )
+
+
+def tensor_copy(src: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any) -> Tensor:
+    ctx = current()
+    line = ctx.line()
+    chosen = _engine(ctx, engine, Engine.UNASSIGNED, _ANY, "nisa.tensor_copy", line)
+    out = _nl.unary(ctx, line, _ops.spec("copy"), src, dtype, mask, api="nisa.tensor_copy")
+    record = out.producer
+    assert record is not None
+    if chosen is not Engine.UNASSIGNED:
+        if chosen is Engine.GPSIMD and record.src_memory is Memory.PSUM:
+            raise ctx.error("err_unsupported_memory", "the GpSimd engine cannot access PSUM", line)
+        record.engine = chosen
+        record.extra.pop("engines", None)
+    return out
+
+
+def reciprocal(data: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any) -> Tensor:
+    ctx = current()
+    line = ctx.line()
+    chosen = _engine(ctx, engine, Engine.VECTOR, _ANY, "nisa.reciprocal", line)
+    spec = _ops.spec("reciprocal")
+    return elementwise(
+        ctx,
+        line,
+        api="nisa.reciprocal",
+        opcode="reciprocal",
+        operands=(data,),
+        compute=spec.fn,
+        engine=chosen,
+        legal=_ANY,
+        dtype=dtype,
+        mask=mask,
+        extra={"op": "reciprocal"},
+    )
+
+
+def memset(
+    shape: Any, value: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any
+) -> Tensor:
+    """A new SBUF tile filled with `value`."""
+    ctx = current()
+    line = ctx.line()
+    dims = tuple(int(s) for s in shape)
+    chosen = _engine(ctx, engine, Engine.UNASSIGNED, _ANY, "nisa.memset", line)
+    out_dtype = _dt.as_dtype(dtype) if dtype is not None else _dt.float32
+    fill = scalar_of(value)
+    minfo = resolve_mask(ctx, mask, dims)
+    values = (
+        np.full(dims, fill, dtype=np.float32 if _dt.is_float(out_dtype) else out_dtype)
+        if ctx.numerics
+        else None
+    )
+    out = result_tile(ctx, dims, out_dtype, SBUF, line, "memset", values, minfo)
+    p, f = pf(dims)
+    out.producer = ctx.emit(
+        chosen,
+        "memset",
+        p,
+        f,
+        out_dtype.name,
+        out_dtype.name,
+        (),
+        (region_of(out.full_view(), minfo),),
+        None,
+        Memory.SBUF,
+        line,
+        bytes=p * f * out_dtype.itemsize,
+        extra=unassigned_extra(chosen, _ANY, {"value": float(fill)}),
+    )
+    return out
+
+
+# --- GpSimd ---------------------------------------------------------------------------------
+
+
+def iota(expr: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
+    """A tile holding the values of an index expression (e.g. ``nl.arange(128)[:, None]``)."""
+    ctx = current()
+    line = ctx.line()
+    if isinstance(expr, (int, np.integer)):
+        expr = IndexExpr((1, 1), (0, 0), int(expr))
+    if not isinstance(expr, IndexExpr):
+        raise ctx.error("err_unsupported_operand", "nisa.iota takes an nl.arange expression", line)
+    shape = expr.sizes if len(expr.sizes) >= 2 else (*expr.sizes, 1)
+    out_dtype = _dt.as_dtype(dtype) if dtype is not None else _dt.int32
+    minfo = resolve_mask(ctx, mask, shape)
+    values = expr.materialize().reshape(shape) if ctx.numerics else None
+    out = result_tile(ctx, shape, out_dtype, SBUF, line, "iota", values, minfo)
+    p, f = pf(shape)
+    out.producer = ctx.emit(
+        Engine.GPSIMD,
+        "iota",
+        p,
+        f,
+        out_dtype.name,
+        out_dtype.name,
+        (),
+        (region_of(out.full_view(), minfo),),
+        None,
+        Memory.SBUF,
+        line,
+        bytes=p * f * out_dtype.itemsize,
+        vector_ops=p * f,
+    )
+    return out
+
+
+def affine_select(
+    pred: Any, on_true_tile: Any, on_false_value: Any, dtype: Any = None, mask: Any = None, **_: Any
+) -> Tensor:
+    """``where(pred, on_true_tile, on_false_value)`` with an affine predicate over the tile's
+    index grid (e.g. a causal mask), on GpSimd."""
+    ctx = current()
+    line = ctx.line()
+    if not isinstance(pred, Predicate):
+        raise ctx.error(
+            "err_unsupported_operand", "nisa.affine_select needs a predicate over nl.arange grids", line
+        )
+    fill = float(scalar_of(on_false_value))
+    view = to_view(ctx, on_true_tile, line)
+    if view.tensor.memory is Memory.PSUM:
+        raise ctx.error("err_unsupported_memory", "the GpSimd engine cannot access PSUM", line)
+    shape = view.shape
+
+    def compute(x: np.ndarray) -> np.ndarray:
+        grid = np.broadcast_to(pred.materialize(), shape)
+        return np.where(grid, x, np.float32(fill))
+
+    return elementwise(
+        ctx,
+        line,
+        api="nisa.affine_select",
+        opcode="affine_select",
+        operands=(view,),
+        compute=compute,
+        engine=Engine.GPSIMD,
+        legal=(Engine.GPSIMD,),
+        dtype=dtype,
+        mask=mask,
+        extra={"value": fill},
+    )
+
+
+# --- batch-norm statistics -----------------------------------------------------------------
+
+BN_STATS_FMAX = 512
+BN_STATS_DIM = 6
+BN_AGGR_DIM = 2
+
+
+def bn_stats(data: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
+    """Per-partition statistics of up to 512 free elements as [P, 6] (count, mean and M2 of the
+    even and the odd elements); combine with `bn_aggr`."""
+    ctx = current()
+    line = ctx.line()
+    view = to_view(ctx, data, line)
+    check_on_chip(ctx, view, "nisa.bn_stats", line)
+    p, f = pf(view.shape)
+    if f > BN_STATS_FMAX:
+        raise ctx.error(
+            "err_size_of_dimension_exceed_arch_limit",
+            f"nisa.bn_stats takes at most {BN_STATS_FMAX} free elements per partition, got {f}",
+            line,
+        )
+    out_dtype = _dt.as_dtype(dtype) if dtype is not None else _dt.float32
+    values = None
+    if ctx.numerics:
+        x = read_values(view, False).reshape(p, f).astype(np.float64)
+        cols = []
+        for half in (x[:, 0::2], x[:, 1::2]):
+            n = half.shape[1]
+            mean = half.mean(axis=1) if n else np.zeros(p)
+            m2 = ((half - mean[:, None]) ** 2).sum(axis=1) if n else np.zeros(p)
+            cols += [np.full(p, n, dtype=np.float64), mean, m2]
+        values = np.stack(cols, axis=1).astype(np.float32)
+    out = result_tile(ctx, (p, BN_STATS_DIM), out_dtype, SBUF, line, "bn_stats", values, None)
+    out.producer = ctx.emit(
+        Engine.VECTOR,
+        "bn_stats",
+        p,
+        f,
+        view.tensor.dtype.name,
+        out_dtype.name,
+        (view.region(),),
+        (out.full_region(),),
+        view.tensor.memory,
+        Memory.SBUF,
+        line,
+        bytes=p * f * view.tensor.dtype.itemsize,
+        vector_ops=2 * p * f,
+    )
+    return out
+
+
+def bn_aggr(data: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
+    """Combine bn_stats groups ([P, 6*k]) into [P, 2] = (mean, variance)."""
+    ctx = current()
+    line = ctx.line()
+    view = to_view(ctx, data, line)
+    check_on_chip(ctx, view, "nisa.bn_aggr", line)
+    p, f = pf(view.shape)
+    if f % BN_STATS_DIM:
+        raise ctx.error(
+            "err_shape_mismatch", f"nisa.bn_aggr expects a multiple of 6 statistics, got {f}", line
+        )
+    out_dtype = _dt.as_dtype(dtype) if dtype is not None else _dt.float32
+    values = None
+    if ctx.numerics:
+        stats = read_values(view, False).reshape(p, f // 3, 3).astype(np.float64)
+        counts, means, m2s = stats[..., 0], stats[..., 1], stats[..., 2]
+        total = counts.sum(axis=1)
+        safe = np.where(total > 0, total, 1)
+        mean = (counts * means).sum(axis=1) / safe
+        m2 = (m2s + counts * (means - mean[:, None]) ** 2).sum(axis=1)
+        values = np.stack([mean, m2 / safe], axis=1).astype(np.float32)
+    out = result_tile(ctx, (p, BN_AGGR_DIM), out_dtype, SBUF, line, "bn_aggr", values, None)
+    out.producer = ctx.emit(
+        Engine.VECTOR,
+        "bn_aggr",
+        p,
+        f,
+        view.tensor.dtype.name,
+        out_dtype.name,
+        (view.region(),),
+        (out.full_region(),),
+        view.tensor.memory,
+        Memory.SBUF,
+        line,
+        bytes=p * f * view.tensor.dtype.itemsize,
+        vector_ops=p * f,
+    )
+    return out
+
+
+# --- DMA ------------------------------------------------------------------------------------
+
+
+def dma_copy(dst: Any = None, src: Any = None, mask: Any = None, **_: Any) -> None:
+    """Copy between HBM and SBUF (or HBM and HBM) on a DMA queue."""
+    ctx = current()
+    line = ctx.line()
+    dview = to_view(ctx, dst, line)
+    sview = to_view(ctx, src, line)
+    minfo = resolve_mask(ctx, mask, dview.shape)
+    _dma_copy(ctx, dview, sview, line, mask=minfo)

@@ -1,0 +1,126 @@
+"""Loops: ``nl.affine_range``, ``nl.sequential_range``, ``nl.static_range`` and the kernel's
+plain ``range``. Functionally every loop runs in order; each records itself in the trace (loop
+id, kind, trip count) and keeps the current iteration in the context so every instruction
+carries its loop nest."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from accelopt.nki.context import active_context
+from accelopt.nki.trace import LoopKind
+
+
+class LoopVar(int):
+    """A loop index: a plain int that remembers which loop produced it (for nl.loop_reduce)."""
+
+    loop_id: int
+
+    def __new__(cls, value: int, loop_id: int) -> LoopVar:
+        obj = int.__new__(cls, value)
+        obj.loop_id = loop_id
+        return obj
+
+
+def _traced(rng: range, kind: LoopKind, nki_scope: bool) -> Iterator[int]:
+    ctx = active_context()
+    if ctx is None:
+        yield from rng
+        return
+    caller = sys._getframe(1)
+    scope = ctx.enter_loop(kind, len(rng), ctx.line(), (caller.f_code, caller.f_lasti), nki_scope)
+    try:
+        loop_id = scope.loop_id
+        for n, i in enumerate(rng):
+            if n:
+                ctx.set_iteration(scope, n)
+            yield LoopVar(i, loop_id)
+    finally:
+        ctx.exit_loop(scope)
+
+
+class _NkiLoop:
+    __slots__ = ("kind", "nki_scope", "range")
+
+    def __init__(self, kind: LoopKind, nki_scope: bool, *args: Any) -> None:
+        self.kind = kind
+        self.nki_scope = nki_scope
+        self.range = range(*(int(a) for a in args))
+
+    def __iter__(self) -> Iterator[int]:
+        return _traced(self.range, self.kind, self.nki_scope)
+
+    def __len__(self) -> int:
+        return len(self.range)
+
+    def __repr__(self) -> str:
+        return f"{self.kind.value}_range({self.range.start}, {self.range.stop}, {self.range.step})"
+
+
+def affine_range(*args: Any, **_directives: Any) -> _NkiLoop:
+    """Independent iterations (they may overlap in hardware)."""
+    return _NkiLoop(LoopKind.AFFINE, True, *args)
+
+
+def sequential_range(*args: Any, **_directives: Any) -> _NkiLoop:
+    """Iterations depend on each other and run in order."""
+    return _NkiLoop(LoopKind.SEQUENTIAL, True, *args)
+
+
+def static_range(*args: Any, **_directives: Any) -> _NkiLoop:
+    """Fully unrolled at trace time."""
+    return _NkiLoop(LoopKind.STATIC, False, *args)
+
+
+class KernelRange:
+    """The kernel module's ``range``: behaves like the builtin and records itself as a sequential
+    loop when iterated during a run."""
+
+    __slots__ = ("_range",)
+
+    def __init__(self, *args: Any) -> None:
+        self._range = range(*args)
+
+    def __iter__(self) -> Iterator[int]:
+        return _traced(self._range, LoopKind.SEQUENTIAL, False)
+
+    def __len__(self) -> int:
+        return len(self._range)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._range[key]
+
+    def __contains__(self, value: Any) -> bool:
+        return value in self._range
+
+    def __reversed__(self) -> Iterator[int]:
+        return reversed(self._range)
+
+    def __eq__(self, other: object) -> bool:
+        return self._range == (other._range if isinstance(other, KernelRange) else other)
+
+    def __hash__(self) -> int:
+        return hash(self._range)
+
+    def __repr__(self) -> str:
+        return repr(self._range)
+
+    @property
+    def start(self) -> int:
+        return self._range.start
+
+    @property
+    def stop(self) -> int:
+        return self._range.stop
+
+    @property
+    def step(self) -> int:
+        return self._range.step
+
+    def count(self, value: int) -> int:
+        return self._range.count(value)
+
+    def index(self, value: int) -> int:
+        return self._range.index(value)

@@ -1,0 +1,264 @@
+"""Running kernels on the emulator: module aliasing, loading kernel text, the run itself, and
+the SDK-shaped entry points (``nki.jit``, ``nki.baremetal``, ``nki.simulate_kernel``).
+
+`install_aliases()` is called only in the process that emulates (the sandboxed worker, tests):
+it must never shadow a real Neuron installation used by the hardware backend.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import linecache
+import sys
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from accelopt.nki.context import KernelContext, activate, active_context
+from accelopt.nki.errors import NkiError
+from accelopt.nki.instructions import SHARED_HBM
+from accelopt.nki.loops import KernelRange
+from accelopt.nki.tensor import Tensor
+from accelopt.nki.trace import Memory, Trace
+
+_MODULE_COUNTER = itertools.count()
+
+
+@dataclass
+class KernelRun:
+    """What one emulated run produced: the outputs (flattened) and the instruction trace."""
+
+    outputs: list[np.ndarray]
+    trace: Trace
+    # True when the kernel returned one tensor (not a tuple/list): `simulate` returns it bare.
+    single: bool = True
+
+
+# --- module aliasing -------------------------------------------------------------------------
+
+
+def install_aliases() -> None:
+    """Make ``neuronxcc.nki[.language|.isa|.typing]`` and ``nki[...]`` import the emulator."""
+    from accelopt.nki import facade, isa, language
+    from accelopt.nki import typing as nki_typing
+
+    neuronxcc = sys.modules.get("neuronxcc")
+    if neuronxcc is None or getattr(neuronxcc, "__accelopt_emulator__", False) is False:
+        neuronxcc = types.ModuleType(
+            "neuronxcc", "AccelOpt NKI emulator alias of the Neuron compiler package"
+        )
+        neuronxcc.__path__ = []  # type: ignore[attr-defined]
+        neuronxcc.__accelopt_emulator__ = True  # type: ignore[attr-defined]
+    neuronxcc.nki = facade  # type: ignore[attr-defined]
+    sys.modules.update(
+        {
+            "neuronxcc": neuronxcc,
+            "neuronxcc.nki": facade,
+            "neuronxcc.nki.language": language,
+            "neuronxcc.nki.isa": isa,
+            "neuronxcc.nki.typing": nki_typing,
+            "nki": facade,
+            "nki.language": language,
+            "nki.isa": isa,
+            "nki.typing": nki_typing,
+        }
+    )
+
+
+# --- loading kernel text ---------------------------------------------------------------------
+
+
+def load_kernel(text: str, name: str, path: str = "<kernel>") -> Callable[..., Any]:
+    """Execute kernel source as a fresh module and return its kernel function `name`.
+
+    SyntaxError propagates unchanged (callers report it as a syntax error); a missing or
+    non-callable `name` raises ValueError.
+    """
+    install_aliases()
+    code = compile(text, path, "exec")
+    module_name = f"accelopt_kernel_{next(_MODULE_COUNTER)}"
+    module = types.ModuleType(module_name)
+    module.__file__ = path
+    # Plain `range` loops in the kernel are recorded in the trace as sequential loops.
+    module.__dict__["range"] = KernelRange
+    linecache.cache[path] = (len(text), None, text.splitlines(keepends=True), path)
+    sys.modules[module_name] = module
+    exec(code, module.__dict__)
+    if name not in module.__dict__:
+        functions = sorted(
+            k for k, v in module.__dict__.items() if inspect.isfunction(v) or isinstance(v, Kernel)
+        )
+        raise ValueError(
+            f"kernel {name!r} is not defined in {path} (functions: {', '.join(functions) or 'none'})"
+        )
+    fn = unwrap(module.__dict__[name])
+    if not inspect.isfunction(fn):
+        raise ValueError(f"{name!r} in {path} is not a kernel function (it is a {type(fn).__name__})")
+    return fn
+
+
+def unwrap(fn: Any) -> Any:
+    while isinstance(fn, Kernel):
+        fn = fn.func
+    return fn
+
+
+# --- running ---------------------------------------------------------------------------------
+
+
+def _input_tensor(ctx: KernelContext, value: np.ndarray, name: str, line: int) -> Tensor:
+    array = np.asarray(value)
+    data = np.array(array, copy=True) if ctx.numerics else None
+    tensor = Tensor(tuple(array.shape), array.dtype, SHARED_HBM, 0, data)
+    ctx.register_tensor(tensor, name, line, is_input=True)
+    tensor.written = True
+    return tensor
+
+
+def _flatten(result: Any) -> tuple[list[Tensor], bool]:
+    if result is None:
+        return [], False
+    if isinstance(result, Tensor):
+        return [result], True
+    if isinstance(result, (tuple, list)):
+        out: list[Tensor] = []
+        for item in result:
+            out.extend(_flatten(item)[0])
+        return out, False
+    raise TypeError(f"a kernel must return tensors, got {type(result).__name__}")
+
+
+def run_kernel(
+    fn: Callable[..., Any],
+    inputs: list[Any],
+    *,
+    numerics: bool = True,
+    kernel_name: str | None = None,
+    source_path: str | None = None,
+) -> KernelRun:
+    """Run a kernel on numpy inputs. With ``numerics=False`` only shapes and regions are traced
+    (outputs are NaN arrays of the right shape and dtype)."""
+    fn = unwrap(fn)
+    path = source_path or fn.__code__.co_filename
+    ctx = KernelContext(kernel_name or fn.__name__, path, numerics)
+    params = list(inspect.signature(fn).parameters)
+    line = fn.__code__.co_firstlineno
+    with activate(ctx):
+        args = [
+            _input_tensor(ctx, x, params[i] if i < len(params) else f"arg{i}", line)
+            if isinstance(x, (np.ndarray, np.generic)) and np.ndim(x) > 0
+            else x
+            for i, x in enumerate(inputs)
+        ]
+        result = fn(*args)
+        returned, single = _flatten(result)
+        if not returned:
+            # kernels that write into their (output) arguments and return nothing
+            returned = [a for a in args if isinstance(a, Tensor) and a.written and _was_stored(ctx, a)]
+            single = len(returned) == 1
+        for tensor in returned:
+            info = ctx.trace.tensors.get(tensor.tid)
+            if info is not None:
+                info.is_output = True
+            if tensor.memory is Memory.HBM and not tensor.root.written:
+                raise NkiError(
+                    "err_tensor_output_not_written_to",
+                    f"output tensor '{info.name if info else tensor.tid}' is returned but never written "
+                    "(store into it with nl.store)",
+                    path,
+                    info.line if info else line,
+                )
+    outputs = [_output_array(t, numerics) for t in returned]
+    return KernelRun(outputs=outputs, trace=ctx.trace, single=single)
+
+
+def _was_stored(ctx: KernelContext, tensor: Tensor) -> bool:
+    tid = tensor.tid
+    return any(w.tensor_id == tid for r in ctx.trace.records for w in r.writes)
+
+
+def _output_array(tensor: Tensor, numerics: bool) -> np.ndarray:
+    if numerics and tensor.data is not None:
+        return tensor.data
+    nan = np.array(np.nan if tensor.dtype.kind in "fV" else 0, dtype=tensor.dtype)
+    return np.broadcast_to(nan, tensor.shape)
+
+
+# --- SDK-shaped entry points -------------------------------------------------------------------
+
+
+class Kernel:
+    """What ``@nki.jit`` (and baremetal/trace/benchmark) make of a kernel function.
+
+    Called with numpy arrays outside a run, it emulates the kernel and returns numpy output(s);
+    called from inside a running kernel (a kernel calling another), it is the plain function.
+    """
+
+    def __init__(self, func: Callable[..., Any], **options: Any) -> None:
+        self.func = func
+        self.options = options
+        functools.update_wrapper(self, func)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if active_context() is not None or any(isinstance(a, Tensor) for a in args):
+            return self.func(*args, **kwargs)
+        if kwargs:
+            bound = inspect.signature(self.func).bind(*args, **kwargs)
+            args = tuple(bound.args)
+        return _simulate_call(self.func, list(args))
+
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        dims = grid if isinstance(grid, tuple) else (grid,)
+        if any(int(d) != 1 for d in dims):
+            raise NotImplementedError("SPMD launch grids larger than 1 are not emulated")
+        return self
+
+    def __repr__(self) -> str:
+        return f"<nki kernel {self.func.__name__}>"
+
+
+def _simulate_call(fn: Callable[..., Any], args: list[Any]) -> Any:
+    run = run_kernel(fn, args, numerics=True)
+    if run.single and len(run.outputs) == 1:
+        return run.outputs[0]
+    return tuple(run.outputs)
+
+
+def _decorator(func: Callable[..., Any] | None, options: dict[str, Any]) -> Any:
+    if func is None:
+        return lambda f: Kernel(unwrap(f), **options)
+    return Kernel(unwrap(func), **options)
+
+
+def jit(func: Callable[..., Any] | None = None, **options: Any) -> Any:
+    return _decorator(func, options)
+
+
+def baremetal(func: Callable[..., Any] | None = None, **options: Any) -> Any:
+    return _decorator(func, options)
+
+
+def benchmark(func: Callable[..., Any] | None = None, **options: Any) -> Any:
+    return _decorator(func, options)
+
+
+def profile(func: Callable[..., Any] | None = None, **options: Any) -> Any:
+    return _decorator(func, options)
+
+
+def simulate_kernel(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+    """``nki.simulate_kernel(kernel, *numpy_inputs)`` → numpy output(s)."""
+    fn = unwrap(kernel)
+    if kwargs:
+        args = tuple(inspect.signature(fn).bind(*args, **kwargs).args)
+    return _simulate_call(fn, list(args))
+
+
+def simulate(kernel: Any) -> Callable[..., Any]:
+    """``simulate(kernel)(*numpy_inputs)`` → numpy output(s)."""
+    return functools.partial(simulate_kernel, kernel)

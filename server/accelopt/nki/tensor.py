@@ -1,0 +1,730 @@
+"""Tensors (HBM, SBUF, PSUM buffers), views of them, and how an index becomes a view.
+
+A `Tensor` is one declared buffer: shape (block dimensions, then the partition dimension, then
+free dimensions), dtype, memory, and — in numeric runs — a numpy array (NaN-initialised unless
+the API says otherwise). A `View` is an access pattern into a tensor: for every declared
+dimension an affine form ``offset + sum(coef * t_axis)`` over the view's axes. The same form
+serves basic indexing (ints, slices) and advanced indexing (``nl.arange`` grids), gives the
+exact index box for the trace without touching data, and turns into a numpy index only when
+numerics are on.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from accelopt.nki.context import current
+from accelopt.nki.dtypes import nan_fill
+from accelopt.nki.indexing import IndexExpr, Predicate
+from accelopt.nki.trace import Memory, Region
+
+if TYPE_CHECKING:
+    from accelopt.nki.context import LoopScope
+    from accelopt.nki.trace import TraceRecord
+
+_INT_TYPES = (int, np.integer)
+PMAX = 128  # partitions per NeuronCore
+
+
+class Buffer:
+    """A memory a tensor can live in (``nl.sbuf``, ``nl.psum``, ``nl.shared_hbm``, ...)."""
+
+    __slots__ = ("memory", "name")
+
+    def __init__(self, name: str, memory: Memory) -> None:
+        self.name = name
+        self.memory = memory
+
+    def __repr__(self) -> str:
+        return f"nl.{self.name}"
+
+
+class par_dim:
+    """Marks the partition dimension in a shape: ``(4, nl.par_dim(128), 512)``."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: int) -> None:
+        self.size = int(size)
+
+    def __int__(self) -> int:
+        return self.size
+
+    def __index__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"par_dim({self.size})"
+
+
+def normalize_shape(shape: Any) -> tuple[tuple[int, ...], int]:
+    """A declared shape (ints and at most one par_dim) → (plain shape, number of block dims)."""
+    if isinstance(shape, (_INT_TYPES, par_dim)):
+        shape = (shape,)
+    dims: list[int] = []
+    block_dims = 0
+    for i, d in enumerate(shape):
+        if isinstance(d, par_dim):
+            block_dims = i
+            dims.append(d.size)
+        else:
+            dims.append(int(d))
+    return tuple(dims), block_dims
+
+
+def _lang() -> Any:
+    from accelopt.nki import language
+
+    return language
+
+
+def _instr() -> Any:
+    from accelopt.nki import instructions
+
+    return instructions
+
+
+class TileOps:
+    """Python operators and numpy protocols on tensors and views dispatch to ``nl.*``."""
+
+    __slots__ = ()
+    __array_priority__ = 1000
+
+    def __add__(self, other: Any) -> Tensor:
+        return _lang().add(self, other)
+
+    def __radd__(self, other: Any) -> Tensor:
+        return _lang().add(other, self)
+
+    def __sub__(self, other: Any) -> Tensor:
+        return _lang().subtract(self, other)
+
+    def __rsub__(self, other: Any) -> Tensor:
+        return _lang().subtract(other, self)
+
+    def __mul__(self, other: Any) -> Tensor:
+        return _lang().multiply(self, other)
+
+    def __rmul__(self, other: Any) -> Tensor:
+        return _lang().multiply(other, self)
+
+    def __truediv__(self, other: Any) -> Tensor:
+        return _lang().divide(self, other)
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        return _lang().divide(other, self)
+
+    def __pow__(self, other: Any) -> Tensor:
+        return _lang().power(self, other)
+
+    def __rpow__(self, other: Any) -> Tensor:
+        return _lang().power(other, self)
+
+    def __neg__(self) -> Tensor:
+        return _lang().negative(self)
+
+    def __abs__(self) -> Tensor:
+        return _lang().abs(self)
+
+    def __gt__(self, other: Any) -> Tensor:
+        return _lang().greater(self, other)
+
+    def __ge__(self, other: Any) -> Tensor:
+        return _lang().greater_equal(self, other)
+
+    def __lt__(self, other: Any) -> Tensor:
+        return _lang().less(self, other)
+
+    def __le__(self, other: Any) -> Tensor:
+        return _lang().less_equal(self, other)
+
+    def __and__(self, other: Any) -> Tensor:
+        return _lang().logical_and(self, other)
+
+    def __or__(self, other: Any) -> Tensor:
+        return _lang().logical_or(self, other)
+
+    def __iadd__(self, other: Any) -> Any:
+        return _instr().augmented_assign(self, other, "add")
+
+    def __isub__(self, other: Any) -> Any:
+        return _instr().augmented_assign(self, other, "subtract")
+
+    def __imul__(self, other: Any) -> Any:
+        return _instr().augmented_assign(self, other, "multiply")
+
+    def __itruediv__(self, other: Any) -> Any:
+        return _instr().augmented_assign(self, other, "divide")
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method != "__call__" or kwargs.get("out") is not None:
+            return NotImplemented
+        return _lang().apply_op(ufunc, *inputs)
+
+    # numpy's reductions (np.max(t, axis=1), np.sum(...)) call these methods on non-arrays
+    def sum(self, axis: Any = None, dtype: Any = None, keepdims: bool = False, **_: Any) -> Tensor:
+        return _lang().sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def max(self, axis: Any = None, keepdims: bool = False, **_: Any) -> Tensor:
+        return _lang().max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis: Any = None, keepdims: bool = False, **_: Any) -> Tensor:
+        return _lang().min(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis: Any = None, dtype: Any = None, keepdims: bool = False, **_: Any) -> Tensor:
+        return _lang().mean(self, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def prod(self, axis: Any = None, dtype: Any = None, keepdims: bool = False, **_: Any) -> Tensor:
+        return _lang().prod(self, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def broadcast_to(self, shape: Any) -> Tensor:
+        return _lang().broadcast_to(self, shape)
+
+    def astype(self, dtype: Any) -> Tensor:
+        return _lang().copy(self, dtype=dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)  # type: ignore[attr-defined]
+
+    def __len__(self) -> int:
+        return self.shape[0]  # type: ignore[attr-defined]
+
+
+class Tensor(TileOps):
+    """A declared buffer in HBM, SBUF or PSUM."""
+
+    __slots__ = (
+        "_full",
+        "alias",
+        "alloc_scopes",
+        "block_dims",
+        "buffer",
+        "data",
+        "dtype",
+        "exact",
+        "fresh",
+        "memory",
+        "pmask",
+        "producer",
+        "root",
+        "shape",
+        "tid",
+        "written",
+    )
+
+    def __init__(
+        self,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        buffer: Buffer,
+        block_dims: int = 0,
+        data: np.ndarray | None = None,
+    ) -> None:
+        self.shape = shape
+        self.dtype = dtype
+        self.buffer = buffer
+        self.memory = buffer.memory
+        self.block_dims = block_dims
+        self.data = data
+        self.tid = -1
+        self.alloc_scopes: tuple[LoopScope, ...] = ()
+        self.written = False
+        # An op result not yet read by anything: assigning it into another tile makes the
+        # producing instruction write there directly (the compiler does the same).
+        self.producer: TraceRecord | None = None
+        self.fresh = False
+        self.alias: View | None = None
+        # fp32 result of the producing op before rounding to `dtype` (kept while fresh, so a
+        # retargeted write rounds once, straight to the destination's dtype)
+        self.exact: np.ndarray | None = None
+        # the producing op's mask (axis ranges, numeric grid), applied again when retargeted
+        self.pmask: tuple[Any, Any] | None = None
+        self._full: View | None = None
+        # the tensor whose memory this one reshapes (itself unless made by reshape)
+        self.root: Tensor = self
+
+    @property
+    def partition_size(self) -> int:
+        return self.shape[self.block_dims] if self.shape else 1
+
+    def __repr__(self) -> str:
+        return f"Tensor(id={self.tid}, shape={self.shape}, dtype={self.dtype.name}, {self.memory.value})"
+
+    def full_view(self) -> View:
+        view = self._full
+        if view is None:
+            view = View(
+                self,
+                self.shape,
+                (0,) * len(self.shape),
+                tuple((((d, 1),) if n > 1 else ()) for d, n in enumerate(self.shape)),
+                None,
+            )
+            self._full = view
+        return view
+
+    def full_region(self) -> Region:
+        return self.full_view().region()
+
+    def __getitem__(self, key: Any) -> View:
+        if key is Ellipsis:
+            return self.full_view()
+        return make_view(self, self.shape, key, base=None)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        view = self.full_view() if key is Ellipsis else make_view(self, self.shape, key, base=None)
+        _instr().assign(view, value)
+
+    def reshape(self, *shape: Any) -> Tensor:
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return _lang().reshape(self, shape)
+
+    def view_as(self) -> View:
+        return self.full_view()
+
+
+class View(TileOps):
+    """An access pattern into a tensor (see the module docstring)."""
+
+    __slots__ = ("_np", "_region", "arrays", "assigned_at", "np_shape", "offsets", "shape", "tensor", "terms")
+
+    def __init__(
+        self,
+        tensor: Tensor,
+        shape: tuple[int, ...],
+        offsets: tuple[int, ...],
+        terms: tuple[tuple[tuple[int, int], ...], ...],
+        arrays: dict[int, np.ndarray] | None,
+    ) -> None:
+        self.tensor = tensor
+        self.shape = shape
+        self.offsets = offsets
+        self.terms = terms  # per tensor dim: ((view axis, coef), ...) over axes of size > 1
+        self.arrays = arrays  # per tensor dim: a materialised index grid (non-affine indices)
+        self._np: Any = None
+        self.np_shape: tuple[int, ...] = ()
+        self._region: Region | None = None
+        # trace length right after `view += x` wrote through this view (makes the implicit
+        # `tensor[key] = view` that Python performs next a no-op)
+        self.assigned_at = -1
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.tensor.dtype
+
+    @property
+    def memory(self) -> Memory:
+        return self.tensor.memory
+
+    @property
+    def buffer(self) -> Buffer:
+        return self.tensor.buffer
+
+    def __repr__(self) -> str:
+        return f"View(tensor={self.tensor.tid}, shape={self.shape}, box={self.box()})"
+
+    # --- geometry ----------------------------------------------------------------------------
+
+    def box(self, ranges: list[tuple[int, int]] | None = None) -> tuple[tuple[int, int], ...]:
+        """Bounding box over the tensor's declared dims, optionally restricted to axis ranges."""
+        shape = self.shape
+        out = []
+        arrays = self.arrays
+        for d, (offset, terms) in enumerate(zip(self.offsets, self.terms)):
+            if arrays is not None and d in arrays:
+                grid = arrays[d]
+                out.append((int(grid.min()), int(grid.max()) + 1) if grid.size else (0, 0))
+                continue
+            lo = hi = offset
+            for axis, coef in terms:
+                if ranges is None:
+                    a_lo, a_hi = 0, shape[axis]
+                else:
+                    a_lo, a_hi = ranges[axis]
+                if a_hi <= a_lo:
+                    return tuple((0, 0) for _ in self.offsets)
+                if coef > 0:
+                    lo += coef * a_lo
+                    hi += coef * (a_hi - 1)
+                else:
+                    lo += coef * (a_hi - 1)
+                    hi += coef * a_lo
+            out.append((lo, hi + 1))
+        return tuple(out)
+
+    def region(self, ranges: list[tuple[int, int]] | None = None) -> Region:
+        if ranges is None:
+            region = self._region
+            if region is None:
+                region = Region(self.tensor.tid, self.box())
+                self._region = region
+            return region
+        return Region(self.tensor.tid, self.box(ranges))
+
+    def dims_on_axis(self, axis: int) -> list[int]:
+        return [d for d, terms in enumerate(self.terms) if any(a == axis for a, _ in terms)]
+
+    def contiguous_run(self, partition_axis: int = 0) -> int:
+        """Elements per contiguous chunk of the tensor's row-major memory that this view touches
+        without crossing a partition of the tile on the other side of the DMA."""
+        tshape = self.tensor.shape
+        run = 1
+        for d in range(len(tshape) - 1, -1, -1):
+            if self.arrays is not None and d in self.arrays:
+                break
+            terms = self.terms[d]
+            if not terms:
+                # a fixed index: the run cannot extend across this dim unless it has size 1
+                if tshape[d] == 1:
+                    continue
+                break
+            if any(axis == partition_axis for axis, _ in terms) and len(self.shape) > 1:
+                break
+            extent = _dense_extent(terms, self.shape)
+            if extent is None:
+                break
+            run *= extent
+            if extent != tshape[d]:
+                break
+        return run
+
+    # --- numerics ----------------------------------------------------------------------------
+
+    def _index(self) -> Any:
+        if self._np is not None:
+            return self._np
+        idx: list[Any] = []
+        np_shape: list[int] = []
+        last_axis = -1
+        basic = self.arrays is None
+        if basic:
+            for offset, terms in zip(self.offsets, self.terms):
+                if not terms:
+                    idx.append(offset)
+                    continue
+                if len(terms) == 1 and terms[0][1] > 0 and terms[0][0] > last_axis:
+                    axis, coef = terms[0]
+                    n = self.shape[axis]
+                    idx.append(slice(offset, offset + coef * (n - 1) + 1, coef))
+                    np_shape.append(n)
+                    last_axis = axis
+                    continue
+                basic = False
+                break
+        if basic:
+            self._np = tuple(idx)
+            self.np_shape = tuple(np_shape)
+        else:
+            self._np = self._fancy_index(clip=False)
+            self.np_shape = self.shape
+        return self._np
+
+    def _fancy_index(self, clip: bool) -> tuple[Any, ...]:
+        ndim = len(self.shape)
+        idx: list[Any] = []
+        for d, (offset, terms) in enumerate(zip(self.offsets, self.terms)):
+            if self.arrays is not None and d in self.arrays:
+                grid = self.arrays[d]
+            else:
+                grid = np.asarray(offset, dtype=np.int64)
+                for axis, coef in terms:
+                    shape = [1] * ndim
+                    shape[axis] = self.shape[axis]
+                    grid = grid + (coef * np.arange(self.shape[axis], dtype=np.int64)).reshape(shape)
+                grid = np.broadcast_to(grid, (1,) * (ndim - grid.ndim) + grid.shape) if ndim else grid
+            if clip:
+                grid = np.clip(grid, 0, self.tensor.shape[d] - 1)
+            idx.append(grid)
+        return tuple(idx)
+
+    def read(self, clip: bool = False) -> np.ndarray:
+        """The viewed elements in the tensor's dtype, shaped like the view."""
+        data = self.tensor.data
+        assert data is not None
+        if clip:
+            return np.broadcast_to(data[self._fancy_index(clip=True)], self.shape)
+        values = data[self._index()]
+        if values.shape != self.shape:
+            values = (
+                values.reshape(self.shape)
+                if values.size == _prod(self.shape)
+                else np.broadcast_to(values, self.shape)
+            )
+        return values
+
+    def write(self, values: Any, mask: np.ndarray | None = None, accumulate: bool = False) -> None:
+        """Store `values` (any float/int array broadcastable to the view) with rounding to dtype."""
+        tensor = self.tensor
+        data = tensor.data
+        if data is None:
+            return
+        dtype = tensor.dtype
+        values = np.asarray(values)
+        if values.shape != self.shape:
+            values = (
+                values.reshape(self.shape)
+                if values.size == _prod(self.shape)
+                else np.broadcast_to(values, self.shape)
+            )
+        if mask is not None:
+            mask = np.broadcast_to(mask, self.shape)
+            grids = [np.broadcast_to(g, self.shape)[mask] for g in self._fancy_index(clip=False)]
+            selected = values[mask]
+            target = tuple(grids)
+            if accumulate:
+                selected = data[target].astype(np.float32) + selected
+            data[target] = selected.astype(dtype, copy=False)
+            return
+        idx = self._index()
+        if self.np_shape != self.shape:
+            values = values.reshape(self.np_shape) if values.ndim else values
+        if accumulate:
+            current = data[idx]
+            data[idx] = (current.astype(np.float32) + values).astype(dtype, copy=False)
+        else:
+            data[idx] = values.astype(dtype, copy=False) if values.dtype != dtype else values
+
+    # --- indexing a view again (basic views only) --------------------------------------------
+
+    def __getitem__(self, key: Any) -> View:
+        if key is Ellipsis:
+            return self
+        return make_view(self.tensor, self.shape, key, base=self)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        view = self if key is Ellipsis else make_view(self.tensor, self.shape, key, base=self)
+        _instr().assign(view, value)
+
+
+def _prod(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _dense_extent(terms: tuple[tuple[int, int], ...], shape: tuple[int, ...]) -> int | None:
+    """Extent of a dim whose terms cover a contiguous range (e.g. 128*a + b with |b| = 128)."""
+    ordered = sorted((abs(c), shape[a]) for a, c in terms)
+    expected = 1
+    extent = 1
+    for coef, n in ordered:
+        if coef != expected:
+            return None
+        expected = coef * n
+        extent *= n
+    return extent
+
+
+# --- building views -----------------------------------------------------------------------
+
+
+def _error(code: str, message: str) -> Exception:
+    return current().error(code, message)
+
+
+def make_view(tensor: Tensor, shape: tuple[int, ...], key: Any, base: View | None) -> View:
+    """Index `shape` (the tensor's shape, or `base`'s) with `key`; compose with `base` if given."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    advanced = False
+    basic = False
+    for k in key:
+        if isinstance(k, IndexExpr):
+            advanced = True
+        elif isinstance(k, slice) or k is Ellipsis:
+            basic = True
+        elif isinstance(k, (TileOps, Predicate, list, np.ndarray)):
+            raise _error(
+                "err_unsupported_indexing",
+                f"cannot index a tensor with a {type(k).__name__}; use ints, slices or nl.arange grids",
+            )
+    if advanced and basic:
+        raise _error(
+            "err_unsupported_mixing_basic_advanced_tensor_indexing",
+            "an index mixes slices with nl.arange grids; use only aranges (with ints) or only slices",
+        )
+    if advanced:
+        offsets, terms, arrays, vshape = _advanced(shape, key)
+    else:
+        offsets, terms, vshape = _basic(shape, key)
+        arrays = None
+    if base is not None:
+        return _compose(base, offsets, terms, arrays, vshape)
+    view = View(tensor, vshape, offsets, terms, arrays)
+    _check_bounds(view)
+    return view
+
+
+def _check_bounds(view: View) -> None:
+    tshape = view.tensor.shape
+    for d, (lo, hi) in enumerate(view.box()):
+        if hi > lo and (lo < 0 or hi > tshape[d]):
+            raise _error(
+                "err_tensor_access_out_of_bound",
+                f"index [{lo}, {hi}) is out of bounds for dimension {d} of size {tshape[d]} "
+                f"(tensor shape {tshape})",
+            )
+
+
+def check_bounds_under_mask(view: View, ranges: list[tuple[int, int]]) -> None:
+    tshape = view.tensor.shape
+    for d, (lo, hi) in enumerate(view.box(ranges)):
+        if hi > lo and (lo < 0 or hi > tshape[d]):
+            raise _error(
+                "err_tensor_access_out_of_bound",
+                f"index [{lo}, {hi}) is out of bounds for dimension {d} of size {tshape[d]} "
+                f"(tensor shape {tshape})",
+            )
+
+
+def _basic(shape: tuple[int, ...], key: tuple[Any, ...]):
+    ndim = len(shape)
+    n_given = sum(1 for k in key if k is not Ellipsis and k is not None)
+    if n_given > ndim:
+        raise _error(
+            "err_tensor_access_out_of_bound", f"{n_given} indices for a tensor with {ndim} dimensions"
+        )
+    expanded: list[Any] = []
+    for k in key:
+        if k is Ellipsis:
+            expanded.extend([slice(None)] * (ndim - n_given))
+        else:
+            expanded.append(k)
+    expanded.extend([slice(None)] * (ndim - len(expanded)))
+    offsets: list[int] = []
+    terms: list[tuple[tuple[int, int], ...]] = []
+    vshape: list[int] = []
+    for d, k in enumerate(expanded):
+        size = shape[d]
+        if isinstance(k, slice):
+            start, stop, step = k.start, k.stop, k.step
+            step = 1 if step is None else int(step)
+            if step <= 0:
+                raise _error("err_unsupported_indexing", "slices must have a positive step")
+            start = 0 if start is None else int(start)
+            stop = size if stop is None else int(stop)
+            if start < 0:
+                start += size
+            if stop < 0:
+                stop += size
+            if start < 0 or stop > size or start > stop:
+                raise _error(
+                    "err_tensor_access_out_of_bound",
+                    f"slice [{start}:{stop}] is out of bounds for dimension {d} of size {size}",
+                )
+            n = len(range(start, stop, step))
+            axis = len(vshape)
+            vshape.append(n)
+            offsets.append(start)
+            terms.append(((axis, step),) if n > 1 else ())
+        elif isinstance(k, _INT_TYPES):
+            i = int(k)
+            if i < 0:
+                i += size
+            if not 0 <= i < size:
+                raise _error(
+                    "err_tensor_access_out_of_bound",
+                    f"index {int(k)} is out of bounds for dimension {d} of size {size}",
+                )
+            offsets.append(i)
+            terms.append(())
+        elif k is None:
+            raise _error("err_unsupported_indexing", "None (newaxis) is not supported in a tensor index")
+        else:
+            raise _error("err_unsupported_indexing", f"cannot index a tensor with {k!r}")
+    return tuple(offsets), tuple(terms), tuple(vshape)
+
+
+def _advanced(shape: tuple[int, ...], key: tuple[Any, ...]):
+    ndim = len(shape)
+    if len(key) > ndim:
+        raise _error(
+            "err_tensor_access_out_of_bound", f"{len(key)} indices for a tensor with {ndim} dimensions"
+        )
+    grid_ndim = 0
+    for k in key:
+        if isinstance(k, IndexExpr):
+            if k.ndim == 1:
+                raise _error(
+                    "err_1d_arange_not_supported",
+                    "indexing with a 1-D nl.arange is not supported; add an axis, e.g. nl.arange(n)[:, None]",
+                )
+            grid_ndim = max(grid_ndim, k.ndim)
+    # broadcast shape of every grid (right-aligned, numpy rules)
+    sizes = [1] * grid_ndim
+    for k in key:
+        if isinstance(k, IndexExpr):
+            shift = grid_ndim - k.ndim
+            for a, n in enumerate(k.sizes):
+                cur = sizes[a + shift]
+                if n != 1 and cur != 1 and n != cur:
+                    raise _error(
+                        "err_unsupported_indexing",
+                        f"index grids of shapes {k.sizes} and {tuple(sizes)} do not broadcast",
+                    )
+                if n != 1:
+                    sizes[a + shift] = n
+    # trailing dims left out of the index become extra axes (numpy semantics)
+    trailing = list(shape[len(key) :])
+    vshape = tuple(sizes + trailing)
+    offsets: list[int] = []
+    terms: list[tuple[tuple[int, int], ...]] = []
+    arrays: dict[int, np.ndarray] | None = None
+    for d, k in enumerate(key):
+        if isinstance(k, IndexExpr):
+            shift = grid_ndim - k.ndim
+            if k.values is not None:
+                arrays = arrays or {}
+                arrays[d] = np.broadcast_to(k.values, (1,) * shift + k.values.shape)
+                offsets.append(0)
+                terms.append(())
+                continue
+            offsets.append(k.offset)
+            terms.append(
+                tuple((a + shift, c) for a, (c, n) in enumerate(zip(k.coefs, k.sizes)) if c and n > 1)
+            )
+        elif isinstance(k, _INT_TYPES):
+            i = int(k)
+            offsets.append(i + shape[d] if i < 0 else i)
+            terms.append(())
+        else:
+            raise _error("err_unsupported_indexing", f"cannot index a tensor with {k!r}")
+    for j, n in enumerate(trailing):
+        offsets.append(0)
+        terms.append(((grid_ndim + j, 1),) if n > 1 else ())
+    if arrays is not None and len(vshape) > grid_ndim:
+        raise _error("err_unsupported_indexing", "non-affine index grids must index every dimension")
+    return tuple(offsets), tuple(terms), arrays, vshape
+
+
+def _compose(base: View, offsets, terms, arrays, vshape) -> View:
+    """Index a view again: `offsets/terms` address the base view's axes; map them to the tensor."""
+    if base.arrays is not None or arrays is not None:
+        raise _error("err_unsupported_indexing", "re-indexing a view built from non-affine index grids")
+    new_offsets: list[int] = []
+    new_terms: list[tuple[tuple[int, int], ...]] = []
+    for b_off, b_terms in zip(base.offsets, base.terms):
+        off = b_off
+        acc: dict[int, int] = {}
+        for b_axis, b_coef in b_terms:
+            # base axis b_axis is indexed by (offsets[b_axis], terms[b_axis]) of the new key
+            off += b_coef * offsets[b_axis]
+            for axis, coef in terms[b_axis]:
+                acc[axis] = acc.get(axis, 0) + b_coef * coef
+        new_offsets.append(off)
+        new_terms.append(tuple((a, c) for a, c in sorted(acc.items()) if c and vshape[a] > 1))
+    view = View(base.tensor, vshape, tuple(new_offsets), tuple(new_terms), None)
+    _check_bounds(view)
+    return view
+
+
+def new_data(shape: tuple[int, ...], dtype: np.dtype, fill: Any = None) -> np.ndarray:
+    """Backing storage for a new tensor; uninitialised memory reads as NaN."""
+    data = np.empty(shape, dtype=dtype)
+    data.fill(nan_fill(dtype) if fill is None else fill)
+    return data
