@@ -1,0 +1,107 @@
+/**
+ * Show diff, Accept and Reject for one candidate, however the user got to it: a tree item's
+ * inline action (the tree node), a click on the item (a `{searchId, candidateId}` reference), or
+ * the server's code action (`[searchId, candidateId]`).
+ *
+ * Accept goes through the server's `accelopt.applyCandidate`, which sends `workspace/applyEdit`
+ * pinned to the document version the search started from; a document edited since is refused by
+ * the editor, and the user is told so in plain words.
+ */
+
+import * as vscode from 'vscode';
+
+import type { CandidateRef, CandidateStore, RankedCandidate } from './candidateStore';
+import { formatSpeedup, measuredOn, uriBasename } from './format';
+import { ServerCommands, type ApplyResult } from './protocol';
+
+/** Runs a server command (workspace/executeCommand); undefined when the server is not running. */
+export type ServerCommandRunner = (command: string, args: unknown[]) => Promise<unknown>;
+
+export function toCandidateRef(args: readonly unknown[]): CandidateRef | undefined {
+  const [first, second] = args;
+  if (typeof first === 'string' && typeof second === 'string') {
+    return { searchId: first, candidateId: second };
+  }
+  if (first && typeof first === 'object') {
+    const node = first as { kind?: unknown; candidate?: RankedCandidate; searchId?: unknown; candidateId?: unknown };
+    if (node.kind === 'candidate' && node.candidate) {
+      return { searchId: node.candidate.searchId, candidateId: node.candidate.info.id };
+    }
+    if (typeof node.searchId === 'string' && typeof node.candidateId === 'string') {
+      return { searchId: node.searchId, candidateId: node.candidateId };
+    }
+  }
+  return undefined;
+}
+
+export function resolveCandidate(store: CandidateStore, args: readonly unknown[]): RankedCandidate | undefined {
+  const ref = toCandidateRef(args);
+  const candidate = ref && store.find(ref);
+  if (!candidate) {
+    void vscode.window.showWarningMessage(
+      'AccelOpt: this candidate is no longer available (a newer search replaced it, or the server restarted).',
+    );
+  }
+  return candidate;
+}
+
+export type AcceptOutcome = { readonly applied: true } | { readonly applied: false; readonly reason: string };
+
+function isApplyResult(value: unknown): value is ApplyResult {
+  return typeof value === 'object' && value !== null && typeof (value as ApplyResult).applied === 'boolean';
+}
+
+export async function acceptCandidate(
+  candidate: RankedCandidate,
+  runServerCommand: ServerCommandRunner,
+  saveAfterAccept: boolean,
+): Promise<AcceptOutcome> {
+  const name = uriBasename(candidate.uri);
+  let outcome: AcceptOutcome;
+  try {
+    const result = await runServerCommand(ServerCommands.applyCandidate, [candidate.searchId, candidate.info.id]);
+    if (!isApplyResult(result)) {
+      outcome = { applied: false, reason: 'the server gave no answer.' };
+    } else if (!result.applied) {
+      outcome = {
+        applied: false,
+        reason:
+          result.message ||
+          `${name} changed after the search started, so the candidate no longer fits it. Undo your edits or optimize the kernel again.`,
+      };
+    } else {
+      outcome = { applied: true };
+    }
+  } catch (error) {
+    outcome = { applied: false, reason: error instanceof Error ? error.message : String(error) };
+  }
+
+  if (!outcome.applied) {
+    void vscode.window.showWarningMessage(`AccelOpt did not apply the candidate to ${name}: ${outcome.reason}`);
+    return outcome;
+  }
+  if (saveAfterAccept) {
+    const target = vscode.Uri.parse(candidate.uri).toString();
+    const document = vscode.workspace.textDocuments.find((doc) => doc.uri.toString() === target);
+    await document?.save();
+  }
+  const { info } = candidate;
+  void vscode.window.showInformationMessage(
+    `AccelOpt: applied "${info.title}" to ${candidate.kernelName} in ${name}: ${formatSpeedup(info.speedup)} faster (${measuredOn(info.backend, info.hardware)}). Undo restores the previous kernel.`,
+  );
+  return outcome;
+}
+
+export async function rejectCandidate(
+  candidate: RankedCandidate,
+  store: CandidateStore,
+  runServerCommand: ServerCommandRunner,
+): Promise<void> {
+  const ref = { searchId: candidate.searchId, candidateId: candidate.info.id };
+  store.remove(ref); // at once; the server confirms with a fresh candidates notification
+  try {
+    await runServerCommand(ServerCommands.rejectCandidate, [ref.searchId, ref.candidateId]);
+  } catch (error) {
+    void vscode.window.showWarningMessage(`AccelOpt: the server could not drop the candidate: ${String(error)}`);
+  }
+}

@@ -1,0 +1,241 @@
+/**
+ * The client's picture of every search: candidates grouped by kernel and ranked, kept current
+ * from the server's `accelopt/candidates` and `accelopt/searchState` notifications.
+ *
+ * One kernel (document URI + kernel name) shows the candidates of its most recent search: a new
+ * search replaces the previous one, whose candidates were made from older text anyway, and a late
+ * notification from the older search is ignored. Independent of `vscode` so it is unit-tested
+ * as plain TypeScript.
+ */
+
+import type {
+  CandidateInfo,
+  CandidatesNotification,
+  SearchStateNotification,
+} from './protocol';
+
+/** A candidate as the views show it: its place in the ranking and the search it belongs to. */
+export interface RankedCandidate {
+  readonly info: CandidateInfo;
+  /** 1-based place among the usable (correct or still evaluating) candidates; 0 for failed ones. */
+  readonly position: number;
+  readonly searchId: string;
+  readonly uri: string;
+  readonly kernelName: string;
+}
+
+export interface KernelGroup {
+  readonly key: string;
+  readonly uri: string;
+  readonly kernelName: string;
+  readonly searchId: string;
+  readonly running: boolean;
+  readonly documentVersion: number | null;
+  /** Correct candidates first, fastest first, then those still being evaluated. */
+  readonly candidates: readonly RankedCandidate[];
+  /** Candidates that failed their checks, in the server's order. */
+  readonly failed: readonly RankedCandidate[];
+  /** The last progress report of the search, if any arrived. */
+  readonly progress: SearchStateNotification | undefined;
+}
+
+export interface CandidateRef {
+  readonly searchId: string;
+  readonly candidateId: string;
+}
+
+type Listener = () => void;
+
+export function kernelKey(uri: string, kernelName: string): string {
+  return `${uri}#${kernelName}`;
+}
+
+function isUsable(candidate: CandidateInfo): boolean {
+  return candidate.status === 'ok' || candidate.status === 'pending';
+}
+
+function orderKey(value: number | null): number {
+  return value === null || !Number.isFinite(value) ? Number.NEGATIVE_INFINITY : value;
+}
+
+/**
+ * Ranking the views use: correct before still-evaluating, then fastest first, then closest to
+ * peak, then the server's rank, then id (so the order is total and stable).
+ */
+export function compareCandidates(a: CandidateInfo, b: CandidateInfo): number {
+  const okA = a.status === 'ok';
+  const okB = b.status === 'ok';
+  if (okA !== okB) {
+    return okA ? -1 : 1;
+  }
+  return (
+    orderKey(b.speedup) - orderKey(a.speedup) ||
+    orderKey(b.percentOfPeak) - orderKey(a.percentOfPeak) ||
+    a.rank - b.rank ||
+    a.id.localeCompare(b.id)
+  );
+}
+
+interface MutableGroup {
+  uri: string;
+  kernelName: string;
+  searchId: string;
+  running: boolean;
+  documentVersion: number | null;
+  candidates: CandidateInfo[];
+  progress: SearchStateNotification | undefined;
+  touched: number;
+}
+
+export class CandidateStore {
+  private readonly groups = new Map<string, MutableGroup>();
+  /** Order in which searches were first seen; a larger number is a newer search. */
+  private readonly searchOrder = new Map<string, number>();
+  private readonly listeners = new Set<Listener>();
+  private clock = 0;
+
+  onDidChange(listener: Listener): { dispose(): void } {
+    this.listeners.add(listener);
+    return { dispose: () => this.listeners.delete(listener) };
+  }
+
+  /** Takes the server's current list for one search. */
+  applyCandidates(notification: CandidatesNotification): void {
+    const group = this.groupFor(notification.searchId, notification.uri, notification.kernelName);
+    if (!group) {
+      return;
+    }
+    group.running = notification.running;
+    group.documentVersion = notification.documentVersion;
+    group.candidates = [...notification.candidates];
+    this.changed();
+  }
+
+  applySearchState(state: SearchStateNotification): void {
+    const group = this.groupFor(state.searchId, state.uri, state.kernelName);
+    if (!group) {
+      return;
+    }
+    group.progress = state;
+    group.running = state.state !== 'finished';
+    this.changed();
+  }
+
+  /** Marks a search as over without waiting for the server (it was cancelled or the server died). */
+  markStopped(searchId: string): void {
+    for (const group of this.groups.values()) {
+      if (group.searchId === searchId && group.running) {
+        group.running = false;
+        this.changed();
+      }
+    }
+  }
+
+  /** Drops a candidate at once (the server confirms with a fresh list). */
+  remove(ref: CandidateRef): void {
+    for (const group of this.groups.values()) {
+      if (group.searchId !== ref.searchId) {
+        continue;
+      }
+      const kept = group.candidates.filter((c) => c.id !== ref.candidateId);
+      if (kept.length !== group.candidates.length) {
+        group.candidates = kept;
+        this.changed();
+      }
+    }
+  }
+
+  clear(): void {
+    if (this.groups.size === 0) {
+      return;
+    }
+    this.groups.clear();
+    this.changed();
+  }
+
+  /** Kernels, the most recently started search first (stable while searches report). */
+  kernels(): KernelGroup[] {
+    return [...this.groups.entries()]
+      .sort(([, a], [, b]) => b.touched - a.touched)
+      .map(([key, group]) => snapshot(key, group));
+  }
+
+  kernel(uri: string, kernelName: string): KernelGroup | undefined {
+    const key = kernelKey(uri, kernelName);
+    const group = this.groups.get(key);
+    return group && snapshot(key, group);
+  }
+
+  /** Searches still running. */
+  runningSearches(): KernelGroup[] {
+    return this.kernels().filter((group) => group.running);
+  }
+
+  find(ref: CandidateRef): RankedCandidate | undefined {
+    for (const group of this.kernels()) {
+      if (group.searchId !== ref.searchId) {
+        continue;
+      }
+      return [...group.candidates, ...group.failed].find((c) => c.info.id === ref.candidateId);
+    }
+    return undefined;
+  }
+
+  private groupFor(searchId: string, uri: string, kernelName: string): MutableGroup | undefined {
+    if (!this.searchOrder.has(searchId)) {
+      this.searchOrder.set(searchId, this.searchOrder.size);
+    }
+    const key = kernelKey(uri, kernelName);
+    const existing = this.groups.get(key);
+    if (existing && existing.searchId !== searchId) {
+      const current = this.searchOrder.get(existing.searchId) ?? -1;
+      if ((this.searchOrder.get(searchId) ?? -1) < current) {
+        return undefined; // a late message from a search this kernel has moved past
+      }
+    }
+    if (!existing || existing.searchId !== searchId) {
+      const fresh: MutableGroup = {
+        uri,
+        kernelName,
+        searchId,
+        running: true,
+        documentVersion: null,
+        candidates: [],
+        progress: undefined,
+        touched: ++this.clock,
+      };
+      this.groups.set(key, fresh);
+      return fresh;
+    }
+    return existing;
+  }
+
+  private changed(): void {
+    for (const listener of [...this.listeners]) {
+      listener();
+    }
+  }
+}
+
+function snapshot(key: string, group: MutableGroup): KernelGroup {
+  const wrap = (info: CandidateInfo, position: number): RankedCandidate => ({
+    info,
+    position,
+    searchId: group.searchId,
+    uri: group.uri,
+    kernelName: group.kernelName,
+  });
+  const usable = group.candidates.filter(isUsable).sort(compareCandidates);
+  const failed = group.candidates.filter((c) => !isUsable(c)).sort((a, b) => a.rank - b.rank);
+  return {
+    key,
+    uri: group.uri,
+    kernelName: group.kernelName,
+    searchId: group.searchId,
+    running: group.running,
+    documentVersion: group.documentVersion,
+    candidates: usable.map((info, index) => wrap(info, index + 1)),
+    failed: failed.map((info) => wrap(info, 0)),
+    progress: group.progress,
+  };
+}

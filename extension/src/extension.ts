@@ -1,0 +1,127 @@
+/**
+ * AccelOpt for VS Code: wires the modules together. Nothing here decides anything.
+ */
+
+import * as os from 'node:os';
+
+import * as vscode from 'vscode';
+
+import { ApiKeyStore } from './apiKey';
+import { CandidateStore } from './candidateStore';
+import { CandidatesTreeProvider } from './candidatesTree';
+import { registerCommands } from './commands';
+import { CANDIDATE_SCHEME, CandidateContentProvider } from './diffProvider';
+import { MemoryTreeProvider } from './memoryTree';
+import { onPythonInterpreterChange, pythonExtensionInterpreter } from './pythonExtension';
+import { ServerConnection } from './serverConnection';
+import { ServerLauncher, type ServerState } from './serverLauncher';
+import { changeNeedsRestart, readSettings, type ClientSettings } from './settings';
+
+let launcher: ServerLauncher | undefined;
+
+function workspaceFolder(): string | undefined {
+  return vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+}
+
+function currentSettings(): ClientSettings {
+  return readSettings(vscode.workspace.getConfiguration('accelopt'), {
+    workspaceFolder: workspaceFolder(),
+    home: os.homedir(),
+  });
+}
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const output = vscode.window.createOutputChannel('AccelOpt');
+  const store = new CandidateStore();
+  const apiKeys = new ApiKeyStore(context.secrets);
+  // The connection reaches whichever client the launcher runs now; the launcher attaches the
+  // connection's handlers to each new client.
+  let serverLauncher: ServerLauncher | undefined;
+  const connection = new ServerConnection(() => serverLauncher?.runningClient, store);
+  serverLauncher = new ServerLauncher({
+    output,
+    readSettings: currentSettings,
+    storedApiKey: () => apiKeys.get(),
+    pythonExtensionInterpreter: () => pythonExtensionInterpreter(vscode.window.activeTextEditor?.document.uri),
+    workspaceFolder,
+    attach: (client) => connection.attach(client),
+  });
+  launcher = serverLauncher;
+
+  const candidates = new CandidatesTreeProvider(store);
+  const memory = new MemoryTreeProvider(() => connection.memory());
+  const memoryView = vscode.window.createTreeView('accelopt.memory', { treeDataProvider: memory });
+  memory.onDidChangeTreeData(() => {
+    memoryView.description = memory.path;
+  });
+
+  let searchesRunning = 0;
+  const setServerState = (state: ServerState): void => {
+    void vscode.commands.executeCommand('setContext', 'accelopt.serverState', state);
+  };
+  setServerState('starting');
+
+  context.subscriptions.push(
+    output,
+    connection,
+    candidates,
+    memory,
+    memoryView,
+    vscode.window.createTreeView('accelopt.candidates', { treeDataProvider: candidates, showCollapseAll: true }),
+    vscode.workspace.registerTextDocumentContentProvider(CANDIDATE_SCHEME, new CandidateContentProvider(store)),
+    ...registerCommands({ store, connection, launcher: serverLauncher, memory, apiKeys, output, readSettings: currentSettings }),
+    serverLauncher.onDidChangeState((state) => {
+      setServerState(state);
+      if (state === 'running') {
+        void memory.refresh();
+      } else if (state === 'stopped' || state === 'failed') {
+        store.clear(); // the server's searches are gone with it
+      }
+    }),
+    store.onDidChange(() => {
+      // When the last running search ends, it may have written lessons.
+      const running = store.runningSearches().length;
+      if (running === 0 && searchesRunning > 0) {
+        void memory.refresh();
+      }
+      searchesRunning = running;
+    }),
+    vscode.workspace.onDidChangeConfiguration((event) => {
+      if (changeNeedsRestart((section) => event.affectsConfiguration(section))) {
+        void restartAfterSettingsChange(serverLauncher, store);
+      }
+    }),
+    apiKeys.onDidChange(() => void restartAfterSettingsChange(serverLauncher, store)),
+  );
+  const interpreterWatch = await onPythonInterpreterChange(() => {
+    if (!currentSettings().pythonPath) {
+      void restartAfterSettingsChange(serverLauncher, store);
+    }
+  });
+  if (interpreterWatch) {
+    context.subscriptions.push(interpreterWatch);
+  }
+
+  await serverLauncher.start();
+}
+
+/** Restarts at once, unless that would kill running searches: then the user decides. */
+async function restartAfterSettingsChange(serverLauncher: ServerLauncher, store: CandidateStore): Promise<void> {
+  const running = store.runningSearches().length;
+  if (running > 0) {
+    const choice = await vscode.window.showWarningMessage(
+      `AccelOpt settings changed. Restarting the server to apply them stops ${running === 1 ? 'the running search' : `${running} running searches`}.`,
+      'Restart Now',
+      'Later',
+    );
+    if (choice !== 'Restart Now') {
+      return;
+    }
+  }
+  await serverLauncher.restart();
+}
+
+export async function deactivate(): Promise<void> {
+  await launcher?.dispose();
+  launcher = undefined;
+}

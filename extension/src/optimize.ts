@@ -1,0 +1,214 @@
+/**
+ * "AccelOpt: Optimize Kernel": one `accelopt/optimize` request inside a cancellable progress
+ * notification that shows the iteration, the best speedup and the cost so far.
+ *
+ * Cancelling stops the search for real: the request's token makes the client send
+ * `$/cancelRequest`, and once the search id is known `accelopt/cancel` is sent as well (either
+ * alone stops it on the server). The notification stays up ("stopping…") until the server has
+ * answered, so a person sees when the CPU is free again.
+ */
+
+import * as vscode from 'vscode';
+
+import { formatDollars, formatSpeedup, measuredOn, pluralize } from './format';
+import type { OptimizeParams, OptimizeResult, SearchOptions, SearchStateNotification } from './protocol';
+
+export interface OptimizeTarget {
+  readonly uri: string;
+  readonly kernelName: string;
+}
+
+/** What a search needs from the server connection (the language client in the extension). */
+export interface SearchChannel {
+  optimize(params: OptimizeParams, token: vscode.CancellationToken): Promise<OptimizeResult>;
+  cancel(searchId: string): Promise<void>;
+  onSearchState(listener: (state: SearchStateNotification) => void): vscode.Disposable;
+  /** Work-done progress reports the server sends on the request's token. */
+  onProgressMessage(token: string, listener: (message: string) => void): vscode.Disposable;
+}
+
+export type OptimizeOutcome =
+  | { readonly kind: 'finished'; readonly result: OptimizeResult }
+  | { readonly kind: 'cancelled'; readonly searchId: string | undefined; readonly confirmed: boolean }
+  | { readonly kind: 'failed'; readonly message: string };
+
+/** JSON-RPC's code for a request the server stopped because the client cancelled it. */
+const REQUEST_CANCELLED = -32800;
+
+let tokenCounter = 0;
+
+export function sameUri(a: string, b: string): boolean {
+  if (a === b) {
+    return true;
+  }
+  try {
+    return vscode.Uri.parse(a).toString() === vscode.Uri.parse(b).toString();
+  } catch {
+    return false;
+  }
+}
+
+/** "iteration 2 of 4 · best 1.31× · $0.00" */
+export function progressMessage(state: SearchStateNotification): string {
+  if (state.state === 'started') {
+    return 'profiling the original kernel…';
+  }
+  const parts: string[] = [];
+  if (state.totalIterations > 0) {
+    parts.push(`iteration ${state.iteration} of ${state.totalIterations}`);
+  }
+  parts.push(state.bestSpeedup === null ? 'no faster kernel yet' : `best ${formatSpeedup(state.bestSpeedup)}`);
+  parts.push(formatDollars(state.dollars));
+  return parts.join(' · ');
+}
+
+function percentDone(state: SearchStateNotification): number {
+  if (state.state === 'finished') {
+    return 100;
+  }
+  return state.totalIterations > 0 ? Math.min(100, (100 * state.iteration) / state.totalIterations) : 0;
+}
+
+function isRequestCancelled(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === REQUEST_CANCELLED;
+}
+
+export interface RunOptions {
+  /** How long to wait for the server to confirm a cancellation before giving up on it. */
+  readonly stopTimeoutMs?: number;
+  readonly log?: (line: string) => void;
+}
+
+export function runOptimization(
+  target: OptimizeTarget,
+  options: SearchOptions,
+  channel: SearchChannel,
+  run: RunOptions = {},
+): Thenable<OptimizeOutcome> {
+  const stopTimeoutMs = run.stopTimeoutMs ?? 15_000;
+  const log = run.log ?? (() => undefined);
+  return vscode.window.withProgress(
+    {
+      location: vscode.ProgressLocation.Notification,
+      title: `AccelOpt: optimizing ${target.kernelName}`,
+      cancellable: true,
+    },
+    async (progress, token) => {
+      const workDoneToken = `accelopt-optimize-${process.pid}-${++tokenCounter}`;
+      let searchId: string | undefined;
+      let reported = 0;
+      let haveState = false;
+      let stopping = false;
+      const report = (message: string, percent?: number): void => {
+        if (stopping) {
+          return;
+        }
+        const increment = percent !== undefined && percent > reported ? percent - reported : undefined;
+        reported = Math.max(reported, percent ?? 0);
+        progress.report({ message, increment });
+      };
+      const subscriptions: vscode.Disposable[] = [
+        channel.onSearchState((state) => {
+          if (state.kernelName !== target.kernelName || !sameUri(state.uri, target.uri)) {
+            return;
+          }
+          if (searchId === undefined) {
+            searchId = state.searchId;
+          } else if (state.searchId !== searchId) {
+            return;
+          }
+          haveState = true;
+          report(progressMessage(state), percentDone(state));
+        }),
+        channel.onProgressMessage(workDoneToken, (message) => {
+          if (!haveState && message) {
+            report(message);
+          }
+        }),
+      ];
+      report('starting…');
+
+      let cancelTimer: NodeJS.Timeout | undefined;
+      const cancelled = new Promise<OptimizeOutcome>((resolve) => {
+        subscriptions.push(
+          token.onCancellationRequested(() => {
+            progress.report({ message: 'stopping…' });
+            stopping = true;
+            if (searchId !== undefined) {
+              channel.cancel(searchId).catch((error) => log(`accelopt/cancel failed: ${String(error)}`));
+            }
+            cancelTimer = setTimeout(() => resolve({ kind: 'cancelled', searchId, confirmed: false }), stopTimeoutMs);
+          }),
+        );
+      });
+
+      const params: OptimizeParams = { uri: target.uri, kernelName: target.kernelName, options, workDoneToken };
+      const request = channel.optimize(params, token).then(
+        (result): OptimizeOutcome =>
+          result.reason === 'cancelled' || token.isCancellationRequested
+            ? { kind: 'cancelled', searchId: result.searchId ?? searchId, confirmed: true }
+            : { kind: 'finished', result },
+        (error: unknown): OptimizeOutcome =>
+          isRequestCancelled(error) || token.isCancellationRequested
+            ? { kind: 'cancelled', searchId, confirmed: true }
+            : { kind: 'failed', message: error instanceof Error ? error.message : String(error) },
+      );
+      try {
+        return await Promise.race([request, cancelled]);
+      } finally {
+        clearTimeout(cancelTimer);
+        subscriptions.forEach((subscription) => subscription.dispose());
+      }
+    },
+  );
+}
+
+export interface OutcomeMessage {
+  readonly severity: 'info' | 'warning' | 'error';
+  readonly text: string;
+}
+
+/** What the user is told when a search ends. */
+export function describeOutcome(
+  outcome: OptimizeOutcome,
+  target: OptimizeTarget,
+  usable: number,
+  backend: { backend: string; hardware: string } | undefined,
+): OutcomeMessage {
+  const where = backend ? ` (${measuredOn(backend.backend, backend.hardware)})` : '';
+  const kept = `${pluralize(usable, 'candidate')} in the AccelOpt view`;
+  switch (outcome.kind) {
+    case 'cancelled':
+      return {
+        severity: outcome.confirmed ? 'info' : 'warning',
+        text: outcome.confirmed
+          ? `AccelOpt: stopped the search for ${target.kernelName}; ${kept}.`
+          : `AccelOpt: asked the server to stop the search for ${target.kernelName}, but it has not confirmed yet. Restart the server if it keeps running.`,
+      };
+    case 'failed':
+      return { severity: 'error', text: `AccelOpt: the search for ${target.kernelName} failed: ${outcome.message}` };
+    case 'finished': {
+      const { result } = outcome;
+      if (result.reason === 'error') {
+        return {
+          severity: 'error',
+          text: `AccelOpt: the search for ${target.kernelName} stopped on an error: ${result.message || 'see the server log'}`,
+        };
+      }
+      const why: Record<string, string> = {
+        completed: 'finished',
+        budget: 'reached its budget',
+        early_stop: 'stopped early (no further improvement)',
+        target_reached: 'reached the target percent of peak',
+      };
+      const best =
+        result.bestSpeedup !== null && result.bestSpeedup > 1
+          ? `best candidate ${formatSpeedup(result.bestSpeedup)} faster${where}`
+          : 'no faster kernel found';
+      return {
+        severity: 'info',
+        text: `AccelOpt: the search for ${target.kernelName} ${why[result.reason] ?? result.reason}: ${best}; ${kept}.`,
+      };
+    }
+  }
+}

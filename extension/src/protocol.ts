@@ -1,0 +1,144 @@
+/**
+ * The custom LSP messages between the AccelOpt language server and this client.
+ *
+ * Mirrors server/accelopt/lsp/protocol.py field for field (camelCase on the wire). Python's
+ * `X | None` is `X | null` here: pydantic serialises unset optionals as null, not as absent keys.
+ * This module must not import `vscode`, so the Node contract test can use it outside the editor.
+ */
+
+/** Per-request overrides of the configured search parameters (all optional). */
+export interface SearchOptions {
+  agents?: 'offline' | 'llm' | null;
+  beamWidth?: number | null;
+  plansPerCandidate?: number | null;
+  samplesPerPlan?: number | null;
+  iterations?: number | null;
+  maxEvaluations?: number | null;
+  budgetUsd?: number | null;
+  wallTimeS?: number | null;
+  seed?: number | null;
+}
+
+export interface OptimizeParams {
+  uri: string;
+  kernelName: string;
+  options?: SearchOptions;
+  workDoneToken?: string | number | null;
+}
+
+export type FinishReason = 'completed' | 'budget' | 'early_stop' | 'target_reached' | 'cancelled' | 'error';
+
+export interface OptimizeResult {
+  searchId: string;
+  reason: FinishReason;
+  message: string;
+  bestSpeedup: number | null;
+  candidates: number;
+}
+
+export interface CancelParams {
+  searchId: string;
+}
+
+/** Evaluation statuses (profiling/evaluation.py EvalStatus) plus "pending" while one is evaluated. */
+export type CandidateStatus =
+  | 'ok'
+  | 'syntax_error'
+  | 'compile_error'
+  | 'runtime_error'
+  | 'incorrect'
+  | 'timeout'
+  | 'rejected'
+  | 'pending';
+
+export interface CandidateInfo {
+  id: string;
+  rank: number;
+  speedup: number | null;
+  latencyMs: number | null;
+  /** A fraction in [0, 1] (peak latency / latency), like Profile.percent_of_peak. */
+  percentOfPeak: number | null;
+  status: CandidateStatus | string;
+  /** The last plan's title, for labels. */
+  title: string;
+  /** Plan titles from the baseline to this candidate, oldest first. */
+  rationale: string[];
+  /** Full text of the document with this candidate in place of the kernel. */
+  text: string;
+  /** Unified diff against the document as it was when the search started. */
+  diff: string;
+  /** Which backend measured the numbers: "simulator" or "neuron". */
+  backend: string;
+  hardware: string;
+}
+
+export interface CandidatesNotification {
+  searchId: string;
+  uri: string;
+  kernelName: string;
+  documentVersion: number | null;
+  running: boolean;
+  candidates: CandidateInfo[];
+}
+
+export interface CandidatesParams {
+  searchId: string;
+}
+
+export type SearchState = 'started' | 'iteration' | 'finished';
+
+export interface SearchStateNotification {
+  searchId: string;
+  uri: string;
+  kernelName: string;
+  state: SearchState;
+  iteration: number;
+  totalIterations: number;
+  bestSpeedup: number | null;
+  dollars: number;
+  message: string;
+}
+
+export interface ApplyResult {
+  applied: boolean;
+  message: string;
+}
+
+export interface MemoryParams {
+  limit?: number;
+  kernelFamily?: string | null;
+}
+
+export interface ExperienceInfo {
+  id: number;
+  title: string;
+  speedup: number;
+  positive: boolean;
+  kernelFamily: string;
+  hardware: string;
+  backend: string;
+  model: string;
+  createdAt: string;
+  plan: string;
+}
+
+export interface MemoryResult {
+  experiences: ExperienceInfo[];
+  path: string;
+}
+
+/** Method and command names, as protocol.py's module docstring lists them. */
+export const Methods = {
+  optimize: 'accelopt/optimize',
+  cancel: 'accelopt/cancel',
+  memory: 'accelopt/memory',
+  candidates: 'accelopt/candidates',
+  searchState: 'accelopt/searchState',
+} as const;
+
+/** Commands the server executes (workspace/executeCommand). */
+export const ServerCommands = {
+  optimize: 'accelopt.optimize',
+  applyCandidate: 'accelopt.applyCandidate',
+  rejectCandidate: 'accelopt.rejectCandidate',
+} as const;

@@ -1,0 +1,105 @@
+/**
+ * The AccelOpt messages over whichever language client is running: requests out, notifications
+ * in (fanned out to the candidate store and to anyone listening for search states). Survives
+ * server restarts: `attach` is called on each new client.
+ */
+
+import * as vscode from 'vscode';
+import { ExecuteCommandRequest, WorkDoneProgress, type LanguageClient } from 'vscode-languageclient/node';
+
+import type { CandidateStore } from './candidateStore';
+import type { SearchChannel } from './optimize';
+import {
+  Methods,
+  type CancelParams,
+  type CandidatesNotification,
+  type MemoryParams,
+  type MemoryResult,
+  type OptimizeParams,
+  type OptimizeResult,
+  type SearchStateNotification,
+} from './protocol';
+
+export class ServerNotRunningError extends Error {
+  constructor() {
+    super('the AccelOpt server is not running (see "AccelOpt: Show Server Log").');
+  }
+}
+
+export class ServerConnection implements SearchChannel, vscode.Disposable {
+  private readonly stateEmitter = new vscode.EventEmitter<SearchStateNotification>();
+
+  constructor(
+    private readonly client: () => LanguageClient | undefined,
+    private readonly store: CandidateStore,
+  ) {}
+
+  dispose(): void {
+    this.stateEmitter.dispose();
+  }
+
+  /** Subscribes to a new client's notifications (before it starts). */
+  attach(client: LanguageClient): vscode.Disposable[] {
+    return [
+      client.onNotification(Methods.candidates, (notification: CandidatesNotification) =>
+        this.store.applyCandidates(notification),
+      ),
+      client.onNotification(Methods.searchState, (state: SearchStateNotification) => {
+        this.store.applySearchState(state);
+        this.stateEmitter.fire(state);
+      }),
+    ];
+  }
+
+  get running(): boolean {
+    return this.client() !== undefined;
+  }
+
+  private required(): LanguageClient {
+    const client = this.client();
+    if (!client) {
+      throw new ServerNotRunningError();
+    }
+    return client;
+  }
+
+  optimize(params: OptimizeParams, token: vscode.CancellationToken): Promise<OptimizeResult> {
+    return this.required().sendRequest<OptimizeResult>(Methods.optimize, params, token);
+  }
+
+  async cancel(searchId: string): Promise<void> {
+    const params: CancelParams = { searchId };
+    await this.required().sendRequest(Methods.cancel, params);
+    this.store.markStopped(searchId);
+  }
+
+  onSearchState(listener: (state: SearchStateNotification) => void): vscode.Disposable {
+    return this.stateEmitter.event(listener);
+  }
+
+  onProgressMessage(token: string, listener: (message: string) => void): vscode.Disposable {
+    const client = this.client();
+    if (!client) {
+      return new vscode.Disposable(() => undefined);
+    }
+    return client.onProgress(WorkDoneProgress.type, token, (value) => {
+      if (value.kind !== 'end' && value.message) {
+        listener(value.message);
+      }
+    });
+  }
+
+  executeCommand(command: string, args: unknown[]): Promise<unknown> {
+    return this.required().sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
+  }
+
+  /** The memory, or undefined when no server runs (the view then shows its welcome text). */
+  async memory(limit = 200): Promise<MemoryResult | undefined> {
+    const client = this.client();
+    if (!client) {
+      return undefined;
+    }
+    const params: MemoryParams = { limit };
+    return client.sendRequest<MemoryResult>(Methods.memory, params);
+  }
+}

@@ -1,0 +1,215 @@
+/**
+ * Starts, stops and restarts the AccelOpt language server (`python -m accelopt lsp`, stdio).
+ *
+ * Before each start it finds the interpreter (interpreter.ts) and proves it can import the
+ * package, so a missing install is one clear message with the fix instead of a crash loop. The
+ * server's stderr (its log) goes to the "AccelOpt" output channel. Start, stop and restart are
+ * serialized: a restart requested while one is in flight waits for it.
+ */
+
+import * as vscode from 'vscode';
+import {
+  LanguageClient,
+  State,
+  type LanguageClientOptions,
+  type Middleware,
+  type ServerOptions,
+} from 'vscode-languageclient/node';
+
+import { redirectCommand, redirectCommandsOf } from './clientCommands';
+import { checkAcceloptImport, explainImportFailure, resolveInterpreter, type Interpreter } from './interpreter';
+import { configurationSection, serverEnvironment, type ClientSettings } from './settings';
+
+export type ServerState = 'stopped' | 'starting' | 'running' | 'failed';
+
+export interface LauncherDeps {
+  readonly output: vscode.OutputChannel;
+  readSettings(): ClientSettings;
+  storedApiKey(): Thenable<string | undefined>;
+  pythonExtensionInterpreter(): Promise<string | undefined>;
+  workspaceFolder(): string | undefined;
+  /** Wires notification handlers on a new client, before it starts; disposed when it stops. */
+  attach(client: LanguageClient): vscode.Disposable[];
+}
+
+export class ServerLauncher implements vscode.Disposable {
+  private client: LanguageClient | undefined;
+  private attached: vscode.Disposable[] = [];
+  private stateValue: ServerState = 'stopped';
+  private stopping = false;
+  private queue: Promise<unknown> = Promise.resolve();
+  private readonly stateEmitter = new vscode.EventEmitter<ServerState>();
+  readonly onDidChangeState = this.stateEmitter.event;
+
+  constructor(private readonly deps: LauncherDeps) {}
+
+  get state(): ServerState {
+    return this.stateValue;
+  }
+
+  /** The running client, or undefined while the server is not up. */
+  get runningClient(): LanguageClient | undefined {
+    return this.stateValue === 'running' ? this.client : undefined;
+  }
+
+  start(): Promise<boolean> {
+    return this.serialized(() => this.doStart());
+  }
+
+  stop(): Promise<void> {
+    return this.serialized(() => this.doStop());
+  }
+
+  restart(): Promise<boolean> {
+    return this.serialized(async () => {
+      await this.doStop();
+      return this.doStart();
+    });
+  }
+
+  async dispose(): Promise<void> {
+    await this.stop();
+    this.stateEmitter.dispose();
+  }
+
+  private serialized<T>(task: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(task, task);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private setState(state: ServerState): void {
+    if (state !== this.stateValue) {
+      this.stateValue = state;
+      this.stateEmitter.fire(state);
+    }
+  }
+
+  private async doStart(): Promise<boolean> {
+    const { output } = this.deps;
+    this.setState('starting');
+    const settings = this.deps.readSettings();
+    const interpreter = await resolveInterpreter({
+      setting: () => settings.pythonPath,
+      pythonExtension: () => this.deps.pythonExtensionInterpreter(),
+    });
+    output.appendLine(`[client] Python interpreter: ${interpreter.command} (${interpreter.source})`);
+    const check = await checkAcceloptImport(interpreter.command);
+    if (!check.ok) {
+      const message = explainImportFailure(interpreter, check);
+      output.appendLine(`[client] ${message}`);
+      output.appendLine(`[client] ${check.detail}`);
+      this.setState('failed');
+      void this.offerFix(message);
+      return false;
+    }
+    output.appendLine(`[client] accelopt package: ${check.location}`);
+
+    const env = serverEnvironment(process.env, settings.server.llm.apiKeyEnvVar, await this.deps.storedApiKey());
+    const client = new LanguageClient(
+      'accelopt',
+      'AccelOpt',
+      this.serverOptions(interpreter, env),
+      this.clientOptions(settings),
+    );
+    this.client = client;
+    this.attached = this.deps.attach(client);
+    client.onDidChangeState((event) => {
+      // The client gives up after repeated crashes; say so instead of pretending to run.
+      if (event.newState === State.Stopped && !this.stopping && this.client === client) {
+        this.setState('failed');
+      }
+    });
+    try {
+      await client.start();
+    } catch (error) {
+      output.appendLine(`[client] The server did not start: ${String(error)}`);
+      this.setState('failed');
+      void this.offerFix('AccelOpt: the language server did not start. The log says why.');
+      return false;
+    }
+    this.setState('running');
+    return true;
+  }
+
+  private async doStop(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    for (const disposable of this.attached.splice(0)) {
+      disposable.dispose();
+    }
+    if (client) {
+      this.stopping = true;
+      try {
+        if (client.needsStop()) {
+          await client.stop(5_000);
+        }
+      } catch (error) {
+        this.deps.output.appendLine(`[client] Stopping the server: ${String(error)}`);
+      } finally {
+        this.stopping = false;
+      }
+    }
+    this.setState('stopped');
+  }
+
+  private serverOptions(interpreter: Interpreter, env: NodeJS.ProcessEnv): ServerOptions {
+    return {
+      command: interpreter.command,
+      args: ['-m', 'accelopt', 'lsp'],
+      options: { env, cwd: this.deps.workspaceFolder() },
+    };
+  }
+
+  private clientOptions(settings: ClientSettings): LanguageClientOptions {
+    return {
+      documentSelector: [
+        { scheme: 'file', language: 'python' },
+        { scheme: 'untitled', language: 'python' },
+      ],
+      outputChannel: this.deps.output,
+      initializationOptions: settings.server,
+      middleware: this.middleware(),
+    };
+  }
+
+  private middleware(): Middleware {
+    return {
+      provideCodeLenses: async (document, token, next) => redirectCommandsOf(await next(document, token)),
+      resolveCodeLens: async (lens, token, next) => {
+        const resolved = await next(lens, token);
+        redirectCommand(resolved?.command);
+        return resolved;
+      },
+      provideCodeActions: async (document, range, context, token, next) =>
+        redirectCommandsOf(await next(document, range, context, token)),
+      resolveCodeAction: async (action, token, next) => {
+        const resolved = await next(action, token);
+        redirectCommand(resolved?.command);
+        return resolved;
+      },
+      workspace: {
+        // Answer with the same object as initializationOptions, read fresh from the settings.
+        configuration: async (params, token, next) => {
+          const answers = await next(params, token);
+          if (!Array.isArray(answers)) {
+            return answers;
+          }
+          const server = this.deps.readSettings().server;
+          return params.items.map((item, index) => configurationSection(server, item.section) ?? answers[index]);
+        },
+      },
+    };
+  }
+
+  private async offerFix(message: string): Promise<void> {
+    const choice = await vscode.window.showErrorMessage(message, 'Open Settings', 'Show Log', 'Retry');
+    if (choice === 'Open Settings') {
+      await vscode.commands.executeCommand('workbench.action.openSettings', 'accelopt.pythonPath');
+    } else if (choice === 'Show Log') {
+      this.deps.output.show();
+    } else if (choice === 'Retry') {
+      await this.restart();
+    }
+  }
+}

@@ -1,0 +1,216 @@
+/**
+ * Settings (section `accelopt`) -> what the server and the launcher need.
+ *
+ * The server receives one object, `ServerConfiguration`, both as `initializationOptions` and as
+ * the answer to `workspace/configuration` for section "accelopt" (the client's middleware
+ * substitutes it), so the two paths never disagree. "0 means no limit" in the settings UI becomes
+ * `null` on the wire. The API key is never a setting: only the *name* of the environment variable
+ * that carries it (see apiKey.ts).
+ *
+ * No `vscode` import: the reader is any object with `get`, which vscode.WorkspaceConfiguration is.
+ */
+
+import type { SearchOptions } from './protocol';
+
+export interface ConfigurationReader {
+  get<T>(section: string): T | undefined;
+}
+
+export type Backend = 'simulator' | 'neuron';
+export type Hardware = 'trn1' | 'trn2';
+export type AgentsKind = 'offline' | 'llm';
+
+export interface ModelsPerRole {
+  planner: string | null;
+  executor: string | null;
+  summarizer: string | null;
+  fixer: string | null;
+}
+
+/** The wire form of the settings the server reads (camelCase, as the rest of the protocol). */
+export interface ServerConfiguration {
+  backend: Backend;
+  hardware: Hardware;
+  agents: AgentsKind;
+  llm: {
+    baseUrl: string | null;
+    apiKeyEnvVar: string;
+    models: ModelsPerRole;
+  };
+  search: {
+    beamWidth: number;
+    plansPerKernel: number;
+    samplesPerPlan: number;
+    iterations: number;
+    fixAttempts: number;
+  };
+  budget: {
+    maxDollars: number | null;
+    maxTokens: number | null;
+    maxEvaluations: number | null;
+    maxWallTimeS: number | null;
+  };
+  memory: {
+    path: string | null;
+  };
+}
+
+export interface ClientSettings {
+  /** Explicit interpreter, already expanded; undefined when the setting is empty. */
+  pythonPath: string | undefined;
+  saveAfterAccept: boolean;
+  server: ServerConfiguration;
+}
+
+export const DEFAULT_API_KEY_ENV_VAR = 'OPENAI_API_KEY';
+
+/**
+ * Setting keys (below `accelopt.`) that shape the server process or its configuration. The rest
+ * (`editor.*`, `trace.*`) only the client reads, and changing them needs no restart.
+ */
+const SERVER_KEYS = ['pythonPath', 'backend', 'hardware', 'agents', 'llm', 'search', 'budget', 'memory'];
+
+export interface PathContext {
+  workspaceFolder: string | undefined;
+  home: string;
+}
+
+function oneOf<T extends string>(value: unknown, allowed: readonly T[], fallback: T): T {
+  return allowed.includes(value as T) ? (value as T) : fallback;
+}
+
+function positiveInt(value: unknown, fallback: number, minimum = 1): number {
+  return typeof value === 'number' && Number.isInteger(value) && value >= minimum ? value : fallback;
+}
+
+/** Budgets: a positive number is a limit; 0, empty or nonsense means no limit (null). */
+function limit(value: unknown): number | null {
+  return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : null;
+}
+
+function text(value: unknown): string | null {
+  return typeof value === 'string' && value.trim() !== '' ? value.trim() : null;
+}
+
+/** Expands `${workspaceFolder}`, `${userHome}` and a leading `~` in a path setting. */
+export function expandPath(value: string, context: PathContext): string {
+  let result = value.trim();
+  if (result === '~' || result.startsWith('~/')) {
+    result = context.home + result.slice(1);
+  }
+  result = result.replace(/\$\{userHome\}/g, context.home);
+  if (context.workspaceFolder !== undefined) {
+    result = result.replace(/\$\{workspaceFolder\}/g, context.workspaceFolder);
+  }
+  return result;
+}
+
+/** A valid environment variable name, or the default one when the setting holds something else. */
+export function apiKeyEnvVarName(value: unknown): string {
+  const name = text(value);
+  return name !== null && /^[A-Za-z_][A-Za-z0-9_]*$/.test(name) ? name : DEFAULT_API_KEY_ENV_VAR;
+}
+
+export function readSettings(config: ConfigurationReader, paths: PathContext): ClientSettings {
+  const pythonPath = text(config.get('pythonPath'));
+  const memoryPath = text(config.get('memory.path'));
+  const model = (role: string): string | null => text(config.get(`llm.models.${role}`));
+  return {
+    pythonPath: pythonPath === null ? undefined : expandPath(pythonPath, paths),
+    saveAfterAccept: config.get<boolean>('editor.saveAfterAccept') !== false,
+    server: {
+      backend: oneOf(config.get('backend'), ['simulator', 'neuron'] as const, 'simulator'),
+      hardware: oneOf(config.get('hardware'), ['trn1', 'trn2'] as const, 'trn1'),
+      agents: oneOf(config.get('agents'), ['offline', 'llm'] as const, 'offline'),
+      llm: {
+        baseUrl: text(config.get('llm.baseUrl')),
+        apiKeyEnvVar: apiKeyEnvVarName(config.get('llm.apiKeyEnvVar')),
+        models: {
+          planner: model('planner'),
+          executor: model('executor'),
+          summarizer: model('summarizer'),
+          fixer: model('fixer'),
+        },
+      },
+      search: {
+        beamWidth: positiveInt(config.get('search.beamWidth'), 6),
+        plansPerKernel: positiveInt(config.get('search.plansPerKernel'), 12),
+        samplesPerPlan: positiveInt(config.get('search.samplesPerPlan'), 2),
+        iterations: positiveInt(config.get('search.iterations'), 16),
+        fixAttempts: positiveInt(config.get('search.fixAttempts'), 2, 0),
+      },
+      budget: {
+        maxDollars: limit(config.get('budget.maxDollars')),
+        maxTokens: limit(config.get('budget.maxTokens')),
+        maxEvaluations: limit(config.get('budget.maxEvaluations')),
+        maxWallTimeS: limit(config.get('budget.maxWallTimeSeconds')),
+      },
+      memory: {
+        path: memoryPath === null ? null : expandPath(memoryPath, paths),
+      },
+    },
+  };
+}
+
+/**
+ * The per-request options of `accelopt/optimize`, from the settings as they are when the user
+ * starts a search (so a change applies to the next search even before the server re-reads its
+ * configuration).
+ */
+export function toSearchOptions(server: ServerConfiguration): SearchOptions {
+  return {
+    agents: server.agents,
+    beamWidth: server.search.beamWidth,
+    plansPerCandidate: server.search.plansPerKernel,
+    samplesPerPlan: server.search.samplesPerPlan,
+    iterations: server.search.iterations,
+    maxEvaluations: server.budget.maxEvaluations,
+    budgetUsd: server.budget.maxDollars,
+    wallTimeS: server.budget.maxWallTimeS,
+  };
+}
+
+/** Does a configuration change need a server restart? (Only client-side keys do not.) */
+export function changeNeedsRestart(affects: (section: string) => boolean): boolean {
+  return SERVER_KEYS.some((key) => affects(`accelopt.${key}`));
+}
+
+/**
+ * The server process's environment: the editor's own, plus the API key from secret storage (when
+ * one is stored) under the configured variable name.
+ */
+export function serverEnvironment(
+  base: NodeJS.ProcessEnv,
+  apiKeyEnvVar: string,
+  storedKey: string | undefined,
+): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...base };
+  if (storedKey) {
+    env[apiKeyEnvVar] = storedKey;
+  }
+  // Log lines (stderr) reach the output channel as they are written, not when a buffer fills.
+  env.PYTHONUNBUFFERED = '1';
+  return env;
+}
+
+/**
+ * The answer to `workspace/configuration` for an AccelOpt section: "accelopt" is the whole
+ * ServerConfiguration, "accelopt.search" its `search` part, and so on. Undefined for any other
+ * section (the editor answers those itself).
+ */
+export function configurationSection(server: ServerConfiguration, section: string | undefined): unknown {
+  if (section === 'accelopt') {
+    return server;
+  }
+  if (section === undefined || !section.startsWith('accelopt.')) {
+    return undefined;
+  }
+  let value: unknown = server;
+  for (const part of section.slice('accelopt.'.length).split('.')) {
+    if (value === null || typeof value !== 'object' || !(part in value)) {
+      return null;
+    }
+    value = (value as Record<string, unknown>)[part];
+  }
+  return value;
+}

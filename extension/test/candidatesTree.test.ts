@@ -1,0 +1,99 @@
+import './support/installVscodeMock';
+
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { CandidateStore } from '../src/candidateStore';
+import { CandidatesTreeProvider, type CandidatesNode } from '../src/candidatesTree';
+import { ClientCommands } from '../src/clientCommands';
+import { candidate, candidates, searchState } from './support/fixtures';
+import { MarkdownString, TreeItemCollapsibleState, type ThemeIcon } from './support/vscode';
+
+function tooltipText(tooltip: unknown): string {
+  return tooltip instanceof MarkdownString ? tooltip.value : String(tooltip);
+}
+
+describe('Candidates tree', () => {
+  it('shows kernels, then ranked candidates with speedup, percent of peak, status and backend', () => {
+    const store = new CandidateStore();
+    const tree = new CandidatesTreeProvider(store);
+    store.applyCandidates(
+      candidates('s1', [
+        candidate('c1', {
+          speedup: 1.2345,
+          percentOfPeak: 0.612,
+          title: 'hoist the weight load',
+          rationale: ['widen the tiles', 'hoist the weight load'],
+        }),
+        candidate('c2', { speedup: 2.5, percentOfPeak: 0.05, title: 'fuse the activation', hardware: 'trn2', backend: 'neuron' }),
+      ]),
+    );
+
+    const [kernel] = tree.getChildren();
+    const kernelItem = tree.getTreeItem(kernel);
+    assert.equal(kernelItem.label, 'silu_kernel');
+    assert.equal(kernelItem.collapsibleState, TreeItemCollapsibleState.Expanded);
+    assert.equal(kernelItem.contextValue, 'accelopt.kernel.running');
+    assert.match(String(kernelItem.description), /^silu\.py · searching… · best 2\.50×$/);
+
+    const items = tree.getChildren(kernel).map((node) => tree.getTreeItem(node));
+    assert.equal(items[0].label, '1. 2.50× · fuse the activation');
+    assert.equal(items[0].description, '5.0% of peak · correct · measured on trn2');
+    assert.equal(items[1].label, '2. 1.23× · hoist the weight load');
+    assert.equal(items[1].description, '61% of peak · correct · simulated on trn1');
+    assert.equal(items[1].contextValue, 'accelopt.candidate.ok');
+    const tooltip = tooltipText(items[1].tooltip);
+    assert.match(tooltip, /1\. widen the tiles\n2\. hoist the weight load/);
+    assert.match(tooltip, /simulated on trn1/);
+    assert.deepEqual(items[1].command, {
+      command: ClientCommands.showDiff,
+      title: 'Show Diff',
+      arguments: [{ searchId: 's1', candidateId: 'c1' }],
+    });
+  });
+
+  it('collects failed candidates under one collapsed node, never offered for accepting', () => {
+    const store = new CandidateStore();
+    const tree = new CandidatesTreeProvider(store);
+    store.applyCandidates(
+      candidates('s1', [
+        candidate('good'),
+        candidate('bad', { status: 'incorrect', speedup: null, title: 'drop the bounds check' }),
+      ], { running: false }),
+    );
+    const [kernel] = tree.getChildren();
+    assert.match(String(tree.getTreeItem(kernel).description), /1 candidate$/);
+    const children = tree.getChildren(kernel);
+    assert.deepEqual(children.map((node) => node.kind), ['candidate', 'failed']);
+    const failedItem = tree.getTreeItem(children[1]);
+    assert.equal(failedItem.label, '1 candidate failed their checks');
+    assert.equal(failedItem.collapsibleState, TreeItemCollapsibleState.Collapsed);
+    const [bad] = tree.getChildren(children[1]).map((node) => tree.getTreeItem(node));
+    assert.equal(bad.label, 'drop the bounds check');
+    assert.equal(bad.description, 'wrong results');
+    assert.equal(bad.contextValue, 'accelopt.candidate.failed');
+  });
+
+  it('says what a running search with no candidates yet is doing, with its iteration', () => {
+    const store = new CandidateStore();
+    const tree = new CandidatesTreeProvider(store);
+    store.applySearchState(searchState('s1', { iteration: 1, totalIterations: 3 }));
+    const [kernel] = tree.getChildren();
+    assert.match(String(tree.getTreeItem(kernel).description), /searching, iteration 1 of 3/);
+    const [message] = tree.getChildren(kernel) as CandidatesNode[];
+    const item = tree.getTreeItem(message);
+    assert.equal(item.label, 'Waiting for the first candidate…');
+    assert.equal((item.iconPath as ThemeIcon).id, 'loading~spin');
+  });
+
+  it('refreshes the view whenever the store changes', () => {
+    const store = new CandidateStore();
+    const tree = new CandidatesTreeProvider(store);
+    let refreshes = 0;
+    tree.onDidChangeTreeData(() => refreshes++);
+    store.applyCandidates(candidates('s1', [candidate('a')]));
+    store.remove({ searchId: 's1', candidateId: 'a' });
+    assert.equal(refreshes, 2);
+    assert.deepEqual(tree.getChildren(), [{ kind: 'kernel', group: store.kernels()[0] }]);
+  });
+});

@@ -1,0 +1,170 @@
+import './support/installVscodeMock';
+
+import assert from 'node:assert/strict';
+import { beforeEach, describe, it } from 'node:test';
+
+import { describeOutcome, progressMessage, runOptimization, type SearchChannel } from '../src/optimize';
+import type { OptimizeParams, OptimizeResult, SearchStateNotification } from '../src/protocol';
+import { KERNEL_URI, searchState } from './support/fixtures';
+import { Disposable, EventEmitter, mock, type CancellationToken, type ProgressRecord } from './support/vscode';
+
+/**
+ * A server connection the test drives by hand: it records the request, lets the test push
+ * search states, and answers when the test says (or when cancelled, like the real server).
+ */
+class ScriptedChannel implements SearchChannel {
+  readonly states = new EventEmitter<SearchStateNotification>();
+  readonly cancelled: string[] = [];
+  params: OptimizeParams | undefined;
+  token: CancellationToken | undefined;
+  private answer: ((result: OptimizeResult) => void) | undefined;
+  private fail: ((error: unknown) => void) | undefined;
+  /** What the server does when the request's token is cancelled. */
+  onTokenCancelled: 'answer-cancelled' | 'error-cancelled' | 'ignore' = 'answer-cancelled';
+
+  optimize(params: OptimizeParams, token: CancellationToken): Promise<OptimizeResult> {
+    this.params = params;
+    this.token = token;
+    return new Promise((resolve, reject) => {
+      this.answer = resolve;
+      this.fail = reject;
+      token.onCancellationRequested(() => {
+        if (this.onTokenCancelled === 'answer-cancelled') {
+          resolve(result('cancelled'));
+        } else if (this.onTokenCancelled === 'error-cancelled') {
+          reject(Object.assign(new Error('Request cancelled'), { code: -32800 }));
+        }
+      });
+    });
+  }
+
+  async cancel(searchId: string): Promise<void> {
+    this.cancelled.push(searchId);
+  }
+
+  onSearchState(listener: (state: SearchStateNotification) => void): Disposable {
+    return this.states.event(listener);
+  }
+
+  onProgressMessage(): Disposable {
+    return new Disposable(() => undefined);
+  }
+
+  finish(value: OptimizeResult): void {
+    this.answer?.(value);
+  }
+
+  crash(error: unknown): void {
+    this.fail?.(error);
+  }
+}
+
+function result(reason: OptimizeResult['reason'], overrides: Partial<OptimizeResult> = {}): OptimizeResult {
+  return { searchId: 's1', reason, message: '', bestSpeedup: 1.84, candidates: 3, ...overrides };
+}
+
+const target = { uri: KERNEL_URI, kernelName: 'silu_kernel' };
+
+function started(): Promise<ProgressRecord> {
+  return new Promise((resolve) => {
+    mock.onProgressStart = (record) => setImmediate(() => resolve(record));
+  });
+}
+
+describe('optimize', () => {
+  beforeEach(() => mock.reset());
+
+  it('sends the request with the search options and a work-done token, and shows iteration, best speedup and cost', async () => {
+    const channel = new ScriptedChannel();
+    const progress = started();
+    const outcome = runOptimization(target, { iterations: 4, beamWidth: 2 }, channel);
+    const record = await progress;
+    assert.equal(record.title, 'AccelOpt: optimizing silu_kernel');
+    assert.equal(record.cancellable, true);
+    assert.equal(channel.params?.uri, KERNEL_URI);
+    assert.equal(channel.params?.kernelName, 'silu_kernel');
+    assert.deepEqual(channel.params?.options, { iterations: 4, beamWidth: 2 });
+    assert.equal(typeof channel.params?.workDoneToken, 'string');
+
+    channel.states.fire(searchState('s1', { state: 'started', iteration: 0 }));
+    channel.states.fire(searchState('other', { kernelName: 'softmax_kernel', iteration: 3 }));
+    channel.states.fire(searchState('s1', { iteration: 2, totalIterations: 4, bestSpeedup: 1.3149, dollars: 0.0421 }));
+    channel.finish(result('completed'));
+
+    assert.deepEqual(await outcome, { kind: 'finished', result: result('completed') });
+    const messages = record.reports.map((step) => step.message);
+    assert.deepEqual(messages, [
+      'starting…',
+      'profiling the original kernel…',
+      'iteration 2 of 4 · best 1.31× · $0.04',
+    ]);
+    assert.equal(record.reports[2].increment, 50, 'two of four iterations done');
+  });
+
+  it('stops the search when the user cancels: the request token and accelopt/cancel both fire', async () => {
+    const channel = new ScriptedChannel();
+    const progress = started();
+    const outcome = runOptimization(target, {}, channel);
+    const record = await progress;
+    channel.states.fire(searchState('s1', { state: 'started' }));
+    record.source.cancel();
+
+    assert.deepEqual(await outcome, { kind: 'cancelled', searchId: 's1', confirmed: true });
+    assert.equal(channel.token?.isCancellationRequested, true);
+    assert.deepEqual(channel.cancelled, ['s1']);
+    assert.equal(record.reports.at(-1)?.message, 'stopping…');
+  });
+
+  it('treats the server\'s RequestCancelled error as a confirmed stop', async () => {
+    const channel = new ScriptedChannel();
+    channel.onTokenCancelled = 'error-cancelled';
+    const progress = started();
+    const outcome = runOptimization(target, {}, channel);
+    (await progress).source.cancel();
+    assert.deepEqual(await outcome, { kind: 'cancelled', searchId: undefined, confirmed: true });
+    assert.deepEqual(channel.cancelled, [], 'no search id was known, so only $/cancelRequest could go');
+  });
+
+  it('gives up waiting when the server never confirms, and says so', async () => {
+    const channel = new ScriptedChannel();
+    channel.onTokenCancelled = 'ignore';
+    const progress = started();
+    const outcome = runOptimization(target, {}, channel, { stopTimeoutMs: 50 });
+    (await progress).source.cancel();
+    const value = await outcome;
+    assert.deepEqual(value, { kind: 'cancelled', searchId: undefined, confirmed: false });
+    assert.equal(describeOutcome(value, target, 0, undefined).severity, 'warning');
+  });
+
+  it('reports a failed request as a failure, not a cancellation', async () => {
+    const channel = new ScriptedChannel();
+    const progress = started();
+    const outcome = runOptimization(target, {}, channel);
+    await progress;
+    channel.crash(new Error('kernel silu_kernel not found in silu.py'));
+    assert.deepEqual(await outcome, { kind: 'failed', message: 'kernel silu_kernel not found in silu.py' });
+  });
+});
+
+describe('what the user reads', () => {
+  it('formats progress before and after the first faster kernel', () => {
+    assert.equal(progressMessage(searchState('s', { iteration: 1, totalIterations: 16 })), 'iteration 1 of 16 · no faster kernel yet · $0.00');
+    assert.equal(progressMessage(searchState('s', { state: 'started' })), 'profiling the original kernel…');
+  });
+
+  it('names the outcome, the best speedup and the backend that measured it', () => {
+    const sim = { backend: 'simulator', hardware: 'trn1' };
+    assert.equal(
+      describeOutcome({ kind: 'finished', result: result('completed') }, target, 3, sim).text,
+      'AccelOpt: the search for silu_kernel finished: best candidate 1.84× faster (simulated on trn1); 3 candidates in the AccelOpt view.',
+    );
+    assert.match(
+      describeOutcome({ kind: 'finished', result: result('budget', { bestSpeedup: 1.0 }) }, target, 1, sim).text,
+      /reached its budget: no faster kernel found; 1 candidate in/,
+    );
+    const error = describeOutcome({ kind: 'finished', result: result('error', { message: 'endpoint unreachable' }) }, target, 0, sim);
+    assert.equal(error.severity, 'error');
+    assert.match(error.text, /endpoint unreachable/);
+    assert.match(describeOutcome({ kind: 'cancelled', searchId: 's1', confirmed: true }, target, 2, sim).text, /stopped the search for silu_kernel; 2 candidates/);
+  });
+});
