@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 
+import pytest
 from lsp_editor import Editor, wait_until
 from lsprotocol import types
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 def cleared(editor: Editor, uri: str) -> bool:
@@ -124,3 +128,18 @@ async def test_optimize_code_action_is_resolved_lazily(editor: Editor):
 
     outside = await editor.code_actions(uri, editor.line_of(uri, "TILE_ROWS = 128"))
     assert not outside
+
+
+async def test_workspace_configuration_overrides_the_initialization_options(editor: Editor):
+    uri = editor.open("silu.py")
+    assert "simulated on trn1" in await editor.profiled_hover(uri, "silu_kernel")
+    editor.client.set_configuration({"hardware": "trn2"}, section="accelopt")
+    editor.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+
+    async def on_trn2() -> bool:
+        return "simulated on trn2" in await editor.profiled_hover(uri, "silu_kernel")
+
+    deadline = time.monotonic() + 60
+    while not await on_trn2():
+        assert time.monotonic() < deadline, "the new hardware setting never reached the profiles"
+        await asyncio.sleep(0.1)

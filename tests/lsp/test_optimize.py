@@ -12,6 +12,8 @@ from lsp_editor import Editor, wait_until
 from lsprotocol import types
 from pygls.exceptions import JsonRpcRequestCancelled
 
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
 
 def optimize_params(uri: str, token: str | None, **options: Any) -> dict[str, Any]:
     params: dict[str, Any] = {"uri": uri, "kernelName": "silu_kernel", "options": options}
@@ -52,8 +54,8 @@ async def test_search_streams_candidates_and_the_best_one_is_applied(editor: Edi
     )
     assert isinstance(reports[-1], types.WorkDoneProgressEnd)
 
-    assert editor.states[0]["state"] == "started"
-    assert editor.states[-1]["state"] == "finished"
+    states = [s["state"] for s in editor.states if s["searchId"] == search_id]
+    assert states[0] == "started" and states[-1] == "finished"
 
     streamed = [n for n in editor.candidates if n["searchId"] == search_id and n["candidates"]]
     assert streamed, "no candidates were streamed"
@@ -77,7 +79,7 @@ async def test_search_streams_candidates_and_the_best_one_is_applied(editor: Edi
     applied = await editor.command("accelopt.applyCandidate", search_id, best["id"])
     assert plain_applied(applied) is True
     assert editor.text(uri) == best["text"]
-    (edit_request,) = editor.applied
+    edit_request = editor.applied[-1]
     (document_edit,) = edit_request.edit.document_changes
     assert document_edit.text_document.version == 1
     assert len(document_edit.edits) < len(original.splitlines())  # minimal, not a whole-file rewrite
@@ -147,10 +149,11 @@ async def test_cancelling_the_progress_stops_the_search(editor: Editor):
 
 async def test_a_second_search_on_the_same_kernel_is_refused(editor: Editor):
     uri = editor.open("silu.py")
+    seen = len(editor.states)
     first = asyncio.create_task(editor.request("accelopt/optimize", optimize_params(uri, None)))
-    await wait_until(lambda: editor.states, what="search started")
+    await wait_until(lambda: len(editor.states) > seen, what="search started")
     with pytest.raises(Exception, match="already running"):
         await editor.request("accelopt/optimize", optimize_params(uri, None))
-    search_id = editor.states[0]["searchId"]
+    search_id = next(s["searchId"] for s in reversed(editor.states) if s["state"] == "started")
     await editor.request("accelopt/cancel", {"searchId": search_id})
     assert (await asyncio.wait_for(first, 60))["reason"] == "cancelled"
