@@ -1,21 +1,13 @@
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import sys
+from pathlib import Path
 
-import pytest
-from chat_server import ChatServer, Responder
+# Shared test helpers live beside the tests that introduced them: the loopback chat server and
+# scripted endpoint in tests/llm, the SiLU kernels in tests/search.
+for helper_dir in ("llm", "search"):
+    path = str(Path(__file__).resolve().parents[1] / helper_dir)
+    if path not in sys.path:
+        sys.path.insert(0, path)
 
-
-@pytest.fixture
-def chat_server() -> Iterator[Callable[[Responder], ChatServer]]:
-    """Start a scripted chat-completions server on loopback: `server = chat_server(responder)`."""
-    started: list[ChatServer] = []
-
-    def start(responder: Responder) -> ChatServer:
-        server = ChatServer(responder).start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
+from search_fixtures import *  # noqa: E402,F403

@@ -20,6 +20,9 @@ class PlanRequest(BaseModel):
     count: int = Field(12, description="how many independent plans to propose (N)")
     hardware: str = "trn1"
     seed: int = 0
+    proposal: int = Field(
+        0, ge=0, description="which of the N independent planner calls for this kernel (0-based)"
+    )
 
 
 class ExecuteRequest(BaseModel):

@@ -95,7 +95,7 @@ class LLMPlanner:
                 _ask(
                     self.client,
                     "planner",
-                    planner_messages(one, i + 1),
+                    planner_messages(one, request.proposal + i + 1),
                     tally,
                     lambda t: parse_plan(t, known),
                 )
@@ -121,7 +121,7 @@ class LLMExecutor:
             for i in range(max(request.samples, 1))
         ]
         kernels = await _ask_many(calls)
-        return ExecuteResult(kernels=kernels, **tally.fields(failed=not kernels))  # type: ignore[arg-type]
+        return ExecuteResult(kernels=kernels, **tally.fields(failed=bool(tally.errors)))  # type: ignore[arg-type]
 
     async def fix(self, request: FixRequest) -> ExecuteResult:
         tally = _Tally(self.client.config.role("fixer").model)

@@ -336,6 +336,7 @@ class _Search:
                     count=1,
                     hardware=self.config.hardware,
                     seed=seed,
+                    proposal=n,
                 ),
             )
             if planned.error or not planned.plans:
@@ -355,15 +356,23 @@ class _Search:
                 ),
             )
             notes = [*planned.notes, *written.notes]
-            if written.error or not written.kernels:
-                failure = self._new_candidate(parent, plan, parent.kernel, iteration=iteration)
-                self._fail(failure, f"executor: {written.error or 'no kernel in the reply'}", notes)
-                return [failure]
             kernels = written.kernels[: self.config.samples_per_plan]
+            # Samples the executor could not write (an LLM call failed) are recorded as failed
+            # candidates; an executor that simply has fewer variants to offer is not at fault.
+            missing = self.config.samples_per_plan - len(kernels) if written.error else 0
+            failures = [
+                self._new_candidate(parent, plan, parent.kernel, iteration=iteration) for _ in range(missing)
+            ]
+            for failure in failures:
+                self._fail(failure, f"executor: {written.error or 'no kernel in the reply'}", notes)
+            if not kernels and not failures:
+                failure = self._new_candidate(parent, plan, parent.kernel, iteration=iteration)
+                self._fail(failure, "executor: no kernel in the reply", notes)
+                return [failure]
             chains = await _gather_all(
                 [self._evaluate_and_fix(iteration, parent, plan, k, notes) for k in kernels]
             )
-            return [c for chain in chains for c in chain]
+            return failures + [c for chain in chains for c in chain]
         except _Stopped:
             return []
 
@@ -426,7 +435,7 @@ class _Search:
         self.spending.record(result)
         if result.prompt_tokens or result.completion_tokens or result.dollars:
             self._emit_cost()
-        failed = bool(result.error) or not _has_payload(result)
+        failed = not _has_payload(result)  # a partial result (some samples written) is progress
         self.agent_failures_in_a_row = self.agent_failures_in_a_row + 1 if failed else 0
         limit = self.config.max_consecutive_agent_failures
         if limit is not None and self.agent_failures_in_a_row >= limit:

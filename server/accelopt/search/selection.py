@@ -57,7 +57,10 @@ def rank(candidates: list[Candidate], limit: int) -> list[RankedCandidate]:
 
 
 def _fastest_unique(pool: list[Candidate]) -> list[Candidate]:
-    order = sorted(enumerate(pool), key=lambda item: (item[1].latency_ms, item[0]))
+    # Ties (the same kernel twice) go to the candidate that was evaluated, then to the earliest.
+    order = sorted(
+        enumerate(pool), key=lambda item: (item[1].latency_ms, item[1].duplicate_of is not None, item[0])
+    )
     seen: set[str] = set()
     result: list[Candidate] = []
     for _, candidate in order:

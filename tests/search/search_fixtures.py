@@ -1,0 +1,132 @@
+"""Fixtures for search tests: the loopback chat server, the real simulator backend, the SiLU
+task, LLM agents pointed at the server, and helpers to run a search and inspect processes."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+from chat_server import ChatServer, Responder
+from silu_variants import BASELINE
+
+from accelopt.agents.base import Agents
+from accelopt.agents.factory import aclose_agents
+from accelopt.agents.llm import llm_agents
+from accelopt.agents.llm_config import LLMConfig
+from accelopt.agents.pricing import Price
+from accelopt.profiling.backends import get_backend
+from accelopt.profiling.evaluation import KernelSource
+from accelopt.profiling.task import Task, task_for_kernel
+from accelopt.search.config import SearchConfig
+from accelopt.search.events import Finished, SearchEvent
+
+PRICE = Price(prompt_per_million=3.0, completion_per_million=15.0)
+
+
+@pytest.fixture
+def chat_server() -> Iterator[Callable[[Responder], ChatServer]]:
+    """Start a scripted chat-completions server on loopback: `server = chat_server(responder)`."""
+    started: list[ChatServer] = []
+
+    def start(responder: Responder) -> ChatServer:
+        server = ChatServer(responder).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+async def simulator() -> AsyncIterator[object]:
+    backend = get_backend("simulator", max_workers=2)
+    yield backend
+    await backend.aclose()
+
+
+@pytest.fixture
+def silu(tmp_path: Path) -> tuple[KernelSource, Task]:
+    path = tmp_path / "silu_test.py"
+    path.write_text(BASELINE)
+    kernel = KernelSource(text=BASELINE, name="silu_kernel", path=str(path))
+    return kernel, task_for_kernel(kernel)
+
+
+def llm_config(base_url: str, **overrides: object) -> LLMConfig:
+    values: dict[str, object] = dict(
+        base_url=base_url,
+        model="test-model",
+        timeout_s=1.0,
+        max_retries=2,
+        backoff_initial_s=0.01,
+        backoff_max_s=0.05,
+        prices={"test-model": PRICE},
+    )
+    values.update(overrides)
+    return LLMConfig(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def make_llm_agents() -> AsyncIterator[Callable[..., Agents]]:
+    made: list[Agents] = []
+
+    def make(base_url: str, **overrides: object) -> Agents:
+        agents = llm_agents(llm_config(base_url, **overrides))
+        made.append(agents)
+        return agents
+
+    yield make
+    for agents in made:
+        await aclose_agents(agents)
+
+
+def small_config(**overrides: object) -> SearchConfig:
+    values: dict[str, object] = dict(
+        beam_width=2,
+        plans_per_kernel=2,
+        samples_per_plan=2,
+        iterations=2,
+        fix_attempts=1,
+        seeds=2,
+        evaluation_timeout_s=60,
+        search_id="test",
+    )
+    values.update(overrides)
+    return SearchConfig(**values)  # type: ignore[arg-type]
+
+
+async def collect(stream: AsyncIterator[SearchEvent]) -> list[SearchEvent]:
+    return [event async for event in stream]
+
+
+def finished_of(events: list[SearchEvent]) -> Finished:
+    last = events[-1]
+    assert isinstance(last, Finished), f"the last event is {last.kind}, not finished"
+    assert sum(isinstance(e, Finished) for e in events) == 1
+    return last
+
+
+def descendants(pid: int | None = None) -> list[int]:
+    """Live (non-zombie) processes descended from `pid` (default: this process), from /proc."""
+    root = pid or os.getpid()
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            parents[int(entry.name)] = int(fields[1])
+    found: list[int] = []
+    frontier = [root]
+    while frontier:
+        current = frontier.pop()
+        kids = [p for p, parent in parents.items() if parent == current]
+        found.extend(kids)
+        frontier.extend(kids)
+    return found
