@@ -242,10 +242,10 @@ class _Guard:
     def _check_user_import(self, name: str, fromlist: Iterable[str], level: int, caller: FrameType) -> None:
         if level:
             raise self._refuse("relative imports are not allowed", caller)
-        if not module_allowed(name, self.policy):
+        if not module_allowed(name, self.policy, allow_private=True):
             raise self._refuse(f"import of '{name}' is not allowed", caller)
         for item in fromlist:
-            if item != "*" and (item.startswith("_") or not module_allowed(f"{name}.{item}", self.policy)):
+            if item != "*" and not module_allowed(f"{name}.{item}", self.policy, allow_private=True):
                 raise self._refuse(f"importing '{item}' from '{name}' is not allowed", caller)
 
 

@@ -213,6 +213,8 @@ class Sandbox:
     # --- reading the results ----------------------------------------------------------------
 
     def _collect(self, root: Path, returncode: int | None, wall: float) -> WorkerOutcome:
+        if returncode == -signal.SIGXCPU:
+            return WorkerOutcome("timeout", message="exceeded its CPU time limit", wall_time_s=wall)
         if returncode != 0:
             return WorkerOutcome("crashed", message=_crash_reason(returncode, root), wall_time_s=wall)
         try:
@@ -256,7 +258,6 @@ def _crash_reason(returncode: int | None, root: Path) -> str:
         names = {
             signal.SIGKILL: "killed (SIGKILL; out of memory?)",
             signal.SIGSEGV: "crashed with a segmentation fault",
-            signal.SIGXCPU: "exceeded its CPU time limit",
             signal.SIGABRT: "aborted",
             signal.SIGBUS: "crashed with a bus error",
         }

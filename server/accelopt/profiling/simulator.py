@@ -153,13 +153,14 @@ class SimulatorBackend:
         assert outcome.result is not None
         _check_inputs_untouched(outcome, [references[s].inputs for s in seeds], seeds)
 
+        trace = _parse_trace(outcome)
         max_error: float | None = None
         if check:
+            _check_no_input_writes(trace, seeds)
             max_error = await self._judge(
                 task, outcome, references, seeds, tolerance, is_baseline_itself, options
             )
 
-        trace = _parse_trace(outcome)
         work = task.work or cache.work
         if work is None and task.kind == "baseline" and is_baseline_itself:
             work = await asyncio.to_thread(_work_from_trace, trace)
@@ -429,6 +430,26 @@ def _check_inputs_untouched(outcome: WorkerOutcome, inputs: list[list[np.ndarray
                     seeds=seeds,
                 )
             )
+
+
+def _check_no_input_writes(trace: Trace | None, seeds: list[int]) -> None:
+    """A kernel that writes into an input tensor fails, whatever its outputs (the emulator
+    works on copies, so the check reads the trace rather than the arrays)."""
+    if trace is None:
+        return
+    inputs = {tid: info for tid, info in trace.tensors.items() if info.is_input}
+    for record in trace.records:
+        for region in record.writes:
+            if region.tensor_id in inputs:
+                raise _Failed(
+                    Evaluation(
+                        status="incorrect",
+                        message=f"the kernel writes into its input '{inputs[region.tensor_id].name}'; "
+                        "kernels must not modify their inputs",
+                        line=record.line,
+                        seeds=seeds,
+                    )
+                )
 
 
 def _parse_trace(outcome: WorkerOutcome) -> Trace | None:

@@ -209,7 +209,8 @@ def _run_kernel(job, runtime, runs_inputs, result, saved, np, arrays):
         )
         if trace is None:
             trace = run.trace
-        outputs, structure = _as_list(run.outputs)
+        outputs = list(run.outputs)
+        structure = "single" if getattr(run, "single", len(outputs) == 1) else "tuple"
         record = {
             "structure": structure,
             "groups": {},
