@@ -75,7 +75,7 @@ export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
     }),
     register(ClientCommands.showLog, () => deps.output.show()),
     register(ClientCommands.setApiKey, async () => {
-      const name = deps.readSettings().server.llm.apiKeyEnvVar;
+      const name = deps.readSettings().server.agents.apiKeyEnv;
       if (await deps.apiKeys.promptAndStore(name)) {
         void vscode.window.showInformationMessage(`AccelOpt: API key stored; the server now receives it as ${name}.`);
       }

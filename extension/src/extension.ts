@@ -59,7 +59,6 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const setServerState = (state: ServerState): void => {
     void vscode.commands.executeCommand('setContext', 'accelopt.serverState', state);
   };
-  setServerState('starting');
 
   context.subscriptions.push(
     output,

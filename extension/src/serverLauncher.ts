@@ -105,7 +105,7 @@ export class ServerLauncher implements vscode.Disposable {
     }
     output.appendLine(`[client] accelopt package: ${check.location}`);
 
-    const env = serverEnvironment(process.env, settings.server.llm.apiKeyEnvVar, await this.deps.storedApiKey());
+    const env = serverEnvironment(process.env, settings.server.agents.apiKeyEnv, await this.deps.storedApiKey());
     const client = new LanguageClient(
       'accelopt',
       'AccelOpt',

@@ -1,10 +1,11 @@
 /**
  * Settings (section `accelopt`) -> what the server and the launcher need.
  *
- * The server receives one object, `ServerConfiguration`, both as `initializationOptions` and as
- * the answer to `workspace/configuration` for section "accelopt" (the client's middleware
- * substitutes it), so the two paths never disagree. "0 means no limit" in the settings UI becomes
- * `null` on the wire. The API key is never a setting: only the *name* of the environment variable
+ * The server receives one object, `ServerConfiguration` (the server's `ServerSettings`), both as
+ * `initializationOptions` and as the answer to `workspace/configuration` for section "accelopt"
+ * (the client's middleware substitutes it), so the two paths never disagree. The settings UI is
+ * laid out for people (`accelopt.llm.*`, `accelopt.budget.*`); this module maps it to the wire.
+ * "0 means no limit" in the settings UI becomes `null` on the wire. The API key is never a setting: only the *name* of the environment variable
  * that carries it (see apiKey.ts).
  *
  * No `vscode` import: the reader is any object with `get`, which vscode.WorkspaceConfiguration is.
@@ -19,40 +20,39 @@ export interface ConfigurationReader {
 export type Backend = 'simulator' | 'neuron';
 export type Hardware = 'trn1' | 'trn2';
 export type AgentsKind = 'offline' | 'llm';
+export type InputSize = 'full' | 'small';
+export type AgentRole = 'planner' | 'executor' | 'fixer' | 'summarizer';
+export const AGENT_ROLES: readonly AgentRole[] = ['planner', 'executor', 'fixer', 'summarizer'];
 
-export interface ModelsPerRole {
-  planner: string | null;
-  executor: string | null;
-  summarizer: string | null;
-  fixer: string | null;
-}
-
-/** The wire form of the settings the server reads (camelCase, as the rest of the protocol). */
+/**
+ * The wire form of the server's settings: server/accelopt/lsp/config.py `ServerSettings`, field
+ * for field in camelCase. `null` leaves the server's default in place.
+ */
 export interface ServerConfiguration {
   backend: Backend;
   hardware: Hardware;
-  agents: AgentsKind;
-  llm: {
+  inputSize: InputSize;
+  agents: {
+    mode: AgentsKind;
     baseUrl: string | null;
-    apiKeyEnvVar: string;
-    models: ModelsPerRole;
+    /** The model every role uses unless `models` names another for it. */
+    model: string | null;
+    /** Only the roles the user set: the server's `models` holds strings, never null. */
+    models: Partial<Record<AgentRole, string>>;
+    apiKeyEnv: string;
   };
   search: {
     beamWidth: number;
-    plansPerKernel: number;
+    plansPerCandidate: number;
     samplesPerPlan: number;
     iterations: number;
     fixAttempts: number;
-  };
-  budget: {
-    maxDollars: number | null;
-    maxTokens: number | null;
+    budgetUsd: number | null;
     maxEvaluations: number | null;
-    maxWallTimeS: number | null;
+    wallTimeS: number | null;
   };
-  memory: {
-    path: string | null;
-  };
+  memoryPath: string | null;
+  maxCandidates: number;
 }
 
 export interface ClientSettings {
@@ -68,7 +68,18 @@ export const DEFAULT_API_KEY_ENV_VAR = 'OPENAI_API_KEY';
  * Setting keys (below `accelopt.`) that shape the server process or its configuration. The rest
  * (`editor.*`, `trace.*`) only the client reads, and changing them needs no restart.
  */
-const SERVER_KEYS = ['pythonPath', 'backend', 'hardware', 'agents', 'llm', 'search', 'budget', 'memory'];
+const SERVER_KEYS = [
+  'pythonPath',
+  'backend',
+  'hardware',
+  'inputSize',
+  'agents',
+  'llm',
+  'search',
+  'budget',
+  'memory',
+  'maxCandidates',
+];
 
 export interface PathContext {
   workspaceFolder: string | undefined;
@@ -114,40 +125,39 @@ export function apiKeyEnvVarName(value: unknown): string {
 export function readSettings(config: ConfigurationReader, paths: PathContext): ClientSettings {
   const pythonPath = text(config.get('pythonPath'));
   const memoryPath = text(config.get('memory.path'));
-  const model = (role: string): string | null => text(config.get(`llm.models.${role}`));
+  const models: Partial<Record<AgentRole, string>> = {};
+  for (const role of AGENT_ROLES) {
+    const model = text(config.get(`llm.models.${role}`));
+    if (model !== null) {
+      models[role] = model;
+    }
+  }
   return {
     pythonPath: pythonPath === null ? undefined : expandPath(pythonPath, paths),
     saveAfterAccept: config.get<boolean>('editor.saveAfterAccept') !== false,
     server: {
       backend: oneOf(config.get('backend'), ['simulator', 'neuron'] as const, 'simulator'),
       hardware: oneOf(config.get('hardware'), ['trn1', 'trn2'] as const, 'trn1'),
-      agents: oneOf(config.get('agents'), ['offline', 'llm'] as const, 'offline'),
-      llm: {
+      inputSize: oneOf(config.get('inputSize'), ['full', 'small'] as const, 'full'),
+      agents: {
+        mode: oneOf(config.get('agents'), ['offline', 'llm'] as const, 'offline'),
         baseUrl: text(config.get('llm.baseUrl')),
-        apiKeyEnvVar: apiKeyEnvVarName(config.get('llm.apiKeyEnvVar')),
-        models: {
-          planner: model('planner'),
-          executor: model('executor'),
-          summarizer: model('summarizer'),
-          fixer: model('fixer'),
-        },
+        model: text(config.get('llm.model')),
+        models,
+        apiKeyEnv: apiKeyEnvVarName(config.get('llm.apiKeyEnvVar')),
       },
       search: {
         beamWidth: positiveInt(config.get('search.beamWidth'), 6),
-        plansPerKernel: positiveInt(config.get('search.plansPerKernel'), 12),
+        plansPerCandidate: positiveInt(config.get('search.plansPerCandidate'), 12),
         samplesPerPlan: positiveInt(config.get('search.samplesPerPlan'), 2),
         iterations: positiveInt(config.get('search.iterations'), 16),
         fixAttempts: positiveInt(config.get('search.fixAttempts'), 2, 0),
-      },
-      budget: {
-        maxDollars: limit(config.get('budget.maxDollars')),
-        maxTokens: limit(config.get('budget.maxTokens')),
+        budgetUsd: limit(config.get('budget.maxDollars')),
         maxEvaluations: limit(config.get('budget.maxEvaluations')),
-        maxWallTimeS: limit(config.get('budget.maxWallTimeSeconds')),
+        wallTimeS: limit(config.get('budget.maxWallTimeSeconds')),
       },
-      memory: {
-        path: memoryPath === null ? null : expandPath(memoryPath, paths),
-      },
+      memoryPath: memoryPath === null ? null : expandPath(memoryPath, paths),
+      maxCandidates: positiveInt(config.get('maxCandidates'), 5),
     },
   };
 }
@@ -158,15 +168,16 @@ export function readSettings(config: ConfigurationReader, paths: PathContext): C
  * configuration).
  */
 export function toSearchOptions(server: ServerConfiguration): SearchOptions {
+  const { search } = server;
   return {
-    agents: server.agents,
-    beamWidth: server.search.beamWidth,
-    plansPerCandidate: server.search.plansPerKernel,
-    samplesPerPlan: server.search.samplesPerPlan,
-    iterations: server.search.iterations,
-    maxEvaluations: server.budget.maxEvaluations,
-    budgetUsd: server.budget.maxDollars,
-    wallTimeS: server.budget.maxWallTimeS,
+    agents: server.agents.mode,
+    beamWidth: search.beamWidth,
+    plansPerCandidate: search.plansPerCandidate,
+    samplesPerPlan: search.samplesPerPlan,
+    iterations: search.iterations,
+    maxEvaluations: search.maxEvaluations,
+    budgetUsd: search.budgetUsd,
+    wallTimeS: search.wallTimeS,
   };
 }
 

@@ -26,15 +26,20 @@ describe('settings', () => {
     assert.deepEqual(settings.server, {
       backend: 'simulator',
       hardware: 'trn1',
-      agents: 'offline',
-      llm: {
-        baseUrl: null,
-        apiKeyEnvVar: DEFAULT_API_KEY_ENV_VAR,
-        models: { planner: null, executor: null, summarizer: null, fixer: null },
+      inputSize: 'full',
+      agents: { mode: 'offline', baseUrl: null, model: null, models: {}, apiKeyEnv: DEFAULT_API_KEY_ENV_VAR },
+      search: {
+        beamWidth: 6,
+        plansPerCandidate: 12,
+        samplesPerPlan: 2,
+        iterations: 16,
+        fixAttempts: 2,
+        budgetUsd: null,
+        maxEvaluations: null,
+        wallTimeS: null,
       },
-      search: { beamWidth: 6, plansPerKernel: 12, samplesPerPlan: 2, iterations: 16, fixAttempts: 2 },
-      budget: { maxDollars: null, maxTokens: null, maxEvaluations: null, maxWallTimeS: null },
-      memory: { path: null },
+      memoryPath: null,
+      maxCandidates: 5,
     });
   });
 
@@ -47,8 +52,11 @@ describe('settings', () => {
         agents: 'llm',
         'llm.baseUrl': ' http://localhost:8000/v1 ',
         'llm.apiKeyEnvVar': 'VLLM_KEY',
+        'llm.model': 'gpt-oss-120b',
         'llm.models.planner': 'qwen3-coder',
         'llm.models.executor': '',
+        inputSize: 'small',
+        maxCandidates: 8,
         'search.beamWidth': 2,
         'search.iterations': 3,
         'search.fixAttempts': 0,
@@ -65,12 +73,26 @@ describe('settings', () => {
     const server = settings.server;
     assert.equal(server.backend, 'neuron');
     assert.equal(server.hardware, 'trn2');
-    assert.equal(server.llm.baseUrl, 'http://localhost:8000/v1');
-    assert.equal(server.llm.apiKeyEnvVar, 'VLLM_KEY');
-    assert.deepEqual(server.llm.models, { planner: 'qwen3-coder', executor: null, summarizer: null, fixer: null });
-    assert.deepEqual(server.search, { beamWidth: 2, plansPerKernel: 12, samplesPerPlan: 2, iterations: 3, fixAttempts: 0 });
-    assert.deepEqual(server.budget, { maxDollars: null, maxTokens: null, maxEvaluations: 40, maxWallTimeS: 90.5 });
-    assert.equal(server.memory.path, '/home/me/lessons.sqlite');
+    assert.equal(server.inputSize, 'small');
+    assert.equal(server.maxCandidates, 8);
+    assert.deepEqual(server.agents, {
+      mode: 'llm',
+      baseUrl: 'http://localhost:8000/v1',
+      model: 'gpt-oss-120b',
+      models: { planner: 'qwen3-coder' },
+      apiKeyEnv: 'VLLM_KEY',
+    });
+    assert.deepEqual(server.search, {
+      beamWidth: 2,
+      plansPerCandidate: 12,
+      samplesPerPlan: 2,
+      iterations: 3,
+      fixAttempts: 0,
+      budgetUsd: null,
+      maxEvaluations: 40,
+      wallTimeS: 90.5,
+    });
+    assert.equal(server.memoryPath, '/home/me/lessons.sqlite');
 
     assert.deepEqual(toSearchOptions(server), {
       agents: 'llm',
@@ -91,15 +113,15 @@ describe('settings', () => {
         'llm.apiKeyEnvVar': 'MY KEY=1',
         'search.beamWidth': 0,
         'search.samplesPerPlan': 1.5,
-        'budget.maxTokens': -3,
+        'budget.maxEvaluations': -3,
       }),
       paths,
     );
     assert.equal(server.backend, 'simulator');
-    assert.equal(server.llm.apiKeyEnvVar, DEFAULT_API_KEY_ENV_VAR, 'not a valid variable name');
+    assert.equal(server.agents.apiKeyEnv, DEFAULT_API_KEY_ENV_VAR, 'not a valid variable name');
     assert.equal(server.search.beamWidth, 6);
     assert.equal(server.search.samplesPerPlan, 2);
-    assert.equal(server.budget.maxTokens, null);
+    assert.equal(server.search.maxEvaluations, null);
   });
 
   it('expands ~, ${userHome} and ${workspaceFolder}, leaving the latter alone with no folder open', () => {

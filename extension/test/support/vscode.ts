@@ -118,6 +118,18 @@ export class TreeItem {
   ) {}
 }
 
+// Base classes vscode-languageclient extends when it loads; the unit tests never construct them.
+export class CallHierarchyItem {}
+export class CodeLens {}
+export class CompletionItem {}
+export class DocumentLink {}
+export class InlayHint {}
+export class SymbolInformation {}
+export class TypeHierarchyItem {}
+export class CodeAction {}
+export class Diagnostic {}
+export class CancellationError extends Error {}
+
 export enum ProgressLocation {
   SourceControl = 1,
   Window = 10,
@@ -167,6 +179,11 @@ export const mock = {
   inputBoxAnswer: undefined as string | undefined,
   quickPickAnswer: undefined as string | undefined,
   activeTextEditor: undefined as unknown,
+  treeViews: new Map<string, unknown>(),
+  outputs: new Map<string, string[]>(),
+  contentProviders: new Map<string, unknown>(),
+  configurationListeners: new EventEmitter<{ affectsConfiguration(section: string): boolean }>(),
+  workspaceFolders: [] as { uri: URI }[],
   reset(): void {
     this.messages = [];
     this.answers = [];
@@ -180,6 +197,11 @@ export const mock = {
     this.inputBoxAnswer = undefined;
     this.quickPickAnswer = undefined;
     this.activeTextEditor = undefined;
+    this.treeViews.clear();
+    this.outputs.clear();
+    this.contentProviders.clear();
+    this.configurationListeners = new EventEmitter();
+    this.workspaceFolders = [];
   },
 };
 
@@ -216,9 +238,21 @@ export const window = {
       record.done = true;
     }
   },
+  createTreeView(id: string, options: { treeDataProvider: unknown }) {
+    mock.treeViews.set(id, options.treeDataProvider);
+    return { description: undefined as string | undefined, dispose: () => mock.treeViews.delete(id) };
+  },
   createOutputChannel(name: string) {
     const lines: string[] = [];
-    return { name, lines, appendLine: (line: string) => lines.push(line), show: () => undefined, dispose: () => undefined };
+    mock.outputs.set(name, lines);
+    return {
+      name,
+      lines,
+      appendLine: (line: string) => lines.push(line),
+      append: (text: string) => lines.push(text),
+      show: () => undefined,
+      dispose: () => undefined,
+    };
   },
   async showInputBox(): Promise<string | undefined> {
     return mock.inputBoxAnswer;
@@ -240,6 +274,16 @@ export const commands = {
 };
 
 export const workspace = {
+  get workspaceFolders(): { uri: URI }[] {
+    return mock.workspaceFolders;
+  },
+  onDidChangeConfiguration(listener: (event: { affectsConfiguration(section: string): boolean }) => unknown): Disposable {
+    return mock.configurationListeners.event(listener);
+  },
+  registerTextDocumentContentProvider(scheme: string, provider: unknown): Disposable {
+    mock.contentProviders.set(scheme, provider);
+    return new Disposable(() => mock.contentProviders.delete(scheme));
+  },
   get textDocuments(): TextDocumentLike[] {
     return mock.textDocuments;
   },
