@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from accelopt.nki.dtypes import dname
 from accelopt.nki.errors import _EMULATOR_DIR, NkiError
 from accelopt.nki.trace import (
     Engine,
@@ -103,7 +104,7 @@ class KernelContext:
             tensor_id=tid,
             name=name,
             shape=tensor.shape,
-            dtype=tensor.dtype.name,
+            dtype=dname(tensor.dtype),
             memory=tensor.memory,
             line=line,
             block_dims=tensor.block_dims,

@@ -69,3 +69,14 @@ def compute_dtype(dtype: np.dtype) -> np.dtype:
 def nan_fill(dtype: np.dtype) -> Any:
     """What uninitialised memory reads as: NaN for floats (so an unwritten output is visible)."""
     return np.nan if is_float(dtype) else 0
+
+
+_NAMES: dict[np.dtype, str] = {}
+
+
+def dname(dtype: np.dtype) -> str:
+    """The dtype's name (cached: numpy computes `dtype.name` in Python, slowly)."""
+    name = _NAMES.get(dtype)
+    if name is None:
+        name = _NAMES[dtype] = dtype.name
+    return name

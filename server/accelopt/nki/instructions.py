@@ -13,6 +13,7 @@ import numpy as np
 
 from accelopt.nki import dtypes as dt
 from accelopt.nki.context import KernelContext, current
+from accelopt.nki.dtypes import dname
 from accelopt.nki.indexing import Predicate
 from accelopt.nki.tensor import PMAX, Buffer, Tensor, TileOps, View, check_bounds_under_mask, new_data
 from accelopt.nki.trace import Engine, Memory, Region
@@ -383,8 +384,8 @@ def elementwise(
         opcode,
         partitions,
         free,
-        main_view.tensor.dtype.name,
-        out_dtype.name,
+        dname(main_view.tensor.dtype),
+        dname(out_dtype),
         tuple(region_of(v, minfo) for v in views),
         (out_region(out, minfo),),
         main_view.tensor.memory,
@@ -461,9 +462,9 @@ def _retarget(ctx: KernelContext, dst: View, src: Tensor, line: int, accumulate:
         region = dst.region(ranges)
     else:
         region = dst.region()
-    record.writes = (region,)
+    record.writes = (region, *record.writes[1:])  # keep side outputs (e.g. reduce_res)
     record.dst_memory = dst.tensor.memory
-    record.out_dtype = dst.tensor.dtype.name
+    record.out_dtype = dname(dst.tensor.dtype)
     record.accumulate = accumulate
     ctx.note_write(dst.tensor, region, line, accumulate or exempt)
     ctx.forget_tensor(src)
@@ -520,8 +521,8 @@ def copy_into(
         opcode,
         partitions,
         free,
-        src.tensor.dtype.name,
-        dst.tensor.dtype.name,
+        dname(src.tensor.dtype),
+        dname(dst.tensor.dtype),
         reads,
         (region,),
         src.tensor.memory,
@@ -566,8 +567,8 @@ def fill_into(ctx: KernelContext, dst: View, value: float | int, line: int) -> N
         "memset",
         partitions,
         free,
-        dst.tensor.dtype.name,
-        dst.tensor.dtype.name,
+        dname(dst.tensor.dtype),
+        dname(dst.tensor.dtype),
         (),
         (region,),
         None,
@@ -652,8 +653,8 @@ def dma_copy(
         opcode,
         partitions,
         free,
-        src.tensor.dtype.name,
-        dst.tensor.dtype.name,
+        dname(src.tensor.dtype),
+        dname(dst.tensor.dtype),
         (region_of(src, mask),),
         (region,),
         src.tensor.memory,

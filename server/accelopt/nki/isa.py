@@ -12,6 +12,7 @@ from accelopt.nki import dtypes as _dt
 from accelopt.nki import language as _nl
 from accelopt.nki import ops as _ops
 from accelopt.nki.context import KernelContext, current
+from accelopt.nki.dtypes import dname
 from accelopt.nki.indexing import IndexExpr, Predicate
 from accelopt.nki.instructions import (
     SBUF,
@@ -143,8 +144,8 @@ def nc_transpose(data: Any, mask: Any = None, dtype: Any = None, engine: Any = N
             "transpose",
             p,
             f,
-            view.tensor.dtype.name,
-            out_dtype.name,
+            dname(view.tensor.dtype),
+            dname(out_dtype),
             (view.region(),),
             (out.full_region(),),
             view.tensor.memory,
@@ -554,8 +555,8 @@ def memset(
         "memset",
         p,
         f,
-        out_dtype.name,
-        out_dtype.name,
+        dname(out_dtype),
+        dname(out_dtype),
         (),
         (region_of(out.full_view(), minfo),),
         None,
@@ -589,8 +590,8 @@ def iota(expr: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
         "iota",
         p,
         f,
-        out_dtype.name,
-        out_dtype.name,
+        dname(out_dtype),
+        dname(out_dtype),
         (),
         (region_of(out.full_view(), minfo),),
         None,
@@ -676,8 +677,8 @@ def bn_stats(data: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor
         "bn_stats",
         p,
         f,
-        view.tensor.dtype.name,
-        out_dtype.name,
+        dname(view.tensor.dtype),
+        dname(out_dtype),
         (view.region(),),
         (out.full_region(),),
         view.tensor.memory,
@@ -716,8 +717,8 @@ def bn_aggr(data: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
         "bn_aggr",
         p,
         f,
-        view.tensor.dtype.name,
-        out_dtype.name,
+        dname(view.tensor.dtype),
+        dname(out_dtype),
         (view.region(),),
         (out.full_region(),),
         view.tensor.memory,

@@ -256,13 +256,12 @@ class Tensor(TileOps):
     def full_view(self) -> View:
         view = self._full
         if view is None:
-            view = View(
-                self,
-                self.shape,
-                (0,) * len(self.shape),
-                tuple((((d, 1),) if n > 1 else ()) for d, n in enumerate(self.shape)),
-                None,
-            )
+            shape = self.shape
+            layout = _FULL_LAYOUT.get(shape)
+            if layout is None:
+                terms = tuple((((d, 1),) if n > 1 else ()) for d, n in enumerate(shape))
+                layout = _FULL_LAYOUT[shape] = ((0,) * len(shape), terms, tuple((0, n) for n in shape))
+            view = View(self, shape, layout[0], layout[1], None, layout[2])
             self._full = view
         return view
 
@@ -290,7 +289,19 @@ class Tensor(TileOps):
 class View(TileOps):
     """An access pattern into a tensor (see the module docstring)."""
 
-    __slots__ = ("_np", "_region", "arrays", "assigned_at", "np_shape", "offsets", "shape", "tensor", "terms")
+    __slots__ = (
+        "_box",
+        "_np",
+        "_region",
+        "arrays",
+        "assigned_at",
+        "np_shape",
+        "offsets",
+        "oob",
+        "shape",
+        "tensor",
+        "terms",
+    )
 
     def __init__(
         self,
@@ -299,8 +310,10 @@ class View(TileOps):
         offsets: tuple[int, ...],
         terms: tuple[tuple[tuple[int, int], ...], ...],
         arrays: dict[int, np.ndarray] | None,
+        box: tuple[tuple[int, int], ...] | None = None,
     ) -> None:
         self.tensor = tensor
+        self._box = box
         self.shape = shape
         self.offsets = offsets
         self.terms = terms  # per tensor dim: ((view axis, coef), ...) over axes of size > 1
@@ -311,6 +324,9 @@ class View(TileOps):
         # trace length right after `view += x` wrote through this view (makes the implicit
         # `tensor[key] = view` that Python performs next a no-op)
         self.assigned_at = -1
+        # Reaches outside the tensor: legal only if every access through it is masked to the
+        # in-bounds part (checked when an instruction uses it).
+        self.oob = False
 
     @property
     def dtype(self) -> np.dtype:
@@ -331,6 +347,8 @@ class View(TileOps):
 
     def box(self, ranges: list[tuple[int, int]] | None = None) -> tuple[tuple[int, int], ...]:
         """Bounding box over the tensor's declared dims, optionally restricted to axis ranges."""
+        if ranges is None and self._box is not None:
+            return self._box
         shape = self.shape
         out = []
         arrays = self.arrays
@@ -354,16 +372,23 @@ class View(TileOps):
                     lo += coef * (a_hi - 1)
                     hi += coef * a_lo
             out.append((lo, hi + 1))
+        if ranges is None:
+            self._box = tuple(out)
         return tuple(out)
 
     def region(self, ranges: list[tuple[int, int]] | None = None) -> Region:
         if ranges is None:
             region = self._region
             if region is None:
+                if self.oob:
+                    _check_box(self, self.box())
                 region = Region(self.tensor.tid, self.box())
                 self._region = region
             return region
-        return Region(self.tensor.tid, self.box(ranges))
+        box = self.box(ranges)
+        if self.oob:
+            _check_box(self, box)
+        return Region(self.tensor.tid, box)
 
     def dims_on_axis(self, axis: int) -> list[int]:
         return [d for d, terms in enumerate(self.terms) if any(a == axis for a, _ in terms)]
@@ -371,6 +396,13 @@ class View(TileOps):
     def contiguous_run(self, partition_axis: int = 0) -> int:
         """Elements per contiguous chunk of the tensor's row-major memory that this view touches
         without crossing a partition of the tile on the other side of the DMA."""
+        key = (self.tensor.shape, self.terms, self.shape, partition_axis, self.arrays is None)
+        run = _RUN_CACHE.get(key)
+        if run is None:
+            run = _RUN_CACHE[key] = self._contiguous_run(partition_axis)
+        return run
+
+    def _contiguous_run(self, partition_axis: int) -> int:
         tshape = self.tensor.shape
         run = 1
         for d in range(len(tshape) - 1, -1, -1):
@@ -445,6 +477,8 @@ class View(TileOps):
         """The viewed elements in the tensor's dtype, shaped like the view."""
         data = self.tensor.data
         assert data is not None
+        if self.oob and not clip:
+            self.region()  # raises: an unmasked access outside the tensor
         if clip:
             return np.broadcast_to(data[self._fancy_index(clip=True)], self.shape)
         values = data[self._index()]
@@ -479,6 +513,8 @@ class View(TileOps):
                 selected = data[target].astype(np.float32) + selected
             data[target] = selected.astype(dtype, copy=False)
             return
+        if self.oob:
+            self.region()  # raises: an unmasked access outside the tensor
         idx = self._index()
         if self.np_shape != self.shape:
             values = values.reshape(self.np_shape) if values.ndim else values
@@ -498,6 +534,11 @@ class View(TileOps):
     def __setitem__(self, key: Any, value: Any) -> None:
         view = self if key is Ellipsis else make_view(self.tensor, self.shape, key, base=self)
         _instr().assign(view, value)
+
+
+_RUN_CACHE: dict[tuple[Any, ...], int] = {}
+# per shape: the offsets, terms and box of a whole-tensor view
+_FULL_LAYOUT: dict[tuple[int, ...], tuple[Any, Any, Any]] = {}
 
 
 def _prod(shape: tuple[int, ...]) -> int:
@@ -551,7 +592,9 @@ def make_view(tensor: Tensor, shape: tuple[int, ...], key: Any, base: View | Non
     if advanced:
         offsets, terms, arrays, vshape = _advanced(shape, key)
     else:
-        offsets, terms, vshape = _basic(shape, key)
+        offsets, terms, vshape, box = _basic(shape, key)
+        if base is None:
+            return View(tensor, vshape, offsets, terms, None, box)  # bounds checked while parsing
         arrays = None
     if base is not None:
         return _compose(base, offsets, terms, arrays, vshape)
@@ -561,8 +604,17 @@ def make_view(tensor: Tensor, shape: tuple[int, ...], key: Any, base: View | Non
 
 
 def _check_bounds(view: View) -> None:
+    """Mark a view reaching outside its tensor; instructions reject it unless masked in bounds."""
     tshape = view.tensor.shape
     for d, (lo, hi) in enumerate(view.box()):
+        if hi > lo and (lo < 0 or hi > tshape[d]):
+            view.oob = True
+            return
+
+
+def _check_box(view: View, box: tuple[tuple[int, int], ...]) -> None:
+    tshape = view.tensor.shape
+    for d, (lo, hi) in enumerate(box):
         if hi > lo and (lo < 0 or hi > tshape[d]):
             raise _error(
                 "err_tensor_access_out_of_bound",
@@ -572,14 +624,7 @@ def _check_bounds(view: View) -> None:
 
 
 def check_bounds_under_mask(view: View, ranges: list[tuple[int, int]]) -> None:
-    tshape = view.tensor.shape
-    for d, (lo, hi) in enumerate(view.box(ranges)):
-        if hi > lo and (lo < 0 or hi > tshape[d]):
-            raise _error(
-                "err_tensor_access_out_of_bound",
-                f"index [{lo}, {hi}) is out of bounds for dimension {d} of size {tshape[d]} "
-                f"(tensor shape {tshape})",
-            )
+    _check_box(view, view.box(ranges))
 
 
 def _basic(shape: tuple[int, ...], key: tuple[Any, ...]):
@@ -599,6 +644,7 @@ def _basic(shape: tuple[int, ...], key: tuple[Any, ...]):
     offsets: list[int] = []
     terms: list[tuple[tuple[int, int], ...]] = []
     vshape: list[int] = []
+    box: list[tuple[int, int]] = []
     for d, k in enumerate(expanded):
         size = shape[d]
         if isinstance(k, slice):
@@ -622,6 +668,7 @@ def _basic(shape: tuple[int, ...], key: tuple[Any, ...]):
             vshape.append(n)
             offsets.append(start)
             terms.append(((axis, step),) if n > 1 else ())
+            box.append((start, start + step * (n - 1) + 1) if n else (start, start))
         elif isinstance(k, _INT_TYPES):
             i = int(k)
             if i < 0:
@@ -633,11 +680,12 @@ def _basic(shape: tuple[int, ...], key: tuple[Any, ...]):
                 )
             offsets.append(i)
             terms.append(())
+            box.append((i, i + 1))
         elif k is None:
             raise _error("err_unsupported_indexing", "None (newaxis) is not supported in a tensor index")
         else:
             raise _error("err_unsupported_indexing", f"cannot index a tensor with {k!r}")
-    return tuple(offsets), tuple(terms), tuple(vshape)
+    return tuple(offsets), tuple(terms), tuple(vshape), tuple(box)
 
 
 def _advanced(shape: tuple[int, ...], key: tuple[Any, ...]):
