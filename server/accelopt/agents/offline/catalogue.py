@@ -1,0 +1,49 @@
+"""The catalogue of rewrites the offline agents choose from, by name."""
+
+from __future__ import annotations
+
+from accelopt.agents.offline.rewrites.affine_range import AffineRange
+from accelopt.agents.offline.rewrites.assign_engine import AssignEngine
+from accelopt.agents.offline.rewrites.base import Params, Rewrite, Site
+from accelopt.agents.offline.rewrites.errors import NotApplicable
+from accelopt.agents.offline.rewrites.fold_activation import FoldActivation
+from accelopt.agents.offline.rewrites.fuse_silu import FuseSilu
+from accelopt.agents.offline.rewrites.fuse_tensor_scalar import FuseTensorScalar
+from accelopt.agents.offline.rewrites.hoist_invariant import HoistInvariant
+from accelopt.agents.offline.rewrites.loop_interchange import LoopInterchange
+from accelopt.agents.offline.rewrites.preload_operand import PreloadOperand
+from accelopt.agents.offline.rewrites.remove_copy import RemoveCopy
+
+REWRITES: tuple[Rewrite, ...] = (
+    HoistInvariant(),
+    PreloadOperand(),
+    AffineRange(),
+    LoopInterchange(),
+    FuseSilu(),
+    FoldActivation(),
+    FuseTensorScalar(),
+    RemoveCopy(),
+    AssignEngine(),
+)
+_BY_NAME = {r.name: r for r in REWRITES}
+
+
+def get_rewrite(name: str | None) -> Rewrite:
+    if name is None or name not in _BY_NAME:
+        known = ", ".join(sorted(_BY_NAME))
+        raise NotApplicable(f"unknown rewrite {name!r} (the catalogue has: {known})")
+    return _BY_NAME[name]
+
+
+def all_sites(source: str, kernel_name: str) -> list[Site]:
+    """Every legal site of every rewrite, in catalogue order."""
+    found: list[Site] = []
+    for rewrite in REWRITES:
+        found.extend(rewrite.sites(source, kernel_name))
+    return found
+
+
+def title_for(site: Site, params: Params) -> str:
+    rewrite = _BY_NAME[site.rewrite]
+    custom = getattr(rewrite, "title_for", None)
+    return custom(site, params) if custom is not None else site.title

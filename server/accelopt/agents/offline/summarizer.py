@@ -1,0 +1,74 @@
+"""The offline summarizer: a lesson from what actually changed between the slow and the fast
+kernel (a unified-diff excerpt) and the speedup measured for it."""
+
+from __future__ import annotations
+
+import difflib
+
+from accelopt.agents.base import SummarizeRequest, SummarizeResult
+from accelopt.agents.offline.catalogue import get_rewrite
+from accelopt.agents.offline.rewrites.errors import NotApplicable
+from accelopt.profiling.profile import Profile
+from accelopt.search.candidate import Lesson
+
+SNIPPET_LINES = 12
+
+
+def changed_lines(slow: str, fast: str) -> tuple[str, str]:
+    """The removed and the added lines of the change (at most SNIPPET_LINES each)."""
+    before: list[str] = []
+    after: list[str] = []
+    for line in difflib.unified_diff(slow.splitlines(), fast.splitlines(), lineterm="", n=0):
+        if line.startswith(("---", "+++", "@@")):
+            continue
+        if line.startswith("-"):
+            before.append(line[1:])
+        elif line.startswith("+"):
+            after.append(line[1:])
+    return "\n".join(before[:SNIPPET_LINES]), "\n".join(after[:SNIPPET_LINES])
+
+
+def _profile_delta(slow: Profile | None, fast: Profile | None) -> str:
+    if slow is None or fast is None:
+        return ""
+    parts = [f"latency {slow.latency_ms:.4g} ms -> {fast.latency_ms:.4g} ms ({slow.label})"]
+    for label, field in (
+        ("Vector Engine busy", "vector_engine_active_time_percent"),
+        ("Scalar Engine busy", "scalar_engine_active_time_percent"),
+        ("Tensor Engine busy", "tensor_engine_active_time_percent"),
+        ("DMA busy", "dma_active_time_percent"),
+    ):
+        a, b = getattr(slow, field), getattr(fast, field)
+        if abs(a - b) >= 0.05:
+            parts.append(f"{label} {a:.0%} -> {b:.0%}")
+    if slow.hbm_read_bytes != fast.hbm_read_bytes:
+        parts.append(f"HBM reads {slow.hbm_read_bytes:,} -> {fast.hbm_read_bytes:,} bytes")
+    return "; ".join(parts)
+
+
+class OfflineSummarizer:
+    async def summarize(self, request: SummarizeRequest) -> SummarizeResult:
+        plan = request.plan
+        before, after = changed_lines(request.slow.text, request.fast.text)
+        if not before and not after:
+            return SummarizeResult(error="the two kernels are identical: nothing to learn")
+        positive = request.speedup > 1.0
+        verdict = f"{request.speedup:.2f}x faster" if positive else f"{1 / request.speedup:.2f}x slower"
+        try:
+            what = get_rewrite(plan.rewrite).summary if plan.rewrite else plan.title
+        except NotApplicable:
+            what = plan.title
+        delta = _profile_delta(request.slow_profile, request.fast_profile)
+        text = f"rewrite={plan.rewrite or 'unknown'}: {what}. Applied as: {plan.title}. Result: {verdict}" + (
+            f" ({delta})." if delta else "."
+        )
+        if not positive:
+            text += " Avoid this change on similar kernels."
+        lesson = Lesson(
+            title=f"{plan.title} ({verdict})",
+            plan=text,
+            before=before,
+            after=after,
+            positive=positive,
+        )
+        return SummarizeResult(lesson=lesson)
