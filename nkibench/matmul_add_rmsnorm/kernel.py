@@ -33,7 +33,6 @@ def matmul_add_rmsnorm_kernel(x_t, w, residual, gamma):
     h = nl.ndarray((m_size // 128, n_size // 512, nl.par_dim(128), 512), dtype=np.float32, buffer=nl.sbuf)
     h_sq = nl.ndarray((m_size // 128, n_size // 512, nl.par_dim(128), 512), dtype=np.float32, buffer=nl.sbuf)
     part_sq = nl.ndarray((m_size // 128, n_size // 512, nl.par_dim(128), 1), dtype=np.float32, buffer=nl.sbuf)
-    sum_sq = nl.zeros((m_size // 128, nl.par_dim(128), 1), dtype=np.float32, buffer=nl.sbuf)
     inv_rms = nl.ndarray((m_size // 128, nl.par_dim(128), 1), dtype=np.float32, buffer=nl.sbuf)
     scaled = nl.ndarray(
         (m_size // 128, n_size // 512, nl.par_dim(128), 512), dtype=np.float32, buffer=nl.sbuf
@@ -50,6 +49,7 @@ def matmul_add_rmsnorm_kernel(x_t, w, residual, gamma):
     ].broadcast_to((128, n_size))
 
     for i0 in nl.affine_range(m_size // 128):
+        sum_sq = nl.zeros((nl.par_dim(128), 1), dtype=np.float32, buffer=nl.sbuf)
         for i1 in nl.affine_range(n_size // 512):
             acc = nl.zeros((nl.par_dim(128), 512), dtype=np.float32, buffer=nl.psum, lazy_initialization=True)
             for i2 in nl.affine_range(k_size // 128):
@@ -81,7 +81,7 @@ def matmul_add_rmsnorm_kernel(x_t, w, residual, gamma):
                 axis=(1,),
                 keepdims=True,
             )
-            sum_sq[i0, nl.arange(128)[:, None], nl.arange(1)[None, :]] = nl.loop_reduce(
+            sum_sq = nl.loop_reduce(
                 part_sq[i0, i1, nl.arange(128)[:, None], nl.arange(1)[None, :]],
                 op=np.add,
                 loop_indices=[i1],
@@ -91,7 +91,7 @@ def matmul_add_rmsnorm_kernel(x_t, w, residual, gamma):
         inv_rms[i0, nl.arange(128)[:, None], nl.arange(1)[None, :]] = nisa.activation(
             op=nl.rsqrt,
             data=nisa.tensor_scalar(
-                data=sum_sq[i0, nl.arange(128)[:, None], nl.arange(1)[None, :]],
+                data=sum_sq[nl.arange(128)[:, None], nl.arange(1)[None, :]],
                 op0=np.multiply,
                 operand0=np.dtype(np.float32).type(1.0 / n_size),
                 op1=np.add,

@@ -267,6 +267,8 @@ def render_table(report: BenchReport) -> None:
             status,
         )
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=120)  # a file or pipe: room for the whole table on one line per task
     console.print(table)
     console.print(f"suite profiled in {report.wall_time_s:.1f} s with {report.jobs} job(s)")
 

@@ -25,6 +25,7 @@ import asyncio
 import glob
 import json
 import os
+import secrets
 import shutil
 import statistics
 import subprocess
@@ -153,11 +154,14 @@ class NeuronBackend:
         # One kernel per NeuronCore at a time unless the caller has more cores to give.
         self._gate = asyncio.Semaphore(max_workers)
         self._live: set[asyncio.subprocess.Process] = set()
+        # Seeds are secret and kept per task, as in the simulator: a kernel cannot know its
+        # inputs in advance, and every candidate of a task is judged on the same ones.
+        self._seed_pools: dict[str, list[int]] = {}
         check_available(python, device_glob, profiler, self._env)
 
     async def evaluate(self, kernel: KernelSource, task: Task, options: EvaluationOptions) -> Evaluation:
         started = time.perf_counter()
-        seeds = list(range(options.seeds))
+        seeds = self._seeds(task, options.seeds if options.check_correctness else 1)
         job = NeuronJob(
             kernel=kernel,
             task=task,
@@ -186,6 +190,12 @@ class NeuronBackend:
                 evaluation.message = f"neuron-profile summary could not be read: {exc}"
         evaluation.wall_time_s = time.perf_counter() - started
         return evaluation
+
+    def _seeds(self, task: Task, count: int) -> list[int]:
+        pool = self._seed_pools.setdefault(task.key(), [])
+        while len(pool) < count:
+            pool.append(secrets.randbelow(2**31))
+        return pool[:count]
 
     async def _run_worker(self, job: NeuronJob, timeout_s: float) -> NeuronResult:
         if self._workdir is not None:

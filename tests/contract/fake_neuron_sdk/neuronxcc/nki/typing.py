@@ -1,0 +1,6 @@
+"""FAKE `neuronxcc.nki.typing`: AccelOpt's emulator module under the SDK's name (contract tests only)."""
+
+import importlib
+import sys
+
+sys.modules[__name__] = importlib.import_module("accelopt.nki.typing")

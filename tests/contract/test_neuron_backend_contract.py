@@ -1,0 +1,140 @@
+"""Contract tests of the `neuron` backend against a FAKE Neuron SDK (tests/contract/fake_neuron_sdk).
+
+Trainium and the Neuron SDK cannot exist here. The fake reproduces only the documented interfaces
+the backend relies on (NKI_NOTES §8): `nki.baremetal(kernel, save_neff_name=, save_trace_name=,
+additional_compile_opt=)` and `neuron-profile view --output-format summary-json -n X.neff -s X.ntff`
+printing one top-level key whose value is the flat metric dict with `total_time` in seconds.
+The backend itself, its worker subprocess and the task code are the real ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from pathlib import Path
+
+import pytest
+
+from accelopt.profiling.backend import EvaluationOptions
+from accelopt.profiling.evaluation import KernelSource
+from accelopt.profiling.neuron import COMPILE_OPTIONS, NeuronBackend, NeuronUnavailable
+from accelopt.profiling.task import task_for_kernel
+
+pytestmark = pytest.mark.contract
+
+FAKE_SDK = Path(__file__).resolve().parent / "fake_neuron_sdk"
+EXAMPLES = Path(__file__).resolve().parents[2] / "kernels_examples"
+
+
+@pytest.fixture
+def fake_host(tmp_path):
+    """An environment in which the fake SDK is importable, the fake profiler is on PATH and a
+    stand-in device file exists; returns (env, device_glob, log path)."""
+    device = tmp_path / "neuron0"
+    device.write_text("")
+    log = tmp_path / "calls.jsonl"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(FAKE_SDK), env.get("PYTHONPATH", "")) if p)
+    env["PATH"] = os.pathsep.join((str(FAKE_SDK / "bin"), env.get("PATH", "")))
+    env["FAKE_NEURON_LOG"] = str(log)
+    env["FAKE_NEURON_STATE"] = str(tmp_path / "times.counter")
+    env["OPENBLAS_NUM_THREADS"] = "1"  # the emulator behind the fake: no BLAS threads fighting on 2 cores
+    return env, str(tmp_path / "neuron*"), log
+
+
+def _silu(text_edit=None):
+    path = EXAMPLES / "silu.py"
+    text = path.read_text()
+    if text_edit is not None:
+        text = text_edit(text)
+    kernel = KernelSource(text=text, name="silu_kernel", path=str(path))
+    return kernel, task_for_kernel(kernel, size="small")
+
+
+def _calls(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+async def test_measures_with_the_documented_toolchain_interface(fake_host, tmp_path):
+    env, devices, log = fake_host
+    # 10 measured runs within 1% of each other (the 2 warm-ups write no trace, so consume none)
+    times = [10e-6 * (1 + 0.0008 * i) for i in range(10)]
+    env["FAKE_NEURON_TIMES"] = ",".join(f"{t:.9g}" for t in times)
+    backend = NeuronBackend(env=env, device_glob=devices, workdir=tmp_path / "jobs")
+    kernel, task = _silu()
+    evaluation = await backend.evaluate(kernel, task, EvaluationOptions(seeds=2, check_correctness=True))
+    await backend.aclose()
+
+    assert evaluation.status == "ok", evaluation.message
+    assert evaluation.max_error is not None and evaluation.max_error <= 2e-5
+    profile = evaluation.profile
+    assert profile is not None and profile.backend == "neuron" and profile.label == "measured on trn1"
+    assert profile.latency_ms == pytest.approx(statistics.median(times) * 1e3)
+    # roofline from the task's work() (silu 256 x 1024: 8 bytes per element at 440.2 GB/s)
+    assert profile.work.hbm_bytes == 8 * 256 * 1024
+    assert profile.bound == "hbm"
+    assert profile.percent_of_peak == pytest.approx(profile.peak_latency_ms / profile.latency_ms)
+    assert profile.hbm_read_bytes == 256 * 1024 * 4 and profile.hbm_write_bytes == 256 * 1024 * 4
+
+    calls = _calls(log)
+    assert all(c["additional_compile_opt"] == COMPILE_OPTIONS for c in calls)
+    assert all(c["NEURON_CC_FLAGS"] == "--auto-cast=none" and c["NEURON_RT_NUM_CORES"] == "1" for c in calls)
+    checks, warmups, measured = calls[:2], calls[2:4], calls[4:]
+    assert all(c["save_trace_name"] is None for c in checks + warmups)
+    assert all(c["save_neff_name"] for c in warmups)
+    assert len(measured) == 10
+    for c in measured:
+        assert c["save_neff_name"].endswith(".neff") and c["save_trace_name"].endswith(".ntff")
+        assert Path(c["save_neff_name"]).stem == Path(c["save_trace_name"]).stem
+
+
+async def test_remeasures_while_the_spread_exceeds_one_percent(fake_host):
+    env, devices, log = fake_host
+    noisy = [100e-6, 105e-6] + [101e-6] * 8  # 5% spread: measured again
+    steady = [90e-6 + 0.05e-6 * i for i in range(10)]  # 0.5% spread: accepted
+    env["FAKE_NEURON_TIMES"] = ",".join(f"{t:.9g}" for t in noisy + steady)
+    backend = NeuronBackend(env=env, device_glob=devices)
+    kernel, task = _silu()
+    evaluation = await backend.evaluate(kernel, task, EvaluationOptions(check_correctness=False))
+    await backend.aclose()
+
+    assert evaluation.status == "ok", evaluation.message
+    assert evaluation.profile.latency_ms == pytest.approx(statistics.median(steady) * 1e3)
+    assert sum(1 for c in _calls(log) if c["save_trace_name"]) == 20
+
+
+async def test_wrong_kernel_is_incorrect_on_hardware_too(fake_host):
+    env, devices, _ = fake_host
+    backend = NeuronBackend(env=env, device_glob=devices)
+    kernel, task = _silu(lambda text: text.replace("nl.multiply(tile, gate)", "nl.add(tile, gate)"))
+    evaluation = await backend.evaluate(kernel, task, EvaluationOptions(seeds=2))
+    await backend.aclose()
+    assert evaluation.status == "incorrect"
+    assert "exceeds tolerance" in evaluation.message and evaluation.profile is None
+
+
+async def test_kernel_fault_reports_the_kernel_line(fake_host):
+    env, devices, _ = fake_host
+    backend = NeuronBackend(env=env, device_glob=devices)
+    kernel, task = _silu(
+        lambda text: text.replace("gate = nl.sigmoid(tile)", "gate = nl.sigmoid(undefined_tile)")
+    )
+    evaluation = await backend.evaluate(kernel, task, EvaluationOptions(seeds=1))
+    await backend.aclose()
+    assert evaluation.status == "runtime_error"
+    assert "undefined_tile" in evaluation.message
+    assert (
+        evaluation.line == kernel.text.splitlines().index("            gate = nl.sigmoid(undefined_tile)") + 1
+    )
+
+
+def test_fails_fast_without_the_sdk_a_device_or_the_profiler(fake_host, tmp_path):
+    env, devices, _ = fake_host
+    without_sdk = {**env, "PYTHONPATH": ""}
+    with pytest.raises(NeuronUnavailable, match=r"import neuronxcc\.nki"):
+        NeuronBackend(env=without_sdk, device_glob=devices)
+    with pytest.raises(NeuronUnavailable, match=r"no Neuron device"):
+        NeuronBackend(env=env, device_glob=str(tmp_path / "absent*"))
+    with pytest.raises(NeuronUnavailable, match=r"neuron-profile"):
+        NeuronBackend(env={**env, "PATH": "/nonexistent"}, device_glob=devices)
