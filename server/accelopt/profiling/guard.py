@@ -131,6 +131,8 @@ _DENIED_FROM_UNTRUSTED = frozenset(
         "sys._getframe",
         "sys._current_frames",
         "object.__getattr__",
+        "object.__setattr__",
+        "object.__delattr__",
         "marshal.loads",
         "marshal.load",
         "pickle.find_class",
@@ -283,6 +285,41 @@ def install(
 def add_user_file(filename: str) -> None:
     """Mark another source file as untrusted (e.g. the reference module loaded after install)."""
     _GUARD.user_files = _GUARD.user_files | {filename}
+
+
+def namespace_snapshot(module_names: Iterable[str]) -> dict[tuple[str, str], int]:
+    """Identity of every function, class and module bound in the given modules' namespaces.
+
+    Module attribute assignment raises no audit event, so monkey-patching numpy or the emulator
+    (`nl.multiply = ...`, to skip recording instructions) is caught by comparing snapshots taken
+    before and after the untrusted code ran."""
+    import types
+
+    kinds = (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type)
+    snapshot: dict[tuple[str, str], int] = {}
+    for name in module_names:
+        module = sys.modules.get(name)
+        if module is None:
+            continue
+        for attr, value in vars(module).items():
+            if isinstance(value, kinds) or callable(value):
+                snapshot[(name, attr)] = id(value)
+            # The emulator's own classes (Tensor operators, ...) are as patchable as its functions.
+            if isinstance(value, type) and value.__module__ == name and name.startswith("accelopt."):
+                for member, bound in vars(value).items():
+                    snapshot[(name, f"{attr}.{member}")] = id(bound)
+    return snapshot
+
+
+def check_unpatched(before: dict[tuple[str, str], int], module_names: Iterable[str]) -> None:
+    """Record a violation if any snapshotted binding was replaced or removed."""
+    after = namespace_snapshot(module_names)
+    changed = [key for key, ident in before.items() if after.get(key) != ident]
+    # New bindings count too, on the emulator's side (numpy adds lazily loaded submodules itself).
+    changed += [key for key in after if key not in before and key[0].startswith("accelopt.")]
+    if changed and _GUARD.violation is None:
+        module, attr = changed[0]
+        _GUARD.violation = RecordedViolation(f"'{module}.{attr}' was modified (monkey-patching)", None, None)
 
 
 def violation() -> RecordedViolation | None:

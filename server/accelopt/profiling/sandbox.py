@@ -86,8 +86,10 @@ class Sandbox:
         isolate_network: bool = True,
         drop_privileges: bool = True,
         python: str = sys.executable,
+        work_root: str | Path | None = None,
     ) -> None:
         self.limits = limits or ResourceLimits()
+        self.work_root = str(work_root) if work_root is not None else None
         self.isolate_network = isolate_network
         self.python = python
         # As root, run workers as `nobody`, if `nobody` can run this interpreter at all (it cannot
@@ -105,7 +107,7 @@ class Sandbox:
     ) -> JobFiles:
         """Write `job.json`, the input arrays (`in/<name>.npy`) and an optional bundle of arrays
         (`in/outputs.npz`, already in transport form) into a fresh directory."""
-        root = Path(tempfile.mkdtemp(prefix="accelopt-job-"))
+        root = Path(tempfile.mkdtemp(prefix="accelopt-job-", dir=self.work_root))
         (root / "in").mkdir()
         (root / "out").mkdir()
         (root / "work").mkdir()

@@ -83,11 +83,12 @@ class SimulatorBackend:
         isolate_network: bool = True,
         fresh_seeds: bool = False,
         cached_tasks: int = 4,
+        work_root: str | None = None,
     ) -> None:
         """`fresh_seeds=True` draws new secret seeds for every evaluation (one extra reference
         run each time); by default the seeds are drawn once per task and kept secret in this
         process, so every candidate of a search is judged on the same unpredictable inputs."""
-        self.sandbox = Sandbox(limits, isolate_network=isolate_network)
+        self.sandbox = Sandbox(limits, isolate_network=isolate_network, work_root=work_root)
         self.fresh_seeds = fresh_seeds
         self._slots = asyncio.Semaphore(max_workers)
         self._tasks: OrderedDict[str, _TaskCache] = OrderedDict()

@@ -71,6 +71,10 @@ def main(job_dir: str) -> int:
     resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
     probe = _probe(job_dir) if job["mode"] == "probe" else None
     source_path = job["source_path"]
+    watched = [
+        m for m in sys.modules if m in ("numpy", "math") or m.startswith(("accelopt.nki", "numpy.random"))
+    ]
+    namespaces = guard.namespace_snapshot(watched)
     guard.install(
         policy=job["policy"],
         user_files=[source_path],
@@ -93,6 +97,7 @@ def main(job_dir: str) -> int:
     except BaseException as exc:  # everything the untrusted code does is a result, not a crash
         result["failure"] = _describe_failure(exc, source_path)
     result["seconds"] = time.perf_counter() - started
+    guard.check_unpatched(namespaces, watched)
 
     recorded = guard.violation()
     if recorded is not None:  # wins even when the untrusted code swallowed the exception
