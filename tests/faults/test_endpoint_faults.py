@@ -5,12 +5,14 @@ client, real loopback server (or a port with nothing listening), real simulator.
 from __future__ import annotations
 
 import json
+import re
 import socket
+import threading
+from collections import Counter
 
-import pytest
 from chat_server import ChatRequest, Reply
-from scripted_endpoint import WIDEN, ScriptedEndpoint, code, lesson_reply
-from search_fixtures import collect, descendants, finished_of, small_config
+from scripted_endpoint import ScriptedEndpoint, code, lesson_reply, proposal
+from search_fixtures import collect, finished_of, small_config, survivors
 from silu_variants import WIDE
 
 from accelopt.search.beam import run_search
@@ -19,21 +21,8 @@ from accelopt.search.events import CandidateEvent
 TRUNCATED = b'{"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assis'
 
 
-def normal(role: str, request: ChatRequest) -> Reply:
-    if role == "planner":
-        return Reply(content=json.dumps(WIDEN))
-    if role in ("executor", "fixer"):
-        return code(WIDE)
-    return lesson_reply()
-
-
-def faulty_executor(fault: Reply, *, times: int):
-    """The first `times` executor calls get `fault`, later ones a normal reply."""
-    return ScriptedEndpoint(normal, faults={("executor", n): fault for n in range(1, times + 1)})
-
-
 FAULTS = {
-    # fault reply, how many executor calls get it, what the candidate's record must say, recovers?
+    # fault reply, how many of its plan's executor calls get it, what the record says, recovers?
     "rate_limit_burst": (Reply(status=429, body={"error": {"message": "too many requests"}}), 2, "429", True),
     "server_error_burst": (Reply(status=502, body=b"<html>bad gateway</html>"), 3, "502", False),
     "slow_past_timeout": (Reply(content="late", delay_s=0.8), 3, "timed out", False),
@@ -48,34 +37,62 @@ FAULTS = {
     "enormous_reply": (Reply(content="x = 1\n" * 400_000), 3, "exceeds", False),
     "dropped_connection": (Reply(drop_connection=True), 1, "cannot reach", True),
 }
+NAMES = list(FAULTS)
 
 
-@pytest.mark.parametrize("name", list(FAULTS))
-async def test_endpoint_fault_is_recorded_and_the_search_finishes(
-    name, chat_server, simulator, silu, make_llm_agents
+class FaultPerPlan:
+    """Planner call n proposes 'plan for <fault n>'; the executor calls for that plan get the
+    fault the first `times` times, then the wide kernel."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.calls: Counter[str] = Counter()
+
+    def __call__(self, role: str, request: ChatRequest) -> Reply:
+        if role == "planner":
+            name = NAMES[proposal(request) - 1]
+            return Reply(content=json.dumps({"title": f"plan for {name}", "description": "widen the tiles"}))
+        if role == "executor":
+            name = re.search(r"Plan: plan for (\w+)", request.user).group(1)
+            fault, times, _, _ = FAULTS[name]
+            with self.lock:
+                self.calls[name] += 1
+                hit = self.calls[name] <= times
+            return fault if hit else code(WIDE)
+        return lesson_reply()
+
+
+async def test_every_endpoint_fault_is_recorded_and_the_search_finishes(
+    chat_server, simulator, silu, make_llm_agents
 ):
-    fault, times, record, recovers = FAULTS[name]
-    server = chat_server(faulty_executor(fault, times=times))
+    server = chat_server(ScriptedEndpoint(FaultPerPlan()))
     kernel, task = silu
     agents = make_llm_agents(server.base_url, timeout_s=0.5, max_retries=2, max_reply_chars=100_000)
-    config = small_config(iterations=1, plans_per_kernel=1, samples_per_plan=1, fix_attempts=0)
+    config = small_config(iterations=1, plans_per_kernel=len(FAULTS), samples_per_plan=1, fix_attempts=0)
 
     events = await collect(run_search(kernel, task, agents, simulator, config))
 
     finished = finished_of(events)
     assert finished.reason == "completed"
     candidates = [e.candidate for e in events if isinstance(e, CandidateEvent)]
-    assert len(candidates) == 1
-    candidate = candidates[0]
-    assert any(record in note for note in candidate.agent_notes), candidate.agent_notes
-    if recovers:
-        assert candidate.status == "ok" and candidate.speedup is not None and candidate.speedup > 1
-        assert finished.ranked[0].candidate.id == candidate.id
-    else:
-        assert candidate.status == "agent_error" and record in candidate.message
-        assert "giving up after 3 attempts" in candidate.agent_notes[-1]
-        assert [r.candidate.id for r in finished.ranked] == ["c0"]  # the baseline still ranks
-    assert descendants() == []
+    assert len(candidates) == len(FAULTS)
+    by_fault = {c.plan.title.removeprefix("plan for "): c for c in candidates if c.plan}
+    assert set(by_fault) == set(FAULTS)
+    for name, (_, _, record, recovers) in FAULTS.items():
+        candidate = by_fault[name]
+        assert any(record in note for note in candidate.agent_notes), (name, candidate.agent_notes)
+        if recovers:
+            assert candidate.status == "ok" and candidate.speedup is not None and candidate.speedup > 1, name
+        else:
+            assert candidate.status == "agent_error" and record in candidate.message, (
+                name,
+                candidate.message,
+            )
+            assert "giving up after 3 attempts" in candidate.agent_notes[-1], name
+    ranked = {r.candidate.kernel.normalized_hash() for r in finished.ranked}
+    assert ranked == {kernel.normalized_hash(), by_fault["truncated_json"].kernel.normalized_hash()}
+    assert finished.evaluations == 2  # the baseline and the wide kernel, once for all recovered plans
+    assert survivors() == []
 
 
 def closed_port() -> int:

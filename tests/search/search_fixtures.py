@@ -4,6 +4,7 @@ task, LLM agents pointed at the server, and helpers to run a search and inspect 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -130,3 +131,12 @@ def descendants(pid: int | None = None) -> list[int]:
         found.extend(kids)
         frontier.extend(kids)
     return found
+
+
+def survivors(grace_s: float = 0.5) -> list[int]:
+    """Descendants still alive after `grace_s`: a killed process needs a moment to disappear
+    (SIGKILL is delivered asynchronously), a surviving one stays."""
+    deadline = time.monotonic() + grace_s
+    while (alive := descendants()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return alive

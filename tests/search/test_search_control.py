@@ -11,7 +11,7 @@ import threading
 import pytest
 from chat_server import ChatRequest, Reply
 from scripted_endpoint import WIDEN, ScriptedEndpoint, code, lesson_reply
-from search_fixtures import PRICE, collect, descendants, finished_of, small_config
+from search_fixtures import PRICE, collect, descendants, finished_of, small_config, survivors
 from silu_variants import MEDIUM, WIDE, silu
 
 from accelopt.search.beam import run_search
@@ -83,7 +83,7 @@ async def test_cancel_event_mid_iteration_kills_workers_and_keeps_the_ranking(
                 cancel.set()
     assert cancel.is_set(), "no evaluation was in flight when a candidate arrived"
     assert workers_at_cancel
-    assert descendants() == []  # every worker of the in-flight evaluations was killed
+    assert survivors() == []  # every worker of the in-flight evaluations was killed
     finished = finished_of(events)
     assert finished.reason == "cancelled"
     ranked = check_ranking(finished)
@@ -112,7 +112,7 @@ async def test_cancelling_the_consuming_task_still_hands_back_the_ranking(
     consumer.cancel()
     with pytest.raises(asyncio.CancelledError):
         await consumer
-    assert descendants() == []
+    assert survivors() == []
     finished = finished_of(events)
     assert finished.reason == "cancelled"
     assert check_ranking(finished)
@@ -164,7 +164,7 @@ async def test_wall_time_budget_cancels_slow_calls(chat_server, simulator, silu,
     finished = finished_of(events)
     assert finished.reason == "budget" and "wall-time" in finished.message
     assert elapsed < 6.0
-    assert descendants() == []
+    assert survivors() == []
     assert [r.candidate.id for r in finished.ranked] == ["c0"]  # only the baseline was evaluated
 
 

@@ -211,8 +211,7 @@ class _Search:
         cfg = self.config
         baseline = self._new_candidate(None, None, self.kernel, iteration=0)
         self.baseline = baseline
-        self.spending.evaluations += 1  # the baseline always runs, whatever the budget
-        evaluation = await self._run_backend(baseline.kernel)
+        evaluation = await self._run_backend(baseline.kernel, budgeted=False)  # runs whatever the budget
         self._apply(baseline, evaluation)
         baseline.speedup = 1.0 if baseline.status == "ok" else None
         self._remember(baseline, evaluation)
@@ -513,26 +512,38 @@ class _Search:
 
     async def _evaluate(self, candidate: Candidate) -> None:
         key = self.cache.key(candidate.kernel, self.task, self.backend_name, self.config.hardware)
-        if self.cache.get(key) is None and key not in self.first_with_key:
+        if key in self.first_with_key:
+            candidate.duplicate_of = self.first_with_key[key]
+        else:
             if self.stop_reason:
                 raise _Stopped
-            why = self.spending.reserve_evaluation()
-            if why:
-                self._stop("budget", why)
-                raise _Stopped
             self.first_with_key[key] = candidate.id
-        else:
-            candidate.duplicate_of = self.first_with_key.get(key)
         evaluation, _ = await self.cache.get_or_evaluate(key, lambda: self._run_backend(candidate.kernel))
         self._apply(candidate, evaluation)
         self._emit(CandidateEvent(search_id=self.search_id, candidate=candidate))
 
-    async def _run_backend(self, kernel: KernelSource) -> Evaluation:
+    async def _run_backend(self, kernel: KernelSource, *, budgeted: bool = True) -> Evaluation:
         options = EvaluationOptions(
             hardware=self.config.hardware, seeds=self.config.seeds, timeout_s=self.config.evaluation_timeout_s
         )
         async with self._eval_slots:
-            return await self.backend.evaluate(kernel, self.task, options)
+            # Counted when it really starts, so that Finished.evaluations is what ran.
+            if budgeted:
+                if self.stop_reason:
+                    raise _Stopped
+                why = self.spending.reserve_evaluation()
+                if why:
+                    self._stop("budget", why)
+                    raise _Stopped
+            else:
+                self.spending.evaluations += 1
+            try:
+                return await self.backend.evaluate(kernel, self.task, options)
+            except Exception as exc:  # the backend's own defect, not the kernel's: keep searching
+                log.exception("backend %s failed on %s", self.backend_name, kernel.name)
+                return Evaluation(
+                    status="runtime_error", message=f"the {self.backend_name} backend failed: {exc}"
+                )
 
     def _remember(self, candidate: Candidate, evaluation: Evaluation) -> None:
         key = self.cache.key(candidate.kernel, self.task, self.backend_name, self.config.hardware)
