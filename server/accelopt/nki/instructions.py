@@ -118,17 +118,42 @@ def read_values(view: View, clip: bool) -> np.ndarray:
 
 
 class MaskInfo:
-    """A mask resolved against an instruction's tile shape: axis ranges for trace regions, and
-    (numeric runs) the boolean grid."""
+    """A mask resolved against an instruction's tile shape: axis ranges for trace regions and,
+    in numeric runs, the boolean grid (built only when needed).
 
-    __slots__ = ("grid", "ranges", "shape")
+    Masks whose conditions each involve one axis (the usual ``i*128 + p < n`` tails) select
+    exactly the box `ranges`; numerics then work on sliced sub-views instead of gathers."""
+
+    __slots__ = ("_grid", "exact_box", "predicate", "ranges", "shape")
 
     def __init__(
-        self, shape: tuple[int, ...], ranges: list[tuple[int, int]], grid: np.ndarray | None
+        self,
+        shape: tuple[int, ...],
+        ranges: list[tuple[int, int]],
+        predicate: Predicate | None,
+        exact_box: bool,
     ) -> None:
         self.shape = shape
         self.ranges = ranges
-        self.grid = grid
+        self.predicate = predicate
+        self.exact_box = exact_box
+        self._grid: np.ndarray | None = None
+
+    @property
+    def grid(self) -> np.ndarray:
+        if self._grid is None:
+            if self.predicate is None:
+                self._grid = np.zeros(self.shape, dtype=bool)
+            else:
+                self._grid = np.broadcast_to(self.predicate.materialize(), self.shape)
+        return self._grid
+
+    @property
+    def slices(self) -> tuple[slice, ...]:
+        return tuple(slice(lo, hi) for lo, hi in self.ranges)
+
+    def sub_shape(self) -> tuple[int, ...]:
+        return tuple(hi - lo for lo, hi in self.ranges)
 
 
 def resolve_mask(ctx: KernelContext, mask: Any, shape: tuple[int, ...]) -> MaskInfo | None:
@@ -137,7 +162,7 @@ def resolve_mask(ctx: KernelContext, mask: Any, shape: tuple[int, ...]) -> MaskI
     if isinstance(mask, (bool, np.bool_)):
         if mask:
             return None
-        return MaskInfo(shape, [(0, 0)] * len(shape), np.zeros(shape, dtype=bool) if ctx.numerics else None)
+        return MaskInfo(shape, [(0, 0)] * len(shape), None, True)
     if not isinstance(mask, Predicate):
         raise ctx.error(
             "err_unsupported_mask",
@@ -147,11 +172,19 @@ def resolve_mask(ctx: KernelContext, mask: Any, shape: tuple[int, ...]) -> MaskI
         raise ctx.error(
             "err_unsupported_mask", f"mask of shape {mask.shape} does not fit an instruction of shape {shape}"
         )
-    ranges = mask.axis_ranges(shape)
-    if ranges is None or not mask.is_single_axis():
+    exact = mask.is_single_axis()
+    ranges = mask.axis_ranges(shape) if exact else None
+    if ranges is None:
         ranges = mask.exact_axis_ranges(shape)
-    grid = mask.materialize() if ctx.numerics else None
-    return MaskInfo(shape, ranges, grid)
+    return MaskInfo(shape, ranges, mask, exact)
+
+
+def sub_view(view: View, mask: MaskInfo) -> View:
+    """The part of `view` an exact-box mask selects (axes of size 1 broadcast, untouched)."""
+    if len(view.shape) != len(mask.shape):
+        return view
+    ranges = [r if n == m else (0, n) for r, n, m in zip(mask.ranges, view.shape, mask.shape)]
+    return view.restrict(ranges)
 
 
 def region_of(view: View, mask: MaskInfo | None) -> Region:
@@ -212,14 +245,24 @@ def result_tile(
     tensor.written = True
     tensor.fresh = True
     if mask is not None:
-        tensor.pmask = (mask.ranges, mask.grid)
+        tensor.pmask = mask
     if values is not None:
         values = np.asarray(values)
+        if mask is not None and mask.exact_box and values.shape == mask.sub_shape() and values.shape != shape:
+            # values computed over the selected box only
+            data = new_data(shape, dtype)
+            data[mask.slices] = values
+            if dtype != np.float32 and dt.is_float(dtype):
+                exact = np.full(shape, np.nan, dtype=np.float32)
+                exact[mask.slices] = values
+                tensor.exact = exact
+            tensor.data = data
+            return tensor
         if values.shape != shape:
             values = np.broadcast_to(values, shape)
-        if mask is not None and mask.grid is not None:
+        if mask is not None:
             data = new_data(shape, dtype)
-            grid = np.broadcast_to(mask.grid, shape)
+            grid = mask.grid
             data[grid] = values[grid].astype(dtype, copy=False)
         else:
             data = values.astype(dtype) if values.dtype != dtype or not values.flags.owndata else values
@@ -370,8 +413,14 @@ def elementwise(
     values = None
     if ctx.numerics:
         ndim = len(shape)
-        clip = minfo is not None
-        args = [pad_to(read_values(x, clip), ndim) if isinstance(x, View) else x for x in resolved]
+        if minfo is not None and minfo.exact_box:
+            args = [
+                pad_to(read_values(sub_view(x, minfo), False), ndim) if isinstance(x, View) else x
+                for x in resolved
+            ]
+        else:
+            clip = minfo is not None
+            args = [pad_to(read_values(x, clip), ndim) if isinstance(x, View) else x for x in resolved]
         with np.errstate(all="ignore"):
             values = compute(*args)
     out = result_tile(ctx, shape, out_dtype, buffer, line, opcode, values, minfo)
@@ -457,7 +506,8 @@ def _retarget(ctx: KernelContext, dst: View, src: Tensor, line: int, accumulate:
         return False
     if accumulate and record.opcode not in TENSOR_ENGINE_OPS:
         return False
-    ranges = src.pmask[0] if src.pmask is not None else None
+    pmask = src.pmask
+    ranges = pmask.ranges if pmask is not None else None
     if ranges is not None and len(ranges) == len(dst.shape):
         region = dst.region(ranges)
     else:
@@ -470,12 +520,13 @@ def _retarget(ctx: KernelContext, dst: View, src: Tensor, line: int, accumulate:
     ctx.forget_tensor(src)
     if ctx.numerics and dst.tensor.data is not None:
         values = src.exact if src.exact is not None else src.data
-        grid = src.pmask[1] if src.pmask is not None else None
-        dst.write(
-            np.reshape(values, dst.shape),
-            mask=None if grid is None else np.reshape(np.broadcast_to(grid, src.shape), dst.shape),
-            accumulate=accumulate,
-        )
+        if pmask is None:
+            dst.write(np.reshape(values, dst.shape), accumulate=accumulate)
+        elif pmask.exact_box and dst.shape == src.shape:
+            dst.restrict(pmask.ranges).write(values[pmask.slices], accumulate=accumulate)
+        else:
+            grid = np.reshape(pmask.grid, dst.shape)
+            dst.write(np.reshape(values, dst.shape), mask=grid, accumulate=accumulate)
     src.fresh = False
     src.exact = None
     src.alias = dst
@@ -666,10 +717,10 @@ def dma_copy(
     )
     ctx.note_write(dst.tensor, region, line, False)
     if ctx.numerics and dst.tensor.data is not None:
-        values = src.read(clip=mask is not None)
-        grid = (
-            None
-            if mask is None or mask.grid is None
-            else np.broadcast_to(mask.grid, mask.shape).reshape(dst.shape)
-        )
-        dst.write(values.reshape(dst.shape), mask=grid)
+        if mask is None:
+            dst.write(src.read().reshape(dst.shape))
+        elif mask.exact_box and dst.shape == src.shape == mask.shape:
+            dst.restrict(mask.ranges).write(src.restrict(mask.ranges).read())
+        else:
+            values = src.read(clip=True)
+            dst.write(values.reshape(dst.shape), mask=np.reshape(mask.grid, dst.shape))

@@ -276,9 +276,14 @@ def load(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> Tensor:
     out_dtype = _dt.as_dtype(dtype) if dtype is not None else view.tensor.dtype
     minfo = resolve_mask(ctx, mask, view.shape)
     guard_bounds(ctx, view, minfo)
-    values = view.read(clip=minfo is not None) if ctx.numerics else None
-    if values is not None and values.shape != shape:
-        values = values.reshape(shape)
+    values = None
+    if ctx.numerics:
+        if minfo is not None and minfo.exact_box and view.shape == shape:
+            values = view.restrict(minfo.ranges).read()
+        else:
+            values = view.read(clip=minfo is not None)
+            if values.shape != shape:
+                values = values.reshape(shape)
     tile = result_tile(ctx, shape, out_dtype, SBUF, line, "load", values, minfo)
     chunk_bytes, chunks = dma_shape(view)
     partitions, free = pf(shape)

@@ -241,7 +241,7 @@ class Tensor(TileOps):
         # retargeted write rounds once, straight to the destination's dtype)
         self.exact: np.ndarray | None = None
         # the producing op's mask (axis ranges, numeric grid), applied again when retargeted
-        self.pmask: tuple[Any, Any] | None = None
+        self.pmask: Any = None  # instructions.MaskInfo
         self._full: View | None = None
         # the tensor whose memory this one reshapes (itself unless made by reshape)
         self.root: Tensor = self
@@ -423,6 +423,22 @@ class View(TileOps):
             if extent != tshape[d]:
                 break
         return run
+
+    def restrict(self, ranges: list[tuple[int, int]]) -> View:
+        """The sub-view over axis ranges [lo, hi) (same tensor, a box of this view's axes)."""
+        if all(lo == 0 and hi == n for (lo, hi), n in zip(ranges, self.shape)):
+            return self
+        offsets = list(self.offsets)
+        for d, terms in enumerate(self.terms):
+            for axis, coef in terms:
+                offsets[d] += coef * ranges[axis][0]
+        arrays = None
+        if self.arrays is not None:
+            sl = tuple(slice(lo, hi) for lo, hi in ranges)
+            arrays = {d: np.broadcast_to(g, self.shape)[sl] for d, g in self.arrays.items()}
+        view = View(self.tensor, tuple(hi - lo for lo, hi in ranges), tuple(offsets), self.terms, arrays)
+        _check_bounds(view)
+        return view
 
     # --- numerics ----------------------------------------------------------------------------
 
@@ -688,9 +704,17 @@ def _basic(shape: tuple[int, ...], key: tuple[Any, ...]):
     return tuple(offsets), tuple(terms), tuple(vshape), tuple(box)
 
 
+def _is_zero_index(k: Any) -> bool:
+    if isinstance(k, _INT_TYPES):
+        return int(k) == 0
+    return isinstance(k, IndexExpr) and k.bounds() == (0, 0)
+
+
 def _advanced(shape: tuple[int, ...], key: tuple[Any, ...]):
     ndim = len(shape)
-    if len(key) > ndim:
+    # Generated kernels address a 1-D vector as [P, 1] with a trailing `nl.arange(1)` grid:
+    # indices past the last dimension are accepted when they can only be 0 (size-1 axes).
+    if len(key) > ndim and not all(_is_zero_index(k) for k in key[ndim:]):
         raise _error(
             "err_tensor_access_out_of_bound", f"{len(key)} indices for a tensor with {ndim} dimensions"
         )
@@ -723,7 +747,7 @@ def _advanced(shape: tuple[int, ...], key: tuple[Any, ...]):
     offsets: list[int] = []
     terms: list[tuple[tuple[int, int], ...]] = []
     arrays: dict[int, np.ndarray] | None = None
-    for d, k in enumerate(key):
+    for d, k in enumerate(key[:ndim]):
         if isinstance(k, IndexExpr):
             shift = grid_ndim - k.ndim
             if k.values is not None:
