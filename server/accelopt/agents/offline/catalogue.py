@@ -13,12 +13,14 @@ from accelopt.agents.offline.rewrites.hoist_invariant import HoistInvariant
 from accelopt.agents.offline.rewrites.loop_interchange import LoopInterchange
 from accelopt.agents.offline.rewrites.preload_operand import PreloadOperand
 from accelopt.agents.offline.rewrites.remove_copy import RemoveCopy
+from accelopt.agents.offline.rewrites.widen_free_dim import WidenFreeDim
 
 REWRITES: tuple[Rewrite, ...] = (
     HoistInvariant(),
     PreloadOperand(),
     AffineRange(),
     LoopInterchange(),
+    WidenFreeDim(),
     FuseSilu(),
     FoldActivation(),
     FuseTensorScalar(),

@@ -1,0 +1,470 @@
+"""Widen the free dimension each iteration of a tiling loop covers: `factor` times fewer, larger
+instructions and DMA transfers (each pays a fixed cost, NKI_NOTES §4).
+
+A loop `for j in range(T)` whose variable only offsets tiles along a free (non-partition) axis,
+`j * C : (j + 1) * C` or `C * j + nl.arange(C)[None, :]`, becomes `range(T // factor)` with
+offsets `factor * C` and tiles `factor * C` wide: every `C`-wide grid, slice and tile shape in the
+loop body is scaled, masks included. Refused when the variable is used any other way, when it
+tiles the partition axis, when the loop feeds the Tensor Engine, when a buffer it fills is also
+used outside the loop, or when the wider tiles would overflow PSUM (2 KiB per partition) or SBUF.
+A trip count not known from the source gets an assertion, so a shape that does not divide fails
+loudly rather than silently skipping columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from accelopt.agents.offline.affine import arange_size, linear_form
+from accelopt.agents.offline.facts import ALLOCATORS, memory_of_expr
+from accelopt.agents.offline.kernel_ir import KernelView, Loop, argument, base_name
+from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
+from accelopt.agents.offline.rewrites.errors import NotApplicable
+
+FACTORS = (2, 4, 8)
+PSUM_PARTITION_BYTES = 2048
+SBUF_PARTITION_BYTES = 180_224
+TENSOR_ENGINE_APIS = {"nc_matmul", "matmul", "nc_transpose", "transpose"}
+
+
+@dataclass
+class _Widening:
+    loop: Loop
+    chunk: int
+    multiplies: list[cst.BinaryOperation] = field(default_factory=list)  # `C * j` whose C scales
+    aranges: list[cst.Call] = field(default_factory=list)  # `nl.arange(C)` on a free axis
+    shapes: list[cst.BaseExpression] = field(default_factory=list)  # a tile shape's free extent C
+    factors: list[int] = field(default_factory=list)
+
+
+class WidenFreeDim(Rewrite):
+    name = "widen_free_dim"
+    summary = "make each iteration of a free-axis tiling loop cover a wider tile"
+
+    def analyse(self, view: KernelView) -> list[Site | Refusal]:
+        found: list[Site | Refusal] = []
+        for loop in view.loops:
+            outcome = _analyse(view, loop)
+            if outcome is None:
+                continue
+            sid = site_id(self.name, loop.line)
+            title = f"widen the tiles of the {loop.var} loop"
+            if isinstance(outcome, str):
+                found.append(Refusal(self.name, sid, loop.line, f"cannot {title}: {outcome}"))
+                continue
+            found.append(
+                Site(
+                    self.name,
+                    sid,
+                    loop.line,
+                    f"{title} from {outcome.chunk} to {outcome.chunk * outcome.factors[0]} columns",
+                    description=(
+                        f"Each iteration of the {loop.var} loop (line {loop.line}) handles {outcome.chunk} "
+                        "columns; covering more per iteration issues fewer, larger instructions and DMAs."
+                    ),
+                    variants=[{"factor": f} for f in outcome.factors],
+                    relieves=("hbm", "vector", "scalar", "latency"),
+                    payload=outcome,
+                )
+            )
+        return found
+
+    def title_for(self, site: Site, params: Params) -> str:
+        widening: _Widening = site.payload
+        factor = int(params.get("factor", 2))
+        return f"widen the tiles of the {widening.loop.var} loop from {widening.chunk} to {widening.chunk * factor} columns"
+
+    def transform(self, view: KernelView, site: Site, params: Params) -> str:
+        widening: _Widening = site.payload
+        factor = int(params.get("factor", widening.factors[0]))
+        if factor not in widening.factors:
+            raise NotApplicable(f"a factor of {factor} does not fit this loop (possible: {widening.factors})")
+        edits: dict[int, object] = {}
+        for mul in widening.multiplies:
+            const_left = view.eval_int(mul.left) is not None
+            side = mul.left if const_left else mul.right
+            scaled = _scaled(view, side, factor)
+            edits[id(side)] = scaled
+        for call in widening.aranges:
+            arg = call.args[0]
+            edits[id(arg.value)] = _scaled(view, arg.value, factor)
+        for extent in widening.shapes:
+            edits[id(extent)] = _scaled(view, extent, factor)
+        loop = widening.loop
+        trip = loop.trip_expr
+        assert trip is not None
+        edits[id(trip)] = cst.parse_expression(f"{_paren(view.code(trip))} // {factor}")
+        prefix: list[cst.BaseStatement] = []
+        if view.eval_int(trip) is None:
+            prefix.append(
+                cst.parse_statement(
+                    f"assert {_paren(view.code(trip))} % {factor} == 0, "
+                    f'"the widened {loop.var} loop needs a multiple of {factor} tiles"\n'
+                )
+            )
+        if prefix:
+            edits[id(loop.node)] = lambda updated: [*prefix, updated]
+        return view.render(edits)
+
+
+def _paren(text: str) -> str:
+    return text if text.replace("_", "").isalnum() else f"({text})"
+
+
+def _scaled(view: KernelView, expr: cst.BaseExpression, factor: int) -> cst.BaseExpression:
+    value = view.eval_int(expr)
+    if isinstance(expr, (cst.Integer, cst.UnaryOperation)) and value is not None:
+        return cst.parse_expression(str(value * factor))
+    return cst.parse_expression(f"{_paren(view.code(expr))} * {factor}")
+
+
+def _analyse(view: KernelView, loop: Loop) -> _Widening | str | None:
+    var = loop.var
+    uses = [u for u in view.name_uses(var, loop.node) if u is not loop.node.target]
+    if not uses:
+        return None
+    if loop.trip_expr is None:
+        return f"the {var} loop has a start or step"
+    for call in view.calls_in(loop.node):
+        callee = view.callee(call)
+        if callee.namespace in ("nl", "nisa") and callee.name in TENSOR_ENGINE_APIS:
+            return f"the loop feeds the Tensor Engine ({callee}) whose operand sizes are fixed"
+    chunk: int | None = None
+    widening = _Widening(loop, 0)
+    for use in uses:
+        if _in_loop_indices(view, use):
+            continue
+        root = use
+        parent = view.parent(root)
+        while isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation)):
+            root = parent
+            parent = view.parent(root)
+        form = linear_form(view, root)
+        coef = form.coefficient(var) if form is not None else 0
+        if form is None or coef == 0:
+            return f"{var} is used in `{view.snippet(root, 40)}` (line {view.line(use)}), not only as a tile offset"
+        size, reason = _context_chunk(view, root, parent, abs(coef))
+        if reason is not None:
+            return reason
+        if size is None:
+            continue  # a block index of a buffer
+        mul = _multiply_of(view, use, var)
+        if mul is None:
+            return f"{var} is not multiplied by a tile width in `{view.snippet(root, 40)}`"
+        if chunk is not None and size != chunk:
+            return f"{var} offsets tiles of different widths ({chunk} and {size})"
+        chunk = size
+        widening.multiplies.append(mul)
+    if chunk is None:
+        return f"{var} never offsets a free-axis tile"
+    widening.chunk = chunk
+    reason = _collect_scaled(view, loop, widening)
+    if reason is not None:
+        return reason
+    reason = _unexplained_width(view, loop, widening)
+    if reason is not None:
+        return reason
+    widening.factors = _factors(view, loop, widening)
+    if not widening.factors:
+        return "no widening factor fits the trip count and the on-chip memory limits"
+    return widening
+
+
+def _unexplained_width(view: KernelView, loop: Loop, widening: _Widening) -> str | None:
+    """Any other spelling of the tile width in the loop body (a broadcast shape, the index of the
+    last column) would silently keep the old width: refuse rather than guess its meaning."""
+    scaled: list[cst.CSTNode] = [*widening.shapes, *(c.args[0].value for c in widening.aranges)]
+    for mul in widening.multiplies:
+        scaled.append(mul.left if view.eval_int(mul.left) is not None else mul.right)
+    covered = {id(n) for n in scaled}
+
+    class _Widths(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.found: cst.CSTNode | None = None
+
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if id(node) in covered or self.found is not None:
+                return False
+            if isinstance(node, (cst.Integer, cst.Name)) and view.eval_int(node) == widening.chunk:
+                self.found = node
+                return False
+            return True
+
+    for stmt in view.statements(loop.node):
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        visitor = _Widths()
+        stmt.visit(visitor)
+        if visitor.found is not None:
+            return (
+                f"the tile width {widening.chunk} also appears as `{view.snippet(stmt, 50)}` "
+                f"(line {view.line(stmt)}), which this rewrite cannot interpret"
+            )
+    return None
+
+
+def _in_loop_indices(view: KernelView, use: cst.Name) -> bool:
+    for anc in view.ancestors(use):
+        if isinstance(anc, cst.Arg):
+            return anc.keyword is not None and anc.keyword.value == "loop_indices"
+        if isinstance(anc, cst.BaseStatement):
+            return False
+    return False
+
+
+def _multiply_of(view: KernelView, use: cst.Name, var: str) -> cst.BinaryOperation | None:
+    """The `C * (j + k)` node scaling the loop variable by a constant."""
+    node: cst.CSTNode = use
+    parent = view.parent(node)
+    while isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation)):
+        if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.Multiply):
+            other = parent.right if parent.left is node else parent.left
+            if view.eval_int(other) is not None:
+                return parent
+            return None
+        node = parent
+        parent = view.parent(node)
+    return None
+
+
+def _context_chunk(
+    view: KernelView, root: cst.BaseExpression, parent: cst.CSTNode | None, coef: int
+) -> tuple[int | None, str | None]:
+    """The tile width the offset steps over, checked against where the expression is used."""
+    form = linear_form(view, root)
+    assert form is not None
+    if isinstance(parent, cst.Index):
+        element = view.parent(parent)
+        subscript = view.parent(element) if element is not None else None
+        free = [a for a in form.aranges if _free_axis(view, a.node)]
+        part = [a for a in form.aranges if not _free_axis(view, a.node)]
+        if part:
+            return None, "the loop variable tiles the partition axis"
+        if free:
+            if free[0].size != coef:
+                return None, f"the offset step {coef} differs from the tile width {free[0].size}"
+            return coef, None
+        if isinstance(subscript, cst.Subscript) and coef == 1:
+            return None, None  # a block index into a buffer with block dimensions
+        return None, f"`{view.snippet(root, 40)}` is an index, not a tile offset"
+    if isinstance(parent, cst.Slice):
+        lower, upper = parent.lower, parent.upper
+        if lower is None or upper is None:
+            return None, "an open slice"
+        lo, hi = linear_form(view, lower), linear_form(view, upper)
+        if lo is None or hi is None or not hi.minus(lo).is_constant or hi.minus(lo).const != coef:
+            return None, "the slice is not one tile of width equal to its step"
+        element = view.parent(parent)
+        subscript = view.parent(element) if element is not None else None
+        if isinstance(subscript, cst.Subscript) and _is_partition_element(view, subscript, element):
+            return None, "the loop variable tiles the partition axis"
+        return coef, None
+    if isinstance(parent, cst.Arg):
+        call = view.parent(parent)
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "slice":
+            return _named_slice_chunk(view, call, coef)
+        return None, f"`{view.snippet(root, 40)}` is passed to a call"
+    if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
+        free = [a for a in form.aranges if _free_axis(view, a.node)]
+        if free and free[0].size == coef:
+            return coef, None
+        if not form.aranges:
+            return None, "a mask compares the loop variable alone"
+        return None, "a mask on the partition axis moves with the loop variable"
+    return None, f"`{view.snippet(root, 40)}` is used as a value"
+
+
+def _named_slice_chunk(view: KernelView, call: cst.Call, coef: int) -> tuple[int | None, str | None]:
+    if len(call.args) != 2:
+        return None, "a slice() with a step"
+    lo, hi = linear_form(view, call.args[0].value), linear_form(view, call.args[1].value)
+    if lo is None or hi is None or not hi.minus(lo).is_constant or hi.minus(lo).const != coef:
+        return None, "the slice is not one tile of width equal to its step"
+    stmt = view.statement_of(call)
+    name = None
+    if isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign):
+        target = stmt.body[0].targets[0].target
+        name = target.value if isinstance(target, cst.Name) else None
+    if name is None:
+        return None, "slice() is not bound to a name"
+    for use in view.name_uses(name):
+        if view.statement_of(use) is stmt:
+            continue
+        index = view.parent(use)
+        element = view.parent(index) if index is not None else None
+        subscript = view.parent(element) if element is not None else None
+        if not isinstance(subscript, cst.Subscript):
+            return None, f"{name} is used outside an index"
+        if _is_partition_element(view, subscript, element):
+            return None, f"{name} tiles the partition axis"
+    return coef, None
+
+
+def _is_partition_element(view: KernelView, subscript: cst.Subscript, element: cst.CSTNode | None) -> bool:
+    """The first element that is not a plain integer index is the partition axis."""
+    for el in subscript.slice:
+        index = el.slice
+        if isinstance(index, cst.Index) and _is_integer_index(view, index.value):
+            continue
+        return el is element
+    return False
+
+
+def _is_integer_index(view: KernelView, expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.Name):
+        value = _slice_binding(view, expr.value)
+        return value is None  # a name bound to slice(...) is a slice; other names are integers
+    form = linear_form(view, expr)
+    return form is not None and not form.aranges
+
+
+def _slice_binding(view: KernelView, name: str) -> cst.Call | None:
+    for stmt in view.simple_statements():
+        for small in stmt.body:
+            if (
+                isinstance(small, cst.Assign)
+                and any(isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets)
+                and isinstance(small.value, cst.Call)
+                and isinstance(small.value.func, cst.Name)
+                and small.value.func.value == "slice"
+            ):
+                return small.value
+    return None
+
+
+def _free_axis(view: KernelView, arange_subscript: cst.Subscript) -> bool:
+    """`nl.arange(n)[None, :]`: the `:` is not in the first (partition) position."""
+    for position, el in enumerate(arange_subscript.slice):
+        if isinstance(el.slice, cst.Slice):
+            return position > 0
+    return False
+
+
+def _collect_scaled(view: KernelView, loop: Loop, widening: _Widening) -> str | None:
+    chunk = widening.chunk
+    touched: set[str] = set()
+    for node in _subscripts(loop.node):
+        grids = [el for el in node.slice if isinstance(el.slice, cst.Index)]
+        for el in grids:
+            for sub in _arange_subscripts(view, el.slice.value):  # type: ignore[attr-defined]
+                if arange_size(view, sub) == chunk and _free_axis(view, sub):
+                    call = sub.value
+                    assert isinstance(call, cst.Call)
+                    if all(c is not call for c in widening.aranges):
+                        widening.aranges.append(call)
+                    name = base_name(node)
+                    if name is not None:
+                        touched.add(name)
+    # Masks and other expressions may hold free-axis grids outside subscripts.
+    for sub in _arange_subscripts(view, loop.node):
+        if arange_size(view, sub) == chunk and _free_axis(view, sub):
+            call = sub.value
+            if all(c is not call for c in widening.aranges):
+                widening.aranges.append(call)  # type: ignore[arg-type]
+    for name in sorted(touched):
+        allocation = _allocation(view, name)
+        if allocation is None:
+            continue  # a kernel argument (HBM): its own shape is what it is
+        stmt, call = allocation
+        if memory_of_expr(view, call) == "hbm":
+            continue  # a DRAM tensor: only the tiles moving in and out change
+        extent = _free_extent(view, call)
+        if extent is None:
+            return f"the free size of {name} (line {view.line(stmt)}) is not written as a number"
+        if view.eval_int(extent) != chunk:
+            continue  # wider than a tile already: the offsets address it
+        if not view.contains(loop.node, stmt):
+            outside = [
+                u
+                for u in view.name_uses(name)
+                if not view.contains(loop.node, u) and view.statement_of(u) is not stmt
+            ]
+            if outside:
+                return f"{name} is also used outside the loop (line {view.line(outside[0])})"
+        if all(e is not extent for e in widening.shapes):
+            widening.shapes.append(extent)
+    # Tiles allocated in the loop body with the chunk as free size (hand-written style).
+    for stmt in view.simple_statements(loop.node):
+        for call in view.calls_in(stmt):
+            if view.callee(call).namespace in ("nl", "nisa") and view.callee(call).name in ALLOCATORS:
+                extent = _free_extent(view, call)
+                if (
+                    extent is not None
+                    and view.eval_int(extent) == chunk
+                    and all(e is not extent for e in widening.shapes)
+                ):
+                    widening.shapes.append(extent)
+    return None
+
+
+def _allocation(view: KernelView, name: str) -> tuple[cst.SimpleStatementLine, cst.Call] | None:
+    for stmt in view.simple_statements():
+        if len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Assign):
+            continue
+        small = stmt.body[0]
+        if (
+            any(isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets)
+            and isinstance(small.value, cst.Call)
+            and view.callee(small.value).name in ALLOCATORS
+        ):
+            return stmt, small.value
+    return None
+
+
+def _free_extent(view: KernelView, call: cst.Call) -> cst.BaseExpression | None:
+    """The last element of an allocation's shape (resolving a shape held in a name)."""
+    shape = argument(call, 0, "shape")
+    if isinstance(shape, cst.Name):
+        name = shape.value
+        for stmt in view.simple_statements():
+            for small in stmt.body:
+                if isinstance(small, cst.Assign) and any(
+                    isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets
+                ):
+                    shape = small.value
+    if isinstance(shape, (cst.Tuple, cst.List)) and shape.elements:
+        return shape.elements[-1].value
+    return None
+
+
+def _subscripts(root: cst.CSTNode) -> list[cst.Subscript]:
+    found: list[cst.Subscript] = []
+
+    class _Collect(cst.CSTVisitor):
+        def visit_Subscript(self, node: cst.Subscript) -> None:
+            found.append(node)
+
+    root.visit(_Collect())
+    return found
+
+
+def _arange_subscripts(view: KernelView, root: cst.CSTNode) -> list[cst.Subscript]:
+    return [s for s in _subscripts(root) if view.is_call(s.value, "nl", "arange")]
+
+
+def _factors(view: KernelView, loop: Loop, widening: _Widening) -> list[int]:
+    trip = view.eval_int(loop.trip_expr) if loop.trip_expr is not None else None
+    psum = False
+    tiles = 0
+    for stmt in view.simple_statements(loop.node):
+        for call in view.calls_in(stmt):
+            callee = view.callee(call)
+            if callee.namespace in ("nl", "nisa") and callee.name in ALLOCATORS:
+                psum |= memory_of_expr(view, call) == "psum"
+        tiles += 1
+    buffers = {base_name(s) for s in _subscripts(loop.node) if memory_of_expr(view, s) == "psum"}
+    psum |= bool(buffers - {None})
+    element_bytes = 4
+    factors = []
+    for factor in FACTORS:
+        width = widening.chunk * factor * element_bytes
+        if trip is not None and trip % factor:
+            continue
+        if psum and width > PSUM_PARTITION_BYTES:
+            continue
+        if width * max(1, min(tiles, 8)) > SBUF_PARTITION_BYTES:
+            continue
+        factors.append(factor)
+    return factors
