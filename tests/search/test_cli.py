@@ -1,0 +1,135 @@
+"""`accelopt optimize` and `accelopt memory` as a user runs them (in-process `main`), with the
+real simulator and LLM agents against the loopback chat server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from chat_server import ChatRequest, Reply
+from scripted_endpoint import WIDEN, ScriptedEndpoint, code, lesson_reply
+from silu_variants import BASELINE, WIDE
+
+from accelopt.cli import main
+from accelopt.profiling.evaluation import KernelSource
+from accelopt.search.events import Finished, search_event_adapter
+from accelopt.search.memory import Memory
+
+
+def steady(role: str, request: ChatRequest) -> Reply:
+    if role == "planner":
+        return Reply(content=json.dumps(WIDEN))
+    if role in ("executor", "fixer"):
+        return code(WIDE)
+    return lesson_reply()
+
+
+def test_optimize_writes_best_kernel_report_and_events(chat_server, tmp_path: Path, capsys):
+    server = chat_server(ScriptedEndpoint(steady))
+    kernel_file = tmp_path / "silu_small.py"
+    kernel_file.write_text(BASELINE)
+    config = tmp_path / "accelopt.toml"
+    config.write_text(
+        f'agents = "llm"\nmemory = "{tmp_path / "memory.sqlite"}"\n'
+        f'[llm]\nbase_url = "{server.base_url}"\nmodel = "test-model"\ntimeout_s = 5\n'
+        '[llm.prices."test-model"]\nprompt_per_million = 3.0\ncompletion_per_million = 15.0\n'
+        "[search]\nfix_attempts = 0\n"
+    )
+    out = tmp_path / "out"
+    code_ = main(
+        [
+            "optimize",
+            str(kernel_file),
+            "--config",
+            str(config),
+            "-T",
+            "1",
+            "-B",
+            "1",
+            "-N",
+            "1",
+            "-K",
+            "1",
+            "--seeds",
+            "2",
+            "--out",
+            str(out),
+        ]
+    )
+    printed = capsys.readouterr().out
+    assert code_ == 0
+    best = (out / "best.py").read_text()
+    assert (
+        KernelSource(text=best, name="silu_kernel").normalized_hash()
+        == KernelSource(text=WIDE, name="silu_kernel").normalized_hash()
+    )
+    events = [
+        search_event_adapter.validate_json(line) for line in (out / "events.jsonl").read_text().splitlines()
+    ]
+    finished = events[-1]
+    assert isinstance(finished, Finished) and finished.reason == "completed"
+    assert finished.ranked[0].candidate.speedup > 1
+    assert "completed" in printed and WIDEN["title"] in printed and "simulated on trn1" in printed
+    report = (out / "report.html").read_text()
+    for fragment in (
+        "Candidate tree",
+        "simulated on trn1",
+        "<span class='add'>",
+        WIDEN["title"],
+        "$0.00",
+        "<svg",
+    ):
+        assert fragment in report, fragment
+    with Memory(tmp_path / "memory.sqlite") as memory:
+        assert memory.count() == 1
+
+
+def test_optimize_explains_missing_inputs_with_file_and_line(tmp_path: Path, capsys):
+    kernel_file = tmp_path / "bare.py"
+    kernel_file.write_text(BASELINE.replace("# accelopt: inputs x=float32[256,512]\n", ""))
+    assert main(["optimize", str(kernel_file), "--agents", "offline", "--no-memory"]) == 2
+    err = capsys.readouterr().err
+    assert f"{kernel_file}:5:" in err and "accelopt: inputs" in err
+
+
+def test_optimize_rejects_a_bad_config_file(tmp_path: Path, capsys):
+    kernel_file = tmp_path / "k.py"
+    kernel_file.write_text(BASELINE)
+    config = tmp_path / "bad.toml"
+    config.write_text("[search]\nbeam_width = 0\n")
+    assert main(["optimize", str(kernel_file), "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert str(config) in err and "search.beam_width" in err
+
+
+def test_memory_command_lists_shows_and_prunes(tmp_path: Path, capsys, monkeypatch):
+    from accelopt.search.candidate import Experience, Lesson
+
+    monkeypatch.setenv("COLUMNS", "200")  # a wide terminal: table cells unwrapped
+
+    path = tmp_path / "m.sqlite"
+    with Memory(path) as memory:
+        ids = [
+            memory.add(
+                Experience(
+                    slow_kernel="a = 1\n",
+                    fast_kernel="b = 2\n",
+                    speedup=s,
+                    lesson=Lesson(title=t, plan=f"plan {t}", before="old()", after="new()", positive=s > 1),
+                    kernel_family="silu",
+                )
+            )
+            for t, s in (("Widen tiles", 1.4), ("Fuse badly", 0.8))
+        ]
+    assert main(["memory", "--path", str(path), "list"]) == 0
+    listing = capsys.readouterr().out
+    assert "Widen tiles" in listing and "Fuse badly" in listing and "1.400x" in listing
+    assert main(["memory", "--path", str(path), "show", str(ids[0])]) == 0
+    shown = capsys.readouterr().out
+    assert "plan Widen tiles" in shown and "new()" in shown and "positive" in shown
+    assert main(["memory", "--path", str(path), "rm", str(ids[1])]) == 0
+    assert main(["memory", "--path", str(path), "show", str(ids[1])]) == 1
+    assert "no experience" in capsys.readouterr().err
+    assert main(["memory", "--path", str(path), "clear", "--yes"]) == 0
+    with Memory(path) as memory:
+        assert memory.count() == 0
