@@ -55,16 +55,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from accelopt.profiling.task import TaskError, task_for_kernel
 
-    err = Console(stderr=True, highlight=False)
     try:
         kernel = load_kernel_source(Path(args.kernel_file), args.kernel_name)
         task = task_for_kernel(kernel, args.reference, size=args.size)
     except UsageError as exc:
-        err.print(f"[red]error:[/] {exc}", markup=True)
+        _error(f"error: {exc}")
         return 2
     except TaskError as exc:
         where = f"{exc.path}:{exc.line}: " if exc.path and exc.line else f"{exc.path}: " if exc.path else ""
-        err.print(f"{where}[red]error:[/] {exc.message}", markup=True)
+        _error(f"{where}error: {exc.message}")
         return 2
     options = EvaluationOptions(
         hardware=args.hardware,
@@ -77,16 +76,22 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(evaluation.model_dump_json(indent=2))
     else:
-        render(evaluation, kernel, Console(highlight=False))
+        # Wide enough that source lines in the table are not wrapped when piped.
+        render(evaluation, kernel, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
     if args.trace_out:
         if trace is None or timeline is None:
-            err.print("no schedule to write: the kernel did not produce a timed trace", markup=False)
+            _error("no schedule to write: the kernel did not produce a timed trace")
         else:
             from accelopt.profiling.chrome_trace import to_chrome_trace
 
             Path(args.trace_out).write_text(json.dumps(to_chrome_trace(trace, timeline)), encoding="utf-8")
-            err.print(f"wrote {args.trace_out} (open it in https://ui.perfetto.dev)", markup=False)
+            _error(f"wrote {args.trace_out} (open it in https://ui.perfetto.dev)")
     return 0 if evaluation.ok else 1
+
+
+def _error(message: str) -> None:
+    # Plain text, one line per message: editors and scripts parse `file:line: error: ...`.
+    print(message, file=sys.stderr)
 
 
 def _evaluate(backend_name: str, kernel: KernelSource, task, options: EvaluationOptions):
@@ -148,7 +153,7 @@ def render(evaluation: Evaluation, kernel: KernelSource, console: Console) -> No
     where = f"{kernel.path}:{evaluation.line}" if evaluation.line else (kernel.path or kernel.name)
     if not evaluation.ok:
         code = f" [{evaluation.error_code}]" if evaluation.error_code else ""
-        console.print(f"[bold red]{evaluation.status}[/]{code} {where}: {evaluation.message}")
+        print(f"{where}: {evaluation.status}{code}: {evaluation.message}")
         return
     checked = (
         f"correct on {len(evaluation.seeds)} seed(s), max rel. L2 error {evaluation.max_error:.2e}"

@@ -1,0 +1,65 @@
+"""`accelopt profile` as a user runs it: a real subprocess of the installed entry point."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from .kernels import HAND_WRITTEN
+
+
+def accelopt(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "accelopt", "profile", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def test_table_json_and_trace_out(tmp_path):
+    (tmp_path / "double.py").write_text(HAND_WRITTEN)
+    table = accelopt("double.py", "--seeds", "1", "--trace-out", "trace.json", cwd=tmp_path)
+    assert table.returncode == 0, table.stderr
+    out = table.stdout
+    assert "ok double_kernel: correct on 1 seed(s)" in out
+    assert "Profile (simulated on trn1)" in out and "percent of peak" in out and "Hottest lines" in out
+    assert "nl.store(out, value=nl.multiply(t, 2.0))" in out  # hottest lines show their source
+    events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    assert any(e.get("ph") == "X" for e in events)
+
+    as_json = accelopt("double.py", "--no-check", "--json", "--hardware", "trn2", cwd=tmp_path)
+    assert as_json.returncode == 0, as_json.stderr
+    evaluation = json.loads(as_json.stdout)
+    assert evaluation["status"] == "ok" and evaluation["max_error"] is None
+    assert evaluation["profile"]["hardware"] == "trn2" and evaluation["profile"]["latency_ms"] > 0
+
+
+def test_failing_kernel_exits_1_with_file_and_line(tmp_path):
+    (tmp_path / "bad.py").write_text(
+        HAND_WRITTEN.replace("t = nl.load(x)", "t = nl.load(x)\n    ratio = 1 / 0")
+    )
+    done = accelopt("bad.py", "--seeds", "1", "--kernel", "double_kernel", cwd=tmp_path)
+    assert done.returncode == 1
+    assert f"{tmp_path / 'bad.py'}:11: runtime_error: ZeroDivisionError" in done.stdout
+
+
+def test_usage_errors_name_the_file_and_line(tmp_path):
+    missing = accelopt("nowhere.py", cwd=tmp_path)
+    assert missing.returncode == 2 and "nowhere.py: no such file" in missing.stderr
+
+    (tmp_path / "plain.py").write_text("def f(x):\n    return x\n")
+    no_kernel = accelopt("plain.py", cwd=tmp_path)
+    assert no_kernel.returncode == 2 and "no @nki.jit kernel found" in no_kernel.stderr
+
+    (tmp_path / "undeclared.py").write_text(
+        HAND_WRITTEN.replace("# accelopt: inputs x=float32[128,256]\n", "")
+    )
+    undeclared = accelopt("undeclared.py", cwd=tmp_path)
+    assert undeclared.returncode == 2
+    assert f"{tmp_path / 'undeclared.py'}:6: error: no way to get inputs" in undeclared.stderr
+    assert "# accelopt: inputs x=float32[128,512]" in undeclared.stderr
