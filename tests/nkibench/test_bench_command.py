@@ -1,0 +1,125 @@
+"""`accelopt bench` end to end: real CLI process, real simulator backend, small shapes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from accelopt.cli import main
+
+# A better silu than the baseline: one fused activation per tile and 4x larger transfers.
+FUSED_SILU = """
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def silu_fused(x):
+    m, n = x.shape
+    out = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.shared_hbm)
+    for i in nl.affine_range(m // 128):
+        tile = nl.load(x[i * 128 : (i + 1) * 128, 0:n])
+        nl.store(out[i * 128 : (i + 1) * 128, 0:n], value=nl.silu(tile))
+    return out
+"""
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "accelopt", "bench", *args], capture_output=True, text=True, timeout=600
+    )
+
+
+def test_bench_prints_json_and_writes_the_report(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = _bench("--size", "small", "--tasks", "silu,rope_single_freq_apply", "--json", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert json.loads(out.read_text()) == report
+    assert (
+        report["backend"] == "simulator"
+        and report["latency_kind"] == "simulated"
+        and report["size"] == "small"
+    )
+    assert [t["name"] for t in report["tasks"]] == ["silu", "rope_single_freq_apply"]
+    percents = [t["percent_of_peak"] for t in report["tasks"]]
+    assert all(t["status"] == "ok" and 0 < t["percent_of_peak"] <= 1 for t in report["tasks"])
+    assert report["geomean_percent_of_peak"] == pytest.approx((percents[0] * percents[1]) ** 0.5)
+    assert not report["checked_correctness"]  # profiling alone is trace-only
+
+
+def test_table_labels_simulated_figures_and_the_geomean(tmp_path):
+    proc = _bench("--size", "small", "--tasks", "silu", "--out", str(tmp_path / "b.json"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "simulated" in proc.stdout and "geometric mean" in proc.stdout and "silu" in proc.stdout
+
+
+def test_optimized_kernels_from_a_directory_are_profiled_and_checked(tmp_path, capsys):
+    base_out, opt_out = tmp_path / "base.json", tmp_path / "opt.json"
+    assert (
+        main(["bench", "--size", "small", "--tasks", "silu", "--check", "--json", "--out", str(base_out)])
+        == 0
+    )
+    kernels = tmp_path / "optimized"
+    kernels.mkdir()
+    (kernels / "silu.py").write_text(FUSED_SILU)
+    assert (
+        main(
+            [
+                "bench",
+                "--size",
+                "small",
+                "--tasks",
+                "silu",
+                "--check",
+                "--kernels",
+                str(kernels),
+                "--json",
+                "--out",
+                str(opt_out),
+            ]
+        )
+        == 0
+    )
+    base = json.loads(base_out.read_text())["tasks"][0]
+    opt = json.loads(opt_out.read_text())["tasks"][0]
+    assert opt["kernel_path"] == str(kernels / "silu.py") and opt["status"] == "ok"
+    assert opt["max_error"] <= 2e-5
+    assert opt["latency_ms"] < base["latency_ms"] and opt["percent_of_peak"] > base["percent_of_peak"]
+
+    # a wrong kernel is reported as incorrect and fails the run
+    (kernels / "silu.py").write_text(FUSED_SILU.replace("nl.silu(tile)", "nl.sigmoid(tile)"))
+    assert (
+        main(
+            [
+                "bench",
+                "--size",
+                "small",
+                "--tasks",
+                "silu",
+                "--check",
+                "--kernels",
+                str(kernels),
+                "--json",
+                "--out",
+                str(opt_out),
+            ]
+        )
+        == 1
+    )
+    assert json.loads(opt_out.read_text())["tasks"][0]["status"] == "incorrect"
+
+
+def test_bad_requests_fail_fast_with_the_reason(tmp_path):
+    proc = _bench("--tasks", "silu,softmax", "--out", str(tmp_path / "x.json"))
+    assert proc.returncode == 2 and "unknown task(s) softmax" in proc.stderr and "adamw" in proc.stderr
+    proc = _bench("--tasks", "silu", "--kernels", str(tmp_path), "--out", str(tmp_path / "x.json"))
+    assert proc.returncode == 2 and "no kernel for task 'silu'" in proc.stderr
+    # no Trainium and no Neuron SDK on this machine
+    proc = _bench("--backend", "neuron", "--tasks", "silu", "--out", str(tmp_path / "x.json"))
+    assert proc.returncode == 2 and "neuron backend needs the Neuron SDK" in proc.stderr
+    assert not Path(tmp_path / "x.json").exists()
