@@ -32,7 +32,7 @@ class HardwareSpec:
 
     # --- per-instruction overheads (engine cycles) -----------------------------------------
     min_initiation_cycles: int  # no instruction on an ALU engine is shorter than this
-    static_overhead_cycles: int  # paid by tiny instructions and by one that waits on its predecessor
+    static_overhead_cycles: int  # paid by tiny instructions (see lowering.lower_compute)
     access_init_cycles: int  # per SBUF/PSUM input operand an instruction streams
     semaphore_latency_s: float  # a cross-engine dependency is signalled through a semaphore
 

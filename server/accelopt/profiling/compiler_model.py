@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from accelopt.hardware.roofline import dtype_bytes
 from accelopt.hardware.specs import HardwareSpec
 from accelopt.nki.trace import Engine, Memory, Region, TensorInfo, Trace, TraceRecord
+from accelopt.profiling.lowering import is_tensor_engine
 
 Box = tuple[tuple[int, int], ...]
 Access = tuple[int, Box]  # (physical location id, box inside it)
@@ -79,6 +80,7 @@ class CompilerPlan:
     spill_save_bytes: int
     spill_reload_bytes: int
     peak_live_bytes: dict[str, int]  # memory -> peak live bytes per partition (before spilling)
+    psum_resident: set[int] = field(default_factory=set)  # SBUF tiles the compiler keeps in PSUM
 
 
 class _Interner:
@@ -101,12 +103,13 @@ def _site_key(info: TensorInfo) -> object:
 class _Resolver:
     """Maps trace regions to logical buffers (a tensor, or one block of a block-indexed tensor)."""
 
-    def __init__(self, trace: Trace) -> None:
+    def __init__(self, trace: Trace, psum_resident: set[int]) -> None:
         self.trace = trace
+        self.psum_resident = psum_resident
         self.logical_ids = _Interner()
         self.groups = _Interner()
         self.logical: list[_Logical] = []
-        self.cache: dict[Region, list[Access]] = {}
+        self.cache: dict[tuple[int, Box], list[Access]] = {}
 
     def _logical(self, key: object, info: TensorInfo, inner_shape: tuple[int, ...]) -> int:
         lid = self.logical_ids(key)
@@ -115,10 +118,11 @@ class _Resolver:
             per_partition = dtype_bytes(info.dtype)
             for extent in inner_shape[1:]:
                 per_partition *= extent
+            memory = Memory.PSUM if info.tensor_id in self.psum_resident else info.memory
             self.logical.append(
                 _Logical(
                     group=self.groups(_site_key(info)) if info.memory is not Memory.HBM else -1,
-                    memory=info.memory,
+                    memory=memory,
                     bytes_per_partition=per_partition,
                     partitions=partitions,
                     full_box=tuple((0, s) for s in inner_shape),
@@ -127,7 +131,8 @@ class _Resolver:
         return lid
 
     def resolve(self, region: Region) -> list[Access]:
-        found = self.cache.get(region)
+        cache_key = (region.tensor_id, region.box)
+        found = self.cache.get(cache_key)
         if found is not None:
             return found
         info = self.trace.tensors.get(region.tensor_id)
@@ -158,7 +163,7 @@ class _Resolver:
             accesses = [
                 (self._logical(key_of(idx), info, inner), local) for idx in itertools.product(*ranges)
             ]
-        self.cache[region] = accesses
+        self.cache[cache_key] = accesses
         return accesses
 
 
@@ -178,8 +183,35 @@ def _is_copy(rec: TraceRecord) -> bool:
     return rec.opcode in ("tensor_copy", "psum_copy", "copy")
 
 
+def psum_resident_broadcasts(trace: Trace, hw: HardwareSpec) -> set[int]:
+    """Tensors the emulator stages in SBUF that the compiler leaves in PSUM.
+
+    The Tensor Engine writes only PSUM (NKI_NOTES §2), and an elementwise instruction may read
+    one input straight from PSUM (at half the cost of an SBUF-only `tensor_tensor`, §4). A
+    partition broadcast (`broadcast_to`, a matmul with ones) that fits a PSUM bank is
+    therefore consumed from PSUM: no copy, and its readers pay the PSUM rate. *Inferred*, and
+    consistent with the published Mamba kernels (§7): ≈7N Vector cycles per state for a
+    broadcast multiply, a scan, a broadcast multiply and an accumulate.
+    """
+    resident: set[int] = set()
+    for rec in trace.records:
+        if rec.opcode != "broadcast" or rec.dst_memory is Memory.PSUM:
+            continue
+        for region in rec.writes:
+            info = trace.tensors.get(region.tensor_id)
+            if info is None or info.memory is not Memory.SBUF:
+                continue
+            per_partition = dtype_bytes(info.dtype)
+            for extent in info.shape[info.block_dims + 1 :]:
+                per_partition *= extent
+            if per_partition <= hw.psum_bank_bytes:
+                resident.add(region.tensor_id)
+    return resident
+
+
 def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
-    resolver = _Resolver(trace)
+    psum_resident = psum_resident_broadcasts(trace, hw)
+    resolver = _Resolver(trace, psum_resident)
     alias: dict[int, int] = {}
     last_write: dict[int, int] = {}  # logical buffer -> index of the last record writing it
     seen: dict[tuple[object, ...], int] = {}  # hoisting key -> first record instance
@@ -193,8 +225,11 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
         return lid
 
     for position, rec in enumerate(trace.records):
-        reads = [(canon(lid), box) for region in rec.reads for lid, box in resolver.resolve(region)]
-        writes = [(canon(lid), box) for region in rec.writes for lid, box in resolver.resolve(region)]
+        reads = [access for region in rec.reads for access in resolver.resolve(region)]
+        writes = [access for region in rec.writes for access in resolver.resolve(region)]
+        if alias:
+            reads = [(canon(lid), box) for lid, box in reads]
+            writes = [(canon(lid), box) for lid, box in writes]
         candidate = False
         if (
             rec.src_memory is Memory.HBM
@@ -253,12 +288,11 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
 
     slot_of = _assign_slots(logical, options.buffer_reuse, hw)
     physical = _Interner()
-
-    def phys(lid: int) -> int:
-        lb = logical[lid]
-        if lb.memory is Memory.HBM:
-            return physical(("hbm", lid))
-        return physical(("slot", lb.group, slot_of[lid]))
+    phys_of = [
+        physical(("hbm", lid)) if lb.memory is Memory.HBM else physical(("slot", lb.group, slot_of[lid]))
+        for lid, lb in enumerate(logical)
+    ]
+    phys = phys_of.__getitem__
 
     ops: list[PlannedOp] = []
     spills = _SpillPlanner(logical, hw, phys, physical) if options.spills else None
@@ -270,14 +304,20 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
         extra_writes: list[Access] = []
         if spills is not None:
             ops.extend(spills.before(idx, reads, writes, extra_writes))
-        ops.append(
-            PlannedOp(
-                record=idx,
-                kind=rec.opcode,
-                reads=[(phys(lid), box) for lid, box in reads],
-                writes=[(phys(lid), box) for lid, box in writes] + extra_writes,
-            )
-        )
+        phys_reads = [(phys_of[lid], box) for lid, box in reads]
+        phys_writes = [(phys_of[lid], box) for lid, box in writes] + extra_writes
+        if (
+            rec.dst_memory is Memory.SBUF
+            and is_tensor_engine(rec)
+            and not any(logical[lid].memory is Memory.PSUM for lid, _ in writes)
+        ):
+            # The Tensor Engine result lands in PSUM and is copied to the SBUF tile the kernel
+            # reads (§4: nl.matmul = transpose + copy + matmul).
+            staging = [(physical(("staging", idx)), box) for _, box in phys_writes]
+            ops.append(PlannedOp(record=idx, kind=rec.opcode, reads=phys_reads, writes=staging))
+            ops.append(PlannedOp(-1, "staging_copy", staging, phys_writes, cause=idx))
+        else:
+            ops.append(PlannedOp(record=idx, kind=rec.opcode, reads=phys_reads, writes=phys_writes))
         if spills is not None:
             spills.after(idx)
     peak = _peak_live(logical, hw)
@@ -287,6 +327,7 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
         spill_save_bytes=spills.saved if spills else 0,
         spill_reload_bytes=spills.reloaded if spills else 0,
         peak_live_bytes=peak,
+        psum_resident=psum_resident,
     )
 
 
@@ -392,7 +433,6 @@ class _SpillPlanner:
                 self.dying.setdefault(lb.last, []).append(lid)
         self.saved = 0
         self.reloaded = 0
-        self.peak = {"sbuf": 0, "psum": 0}
 
     def _next_use(self, lid: int, now: int) -> int:
         lb = self.logical[lid]
@@ -415,17 +455,28 @@ class _SpillPlanner:
 
     def before(self, idx: int, reads, writes, extra_writes: list[Access]) -> list[PlannedOp]:
         ops: list[PlannedOp] = []
+        logical = self.logical
+        missing = [
+            lid
+            for lid, _ in itertools.chain(reads, writes)
+            if logical[lid].memory is not Memory.HBM and lid not in self.resident[logical[lid].memory]
+        ]
+        has_data = self.has_data
+        for lid, _ in writes:
+            if lid not in has_data:
+                has_data.add(lid)
+        if not missing:
+            return ops
         touched = {lid for lid, _ in itertools.chain(reads, writes)}
         read_set = {lid for lid, _ in reads}
-        for lid in touched:
-            lb = self.logical[lid]
-            if lb.memory is Memory.HBM:
-                continue
+        for lid in dict.fromkeys(missing):
+            lb = logical[lid]
             resident = self.resident[lb.memory]
             if lid in resident:
                 continue
             size = _footprint(lb, self.hw)
             capacity = _capacity(lb.memory, self.hw)
+            space: list[Access] = []  # where the incoming data lands: the victims' places
             while self.used[lb.memory] + size > capacity:
                 victim = self._victim(lb.memory, touched, idx)
                 if victim is None:
@@ -435,16 +486,17 @@ class _SpillPlanner:
                 if victim in self.has_data:
                     ops.append(self._transfer("spill_save", victim, idx))
                     self.spilled.add(victim)
-                # the incoming data lands where the victim lived: wait for its readers/save
-                extra_writes.append((self.phys(victim), self.logical[victim].full_box))
+                space.append((self.phys(victim), self.logical[victim].full_box))
             if lid in self.spilled and lid in read_set:
-                ops.append(self._transfer("spill_reload", lid, idx))
+                reload = self._transfer("spill_reload", lid, idx)
+                # the reload writes over the victims: after their last readers and their saves
+                reload.writes.extend(space)
+                ops.append(reload)
                 self.spilled.discard(lid)
+            else:
+                extra_writes.extend(space)
             resident[lid] = size
             self.used[lb.memory] += size
-            key = lb.memory.value
-            self.peak[key] = max(self.peak[key], self.used[lb.memory])
-        self.has_data.update(lid for lid, _ in writes)
         return ops
 
     def _victim(self, memory: Memory, protected: set[int], now: int) -> int | None:

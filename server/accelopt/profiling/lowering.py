@@ -9,8 +9,10 @@ plus a fixed completion latency that does not occupy the engine (transfers pipel
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from accelopt.hardware.roofline import dtype_bytes
@@ -66,24 +68,21 @@ def region_bytes(trace: Trace, region: Region) -> int:
     return n * size
 
 
-def _is_psum(trace: Trace, region: Region) -> bool:
-    info = trace.tensors.get(region.tensor_id)
-    return info is not None and info.memory is Memory.PSUM
+def _is_psum(memory: Mapping[int, Memory], region: Region) -> bool:
+    return memory.get(region.tensor_id) is Memory.PSUM
 
 
-def _on_chip_inputs(trace: Trace, rec: TraceRecord) -> int:
+def _on_chip_inputs(memory: Mapping[int, Memory], rec: TraceRecord) -> int:
     count = 0
     for region in rec.reads:
-        info = trace.tensors.get(region.tensor_id)
-        if info is not None and info.memory is not Memory.HBM:
+        where = memory.get(region.tensor_id)
+        if where is not None and where is not Memory.HBM:
             count += 1
     return count
 
 
-def _psum_inputs(trace: Trace, rec: TraceRecord) -> int:
-    if "psum_inputs" in rec.extra:
-        return int(rec.extra["psum_inputs"])
-    return sum(1 for region in rec.reads if _is_psum(trace, region))
+def _psum_inputs(memory: Mapping[int, Memory], rec: TraceRecord) -> int:
+    return sum(1 for region in rec.reads if _is_psum(memory, region))
 
 
 def _is_half(dtype: str) -> bool:
@@ -108,7 +107,9 @@ def tensor_engine_cycles(rec: TraceRecord, hw: HardwareSpec) -> float:
     return cycles / hw.tensor_efficiency
 
 
-def _base_cycles(opcode: str, engine: str, rec: TraceRecord, trace: Trace, hw: HardwareSpec) -> int:
+def _base_cycles(
+    opcode: str, engine: str, rec: TraceRecord, memory: Mapping[int, Memory], hw: HardwareSpec
+) -> int:
     """Cycles of an ALU-engine instruction by the §4 table (before per-access overheads)."""
     n = max(rec.free_size, 0)
     floor = hw.min_initiation_cycles
@@ -118,7 +119,7 @@ def _base_cycles(opcode: str, engine: str, rec: TraceRecord, trace: Trace, hw: H
             cycles += 64  # §4: activation + reduction
         return cycles
     if opcode in ("tensor_tensor", "select"):
-        if _psum_inputs(trace, rec) >= 1:
+        if _psum_inputs(memory, rec) >= 1:
             return max(floor, n)
         # §4 gives 2N for fp32; *inferred*: two-byte inputs stream twice as fast
         return max(floor, n if _is_half(rec.dtype) else 2 * n)
@@ -138,7 +139,7 @@ def _base_cycles(opcode: str, engine: str, rec: TraceRecord, trace: Trace, hw: H
     return max(floor, n)
 
 
-def _legal_engines(rec: TraceRecord, trace: Trace) -> tuple[str, ...]:
+def _legal_engines(rec: TraceRecord, memory: Mapping[int, Memory]) -> tuple[str, ...]:
     if rec.engine is not Engine.UNASSIGNED:
         return (rec.engine.value,)
     declared = rec.extra.get("engines")  # the emulator lists the legal engines it saw
@@ -147,36 +148,57 @@ def _legal_engines(rec: TraceRecord, trace: Trace) -> tuple[str, ...]:
     else:
         choices = _UNASSIGNED_CHOICES.get(rec.opcode, ("vector", "scalar"))
     choices = choices or ("vector",)
-    touches_psum = any(_is_psum(trace, r) for r in (*rec.reads, *rec.writes))
+    touches_psum = any(_is_psum(memory, r) for r in (*rec.reads, *rec.writes))
     if touches_psum:  # GpSimd has no PSUM access (§2)
         choices = tuple(e for e in choices if e != "gpsimd") or ("vector",)
     return choices
 
 
-def lower_compute(rec: TraceRecord, trace: Trace, hw: HardwareSpec, balance: bool) -> ComputeWork:
+def lower_compute(
+    rec: TraceRecord, memory: Mapping[int, Memory], hw: HardwareSpec, balance: bool
+) -> ComputeWork:
+    """Engines that may run `rec` and how long each takes. `memory` maps tensor ids to where
+    the compiler keeps them (a Tensor Engine broadcast result stays in PSUM, see
+    compiler_model)."""
     if is_tensor_engine(rec):
         seconds = tensor_engine_cycles(rec, hw) / hw.tensor_clock_hz
         return ComputeWork(options=(("tensor", seconds),), tiny=False)
-    engines = _legal_engines(rec, trace)
+    engines = _legal_engines(rec, memory)
     if not balance:
         engines = engines[:1]
-    inputs = max(1, _on_chip_inputs(trace, rec))
+    inputs = max(1, _on_chip_inputs(memory, rec))
+    psum_inputs = _psum_inputs(memory, rec)
     stride = int(rec.extra.get("stride_bytes", 0) or 0)
     options = []
     tiny = rec.free_size <= hw.min_initiation_cycles
     for engine in engines:
-        cycles = float(_base_cycles(rec.opcode, engine, rec, trace, hw))
+        cycles = float(_base_cycles(rec.opcode, engine, rec, memory, hw))
         if stride > hw.stride_penalty_bytes:
             cycles *= 2  # §4: innermost stride over 16 B halves the streaming bandwidth
-        if engine == "vector" and _is_half(rec.dtype) and _psum_inputs(trace, rec) == 0:
+        if engine == "vector" and _is_half(rec.dtype) and psum_inputs == 0:
             cycles = max(hw.min_initiation_cycles, cycles / hw.vector_bf16_speedup)
         if engine == "gpsimd" and rec.opcode not in ("iota", "affine_select"):
             cycles *= hw.gpsimd_elementwise_factor
         cycles += hw.access_init_cycles * inputs  # §4: ≈60 cycles per SBUF/PSUM access
         if tiny:
-            cycles += hw.static_overhead_cycles  # §4: tiny instructions pay the static overhead
+            # §4: ≈100 cycles static overhead when instructions are tiny. *inferred*: an
+            # instruction long enough to stream hides it (and the wait on a predecessor) behind
+            # the previous instruction's streaming; the published Mamba kernels (§7) run five
+            # dependent 512-element Vector instructions per state at ≈10N cycles in total.
+            cycles += hw.static_overhead_cycles
         options.append((engine, cycles / hw.engine_clock_hz(engine)))
     return ComputeWork(options=tuple(options), tiny=tiny)
+
+
+def staging_copy(free_size: int, hw: HardwareSpec, balance: bool) -> ComputeWork:
+    """The PSUM -> SBUF copy that lands a Tensor Engine result the kernel uses from SBUF (§4:
+    `nl.matmul` = transpose + copy + matmul), on the Vector or the Scalar Engine."""
+    cycles = max(hw.min_initiation_cycles, free_size) + hw.access_init_cycles
+    tiny = free_size <= hw.min_initiation_cycles
+    if tiny:
+        cycles += hw.static_overhead_cycles
+    engines = ("vector", "scalar") if balance else ("vector",)
+    return ComputeWork(options=tuple((e, cycles / hw.engine_clock_hz(e)) for e in engines), tiny=tiny)
 
 
 def chunk_efficiency(chunk_bytes: float, hw: HardwareSpec) -> float:
@@ -204,6 +226,7 @@ def _partition_span(trace: Trace, region: Region) -> tuple[int, int] | None:
     return region.box[axis]
 
 
+@functools.lru_cache(maxsize=4096)
 def dma_pieces(
     nbytes: int, span: tuple[int, int] | None, chunk: float, hw: HardwareSpec, efficiency: float = 1.0
 ) -> tuple[tuple[int, float], ...]:

@@ -26,16 +26,18 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from accelopt.hardware.roofline import dtype_bytes
 from accelopt.hardware.specs import HardwareSpec, get_hardware
 from accelopt.nki.trace import LoopKind, Memory, Trace, TraceRecord
 from accelopt.profiling.compiler_model import Box, CompilerPlan, ModelOptions, PlannedOp, plan
 from accelopt.profiling.lowering import (
+    ComputeWork,
     DmaWork,
     dma_pieces,
     is_dma,
     lower_compute,
     lower_dma,
-    region_bytes,
+    staging_copy,
 )
 
 __all__ = ["ModelOptions", "ScheduledOp", "Timeline", "schedule"]
@@ -87,6 +89,13 @@ class _GapList:
         self.ends: list[float] = []
         self.busy = 0.0
 
+    def copy(self) -> _GapList:
+        twin = _GapList()
+        twin.starts = list(self.starts)
+        twin.ends = list(self.ends)
+        twin.busy = self.busy
+        return twin
+
     def place(self, ready: float, duration: float) -> tuple[float, float]:
         """Occupy `duration` seconds of free time from `ready` on, filling gaps between
         transfers already placed (the engine interleaves the descriptors of every queued
@@ -128,14 +137,75 @@ class _GapList:
             ends.insert(i, end)
 
 
+_BUCKET = 128  # rows of the first box dimension per index bucket
+_WIDE = 8  # boxes spanning more buckets than this are kept in one list checked every time
+_SCAN = 16  # below this many boxes a linear scan beats the index
+
+
+class _BoxMap:
+    """Boxes of one physical buffer -> (end time, engine, op), indexed by their first dimension
+    so that a buffer with thousands of disjoint tiles (a kernel output) answers overlap
+    queries without scanning all of them."""
+
+    __slots__ = ("buckets", "entries", "wide")
+
+    def __init__(self) -> None:
+        self.entries: dict[Box, tuple[float, str, int]] = {}
+        self.buckets: dict[int, set[Box]] = {}
+        self.wide: set[Box] = set()
+
+    def overlapping(self, box: Box) -> list[Box]:
+        entries = self.entries
+        if len(entries) <= _SCAN or not box:
+            return [b for b in entries if _overlaps(box, b)]
+        lo, hi = box[0]
+        first, last = lo // _BUCKET, (hi - 1) // _BUCKET
+        if last - first > 4 * _WIDE:
+            return [b for b in entries if _overlaps(box, b)]
+        found = [b for b in self.wide if _overlaps(box, b)]
+        buckets = self.buckets
+        seen: set[Box] = set()
+        for bucket in range(first, last + 1):
+            for b in buckets.get(bucket, ()):
+                if b not in seen:
+                    seen.add(b)
+                    if _overlaps(box, b):
+                        found.append(b)
+        return found
+
+    def put(self, box: Box, entry: tuple[float, str, int]) -> None:
+        if box not in self.entries and box:
+            lo, hi = box[0]
+            first, last = lo // _BUCKET, (hi - 1) // _BUCKET
+            if last - first > _WIDE:
+                self.wide.add(box)
+            else:
+                for bucket in range(first, last + 1):
+                    self.buckets.setdefault(bucket, set()).add(box)
+        self.entries[box] = entry
+
+    def remove(self, box: Box) -> None:
+        del self.entries[box]
+        if not box:
+            return
+        if box in self.wide:
+            self.wide.discard(box)
+            return
+        lo, hi = box[0]
+        for bucket in range(lo // _BUCKET, (hi - 1) // _BUCKET + 1):
+            members = self.buckets.get(bucket)
+            if members is not None:
+                members.discard(box)
+
+
 class _Accesses:
-    """Per physical buffer: the latest writes and reads by box (end time, engine, op)."""
+    """Per physical buffer: the latest writes and reads by box."""
 
     __slots__ = ("reads", "writes")
 
     def __init__(self) -> None:
-        self.writes: dict[Box, tuple[float, str, int]] = {}
-        self.reads: dict[Box, tuple[float, str, int]] = {}
+        self.writes = _BoxMap()
+        self.reads = _BoxMap()
 
 
 def _overlaps(a: Box, b: Box) -> bool:
@@ -168,20 +238,28 @@ def _union_length(intervals: list[tuple[float, float]]) -> float:
 
 
 class _Scheduler:
-    def __init__(self, trace: Trace, hw: HardwareSpec, options: ModelOptions) -> None:
+    def __init__(
+        self, trace: Trace, hw: HardwareSpec, options: ModelOptions, psum_resident: set[int]
+    ) -> None:
         self.trace = trace
         self.hw = hw
         self.options = options
         self.engine_free = {"tensor": 0.0, "vector": 0.0, "scalar": 0.0, "gpsimd": 0.0}
         self.engine_busy = {"tensor": 0.0, "vector": 0.0, "scalar": 0.0, "gpsimd": 0.0}
-        self.engine_last = {"tensor": -1, "vector": -1, "scalar": -1, "gpsimd": -1}
         self.ports = {"sbuf": 0.0, "psum": 0.0}
-        self.queues = [_GapList() for _ in range(hw.dma_engines)]
+        shared = _GapList()
+        self.queues = [shared] * hw.dma_engines  # copy-on-write, see _share_groups
+        self.sharers: dict[int, set[int]] = {id(shared): set(range(hw.dma_engines))}
+        self.keep = [shared]  # every list ever made stays alive, so ids stay unique
         self.table: dict[int, _Accesses] = {}
         # sequential loop instance -> [iteration, barrier, latest compute end in this iteration]
         self.barriers: dict[tuple[object, ...], list[float]] = {}
         self.seq_keys: dict[tuple[object, ...], list[tuple[tuple[object, ...], int]]] = {}
         self.sem = hw.semaphore_latency_s
+        self.memory = {
+            tid: Memory.PSUM if tid in psum_resident else info.memory for tid, info in trace.tensors.items()
+        }
+        self.itemsize = {tid: dtype_bytes(info.dtype) for tid, info in trace.tensors.items()}
         self.ops: list[ScheduledOp] = []
         self.counters = {
             "hbm_read": 0,
@@ -196,27 +274,21 @@ class _Scheduler:
 
     # --- dependencies ----------------------------------------------------------------------
 
-    def _producers(self, op: PlannedOp) -> tuple[list[tuple[float, str, int]], list[int]]:
+    def _producers(self, op: PlannedOp) -> list[tuple[float, str, int]]:
         producers: list[tuple[float, str, int]] = []
-        raw: list[int] = []
         table = self.table
         for key, box in op.reads:
             acc = table.get(key)
-            if acc is None:
-                continue
-            for wbox, entry in acc.writes.items():
-                if _overlaps(box, wbox):
-                    producers.append(entry)
-                    raw.append(entry[2])
+            if acc is not None:
+                entries = acc.writes.entries
+                producers.extend(entries[b] for b in acc.writes.overlapping(box))
         for key, box in op.writes:
             acc = table.get(key)
-            if acc is None:
-                continue
-            for entries in (acc.writes, acc.reads):
-                for wbox, entry in entries.items():
-                    if _overlaps(box, wbox):
-                        producers.append(entry)
-        return producers, raw
+            if acc is not None:
+                for boxes in (acc.writes, acc.reads):
+                    entries = boxes.entries
+                    producers.extend(entries[b] for b in boxes.overlapping(box))
+        return producers
 
     def _record(self, op: PlannedOp, end: float, engine: str, op_id: int) -> None:
         table = self.table
@@ -225,19 +297,21 @@ class _Scheduler:
             acc = table.get(key)
             if acc is None:
                 acc = table[key] = _Accesses()
-            old = acc.reads.get(box)
+            old = acc.reads.entries.get(box)
             if old is None or old[0] < end:
-                acc.reads[box] = entry
+                acc.reads.put(box, entry)
         for key, box in op.writes:
             acc = table.get(key)
             if acc is None:
                 acc = table[key] = _Accesses()
-            for entries in (acc.writes, acc.reads):
-                if len(entries) > 0:
-                    covered = [b for b in entries if _contains(box, b) and entries[b][0] <= end]
-                    for b in covered:
-                        del entries[b]
-            acc.writes[box] = entry
+            # a later access overlapping an older one inside this box also overlaps this
+            # write, which ends no earlier: the older one can be forgotten
+            for boxes in (acc.writes, acc.reads):
+                if boxes.entries:
+                    for b in boxes.overlapping(box):
+                        if _contains(box, b) and boxes.entries[b][0] <= end:
+                            boxes.remove(b)
+            acc.writes.put(box, entry)
 
     # --- sequential loops -------------------------------------------------------------------
 
@@ -273,12 +347,17 @@ class _Scheduler:
 
     def place(self, op: PlannedOp, op_id: int) -> None:
         trace = self.trace
+        producers = self._producers(op)
+        if op.kind == "staging_copy":
+            cause = trace.records[op.cause]
+            work = staging_copy(cause.free_size, self.hw, self.options.balance_unassigned)
+            self._place_compute(op, cause, producers, op_id, work)
+            return
         rec = trace.records[op.record] if op.record >= 0 else None
-        producers, raw = self._producers(op)
         if rec is None or is_dma(rec):
             self._place_dma(op, rec, producers, op_id)
         else:
-            self._place_compute(op, rec, producers, raw, op_id)
+            self._place_compute(op, rec, producers, op_id)
 
     def _place_dma(self, op: PlannedOp, rec: TraceRecord | None, producers, op_id: int) -> None:
         hw = self.hw
@@ -295,6 +374,11 @@ class _Scheduler:
                 hbm_write_bytes=op.spill_bytes if op.kind == "spill_save" else 0,
             )
             line = self.trace.records[op.cause].line if op.cause >= 0 else 0
+            issuer = self._spill_issuer(op)
+            if issuer is not None:
+                # Spill code sits in the instruction stream of the engine whose instruction
+                # needs the space: it is triggered in program order, not ahead of time.
+                ready = max(ready, self.engine_free[issuer])
             if op.kind == "spill_save":
                 self.counters["sbuf_read"] += op.spill_bytes
             else:
@@ -307,12 +391,15 @@ class _Scheduler:
         start = float("inf")
         finish = ready
         busy = 0.0
-        for queue, occupancy in work.pieces:
-            t0, t1 = self.queues[queue].place(ready, occupancy)
-            pieces.append((queue, t0, t1))
-            start = min(start, t0)
-            finish = max(finish, t1)
-            busy += occupancy
+        for queues, occupancy in self._share_groups(work.pieces):
+            t0, t1 = queues[0][1].place(ready, occupancy)
+            for queue, _ in queues:
+                pieces.append((queue, t0, t1))
+            if t0 < start:
+                start = t0
+            if t1 > finish:
+                finish = t1
+            busy += occupancy * len(queues)
         if not pieces:
             start = ready
         end = finish + work.latency_s
@@ -322,12 +409,56 @@ class _Scheduler:
         self._record(op, end, _DMA, op_id)
         self.ops.append(ScheduledOp(op.record, op.kind, _DMA, start, end, busy, line, tuple(pieces)))
 
-    def _place_compute(self, op: PlannedOp, rec: TraceRecord, producers, raw: list[int], op_id: int) -> None:
+    def _spill_issuer(self, op: PlannedOp) -> str | None:
+        if op.cause < 0:
+            return None
+        cause = self.trace.records[op.cause]
+        if is_dma(cause):
+            return None
+        if cause.engine.value in self.engine_free:
+            return cause.engine.value
+        return "vector"  # work left to the compiler: its default engine
+
+    def _share_groups(self, pieces) -> list[tuple[list[tuple[int, _GapList]], float]]:
+        """Group DMA pieces that can be placed once for several engines.
+
+        Engines whose busy intervals are identical share one `_GapList` (all of them start that
+        way, and every full-width transfer keeps them identical), so a transfer giving each the
+        same occupancy is placed once. An engine that gets different work first takes its own
+        copy (copy on write).
+        """
+        queues = self.queues
+        by_list: dict[tuple[int, float], list[tuple[int, _GapList]]] = {}
+        for queue, occupancy in pieces:
+            gaps = queues[queue]
+            by_list.setdefault((id(gaps), occupancy), []).append((queue, gaps))
+        groups = []
+        for (_, occupancy), members in by_list.items():
+            gaps = members[0][1]
+            sharers = self.sharers[id(gaps)]
+            if len(sharers) != len(members):
+                clone = gaps.copy()
+                moved = {queue for queue, _ in members}
+                sharers.difference_update(moved)
+                self.sharers[id(clone)] = moved
+                self.keep.append(clone)
+                for queue in moved:
+                    queues[queue] = clone
+                members = [(queue, clone) for queue, _ in members]
+            groups.append((members, occupancy))
+        return groups
+
+    def _place_compute(
+        self, op: PlannedOp, rec: TraceRecord, producers, op_id: int, work: ComputeWork | None = None
+    ) -> None:
         hw = self.hw
-        work = lower_compute(rec, self.trace, hw, self.options.balance_unassigned)
+        if work is None:
+            work = lower_compute(rec, self.memory, hw, self.options.balance_unassigned)
+            touches_sbuf, touches_psum = self._memories(rec)
+        else:  # a staging copy: PSUM -> SBUF
+            touches_sbuf = touches_psum = True
         seq = self._sequential(rec) if rec.loops else []
         barrier = self._barrier(seq) if seq else 0.0
-        touches_sbuf, touches_psum = self._memories(rec)
         best = None
         for engine, duration in work.options:
             ready = barrier
@@ -341,9 +472,6 @@ class _Scheduler:
                     start = max(start, self.ports["sbuf"])
                 if touches_psum and engine in ("vector", "scalar"):
                     start = max(start, self.ports["psum"])
-            if engine != "tensor" and not work.tiny and self.engine_last[engine] in raw:
-                # §4: an instruction waiting on its predecessor pays the static overhead
-                duration += hw.static_overhead_cycles / hw.engine_clock_hz(engine)
             end = start + duration
             if best is None or end < best[2]:
                 best = (engine, start, end, duration)
@@ -351,7 +479,6 @@ class _Scheduler:
         engine, start, end, duration = best
         self.engine_free[engine] = end
         self.engine_busy[engine] += duration
-        self.engine_last[engine] = op_id
         if hw.port_conflicts:
             if touches_sbuf and engine in ("vector", "gpsimd"):
                 self.ports["sbuf"] = end
@@ -361,32 +488,34 @@ class _Scheduler:
             state = self.barriers[key]
             state[2] = max(state[2], end)
         self.counters["instructions"] += 1
-        self._count_on_chip(rec)
+        if op.record >= 0:
+            self._count_on_chip(rec)
         self._record(op, end, engine, op_id)
         self.ops.append(ScheduledOp(op.record, op.kind, engine, start, end, duration, rec.line))
 
     def _memories(self, rec: TraceRecord) -> tuple[bool, bool]:
+        memory = self.memory
         sbuf = psum = False
-        tensors = self.trace.tensors
         for region in (*rec.reads, *rec.writes):
-            info = tensors.get(region.tensor_id)
-            if info is None:
-                continue
-            if info.memory is Memory.SBUF:
+            where = memory.get(region.tensor_id)
+            if where is Memory.SBUF:
                 sbuf = True
-            elif info.memory is Memory.PSUM:
+            elif where is Memory.PSUM:
                 psum = True
         return sbuf, psum
 
     def _count_on_chip(self, rec: TraceRecord) -> None:
-        tensors = self.trace.tensors
+        memory = self.memory
         counters = self.counters
         for regions, suffix in ((rec.reads, "_read"), (rec.writes, "_write")):
             for region in regions:
-                info = tensors.get(region.tensor_id)
-                if info is None or info.memory is Memory.HBM:
+                where = memory.get(region.tensor_id)
+                if where is None or where is Memory.HBM:
                     continue
-                counters[info.memory.value + suffix] += region_bytes(self.trace, region)
+                n = self.itemsize[region.tensor_id]
+                for start, stop in region.box:
+                    n *= stop - start
+                counters[where.value + suffix] += n
 
 
 def schedule(trace: Trace, hw: HardwareSpec | str, options: ModelOptions | None = None) -> Timeline:
@@ -394,12 +523,13 @@ def schedule(trace: Trace, hw: HardwareSpec | str, options: ModelOptions | None 
     spec = get_hardware(hw) if isinstance(hw, str) else hw
     opts = options or ModelOptions()
     compiled: CompilerPlan = plan(trace, spec, opts)
-    scheduler = _Scheduler(trace, spec, opts)
+    scheduler = _Scheduler(trace, spec, opts, compiled.psum_resident)
     for op_id, op in enumerate(compiled.ops):
         scheduler.place(op, op_id)
     ops = scheduler.ops
     total = max((op.end for op in ops), default=0.0)
-    dma_intervals = [(s, e) for q in scheduler.queues for s, e in zip(q.starts, q.ends)]
+    distinct = {id(q): q for q in scheduler.queues}.values()
+    dma_intervals = [(s, e) for q in distinct for s, e in zip(q.starts, q.ends)]
     busy = dict(scheduler.engine_busy)
     busy[_DMA] = _union_length(dma_intervals)
     c = scheduler.counters
