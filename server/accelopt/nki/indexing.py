@@ -166,6 +166,11 @@ class IndexExpr:
     def __getitem__(self, key: Any) -> IndexExpr:
         if not isinstance(key, tuple):
             key = (key,)
+        if len(self.sizes) == 1 and self.values is None:
+            # fast path for the ubiquitous nl.arange(n)[:, None] / [None, :] / [None, :, None]
+            fast = _expand_1d(self, key)
+            if fast is not None:
+                return fast
         if self.values is not None:
             return IndexExpr._materialized(self.values[key])
         sizes: list[int] = []
@@ -228,6 +233,29 @@ class IndexExpr:
         return self._compare(other, "!=")
 
     __hash__ = object.__hash__
+
+
+_FULL = slice(None)
+
+
+def _expand_1d(expr: IndexExpr, key: tuple[Any, ...]) -> IndexExpr | None:
+    """Place a 1-D grid on one axis of a higher-rank grid (key: one full slice, the rest None)."""
+    axis = -1
+    for i, k in enumerate(key):
+        if k is None:
+            continue
+        if axis < 0 and k.__class__ is slice and k == _FULL:
+            axis = i
+            continue
+        return None
+    if axis < 0:
+        return None
+    n = len(key)
+    sizes = [1] * n
+    coefs = [0] * n
+    sizes[axis] = expr.sizes[0]
+    coefs[axis] = expr.coefs[0]
+    return IndexExpr(tuple(sizes), tuple(coefs), expr.offset)
 
 
 def _grid(value: Any) -> Any:
@@ -379,11 +407,17 @@ def _solve(offset: int, coef: int, op: str, size: int) -> tuple[int, int]:
 # --- constructors used by nl.* -------------------------------------------------------------
 
 
+_ARANGES: dict[tuple[int, int, int], IndexExpr] = {}
+
+
 def arange(start: int, stop: int | None = None, step: int = 1) -> IndexExpr:
     if stop is None:
         start, stop = 0, start
-    n = len(range(int(start), int(stop), int(step)))
-    return IndexExpr((n,), (int(step),), int(start))
+    key = (int(start), int(stop), int(step))
+    expr = _ARANGES.get(key)
+    if expr is None:  # grids are immutable, so one object per range serves every call
+        expr = _ARANGES[key] = IndexExpr((len(range(*key)),), (key[2],), key[0])
+    return expr
 
 
 class _MGrid:

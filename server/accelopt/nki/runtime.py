@@ -7,6 +7,7 @@ it must never shadow a real Neuron installation used by the hardware backend.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import itertools
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from accelopt.nki.context import KernelContext, activate, active_context
 from accelopt.nki.errors import NkiError
@@ -148,7 +150,9 @@ def run_kernel(
     ctx = KernelContext(kernel_name or fn.__name__, path, numerics)
     params = list(inspect.signature(fn).parameters)
     line = fn.__code__.co_firstlineno
-    with activate(ctx):
+    # Tile-sized matmuls run fastest on one BLAS thread (threads thrash on 128x512 tiles).
+    blas = threadpool_limits(limits=1, user_api="blas") if numerics else contextlib.nullcontext()
+    with activate(ctx), blas:
         args = [
             _input_tensor(ctx, x, params[i] if i < len(params) else f"arg{i}", line)
             if isinstance(x, (np.ndarray, np.generic)) and np.ndim(x) > 0

@@ -606,7 +606,11 @@ def make_view(tensor: Tensor, shape: tuple[int, ...], key: Any, base: View | Non
             "an index mixes slices with nl.arange grids; use only aranges (with ints) or only slices",
         )
     if advanced:
-        offsets, terms, arrays, vshape = _advanced(shape, key)
+        offsets, terms, arrays, vshape, abox, oob = _advanced(shape, key)
+        if base is None:
+            view = View(tensor, vshape, offsets, terms, arrays, abox)
+            view.oob = oob
+            return view
     else:
         offsets, terms, vshape, box = _basic(shape, key)
         if base is None:
@@ -720,58 +724,79 @@ def _advanced(shape: tuple[int, ...], key: tuple[Any, ...]):
         )
     grid_ndim = 0
     for k in key:
-        if isinstance(k, IndexExpr):
-            if k.ndim == 1:
+        if k.__class__ is IndexExpr:
+            kn = len(k.sizes)
+            if kn == 1:
                 raise _error(
                     "err_1d_arange_not_supported",
                     "indexing with a 1-D nl.arange is not supported; add an axis, e.g. nl.arange(n)[:, None]",
                 )
-            grid_ndim = max(grid_ndim, k.ndim)
+            if kn > grid_ndim:
+                grid_ndim = kn
     # broadcast shape of every grid (right-aligned, numpy rules)
     sizes = [1] * grid_ndim
     for k in key:
-        if isinstance(k, IndexExpr):
-            shift = grid_ndim - k.ndim
+        if k.__class__ is IndexExpr:
+            shift = grid_ndim - len(k.sizes)
             for a, n in enumerate(k.sizes):
-                cur = sizes[a + shift]
-                if n != 1 and cur != 1 and n != cur:
-                    raise _error(
-                        "err_unsupported_indexing",
-                        f"index grids of shapes {k.sizes} and {tuple(sizes)} do not broadcast",
-                    )
                 if n != 1:
+                    cur = sizes[a + shift]
+                    if cur != 1 and n != cur:
+                        raise _error(
+                            "err_unsupported_indexing",
+                            f"index grids of shapes {k.sizes} and {tuple(sizes)} do not broadcast",
+                        )
                     sizes[a + shift] = n
     # trailing dims left out of the index become extra axes (numpy semantics)
-    trailing = list(shape[len(key) :])
-    vshape = tuple(sizes + trailing)
+    trailing = shape[len(key) :]
+    vshape = (*sizes, *trailing)
     offsets: list[int] = []
     terms: list[tuple[tuple[int, int], ...]] = []
+    box: list[tuple[int, int]] = []
     arrays: dict[int, np.ndarray] | None = None
+    oob = False
     for d, k in enumerate(key[:ndim]):
-        if isinstance(k, IndexExpr):
-            shift = grid_ndim - k.ndim
+        if k.__class__ is IndexExpr:
+            shift = grid_ndim - len(k.sizes)
             if k.values is not None:
                 arrays = arrays or {}
                 arrays[d] = np.broadcast_to(k.values, (1,) * shift + k.values.shape)
                 offsets.append(0)
                 terms.append(())
-                continue
-            offsets.append(k.offset)
-            terms.append(
-                tuple((a + shift, c) for a, (c, n) in enumerate(zip(k.coefs, k.sizes)) if c and n > 1)
-            )
+                lo, hi = k.bounds()
+                box.append((lo, hi + 1))
+            else:
+                lo = hi = off = k.offset
+                dim_terms = []
+                for a, (c, n) in enumerate(zip(k.coefs, k.sizes)):
+                    if c and n > 1:
+                        dim_terms.append((a + shift, c))
+                        if c > 0:
+                            hi += c * (n - 1)
+                        else:
+                            lo += c * (n - 1)
+                offsets.append(off)
+                terms.append(tuple(dim_terms))
+                box.append((lo, hi + 1))
         elif isinstance(k, _INT_TYPES):
             i = int(k)
-            offsets.append(i + shape[d] if i < 0 else i)
+            if i < 0:
+                i += shape[d]
+            offsets.append(i)
             terms.append(())
+            box.append((i, i + 1))
         else:
             raise _error("err_unsupported_indexing", f"cannot index a tensor with {k!r}")
+        b_lo, b_hi = box[-1]
+        if b_hi > b_lo and (b_lo < 0 or b_hi > shape[d]):
+            oob = True
     for j, n in enumerate(trailing):
         offsets.append(0)
         terms.append(((grid_ndim + j, 1),) if n > 1 else ())
+        box.append((0, n))
     if arrays is not None and len(vshape) > grid_ndim:
         raise _error("err_unsupported_indexing", "non-affine index grids must index every dimension")
-    return tuple(offsets), tuple(terms), arrays, vshape
+    return tuple(offsets), tuple(terms), arrays, vshape, tuple(box), oob
 
 
 def _compose(base: View, offsets, terms, arrays, vshape) -> View:
