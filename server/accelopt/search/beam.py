@@ -481,6 +481,8 @@ class _Search:
         except _Stopped:
             return
         if result.lesson is None:
+            # Recorded on the candidate (it appears so in the final ranking) and in the log.
+            pair.after.agent_notes.append(f"summarizer: {result.error or 'no lesson in the reply'}")
             log.info("summarizer gave no lesson for %s: %s", pair.after.id, result.error)
             return
         lesson = result.lesson.model_copy(update={"positive": pair.speedup > 1.0})

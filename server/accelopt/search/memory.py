@@ -118,8 +118,12 @@ class Memory:
             return self._rebuild(str(exc))
 
     def _initialise(self, conn: sqlite3.Connection) -> None:
-        if self.path != IN_MEMORY:
+        """Create the schema on first use. An initialised database is only read here, so that
+        opening it works while another process holds the write lock."""
+        if self.path != IN_MEMORY and conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
+        if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+            return
         conn.executescript(_SCHEMA)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 

@@ -90,7 +90,7 @@ def _summary(
         label = base.profile.label if base.profile else f"{started.backend} on {started.hardware}"
         rows += [
             ("kernel", started.kernel_name),
-            ("backend", f"{started.backend} ({label}): every latency below is {label}"),
+            ("backend", f"{started.backend}: every latency below is {label}"),
             ("agents", started.agents),
             (
                 "baseline",

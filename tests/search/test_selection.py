@@ -1,0 +1,77 @@
+"""The loop's three choices on real candidate models: which pairs become experiences (the
+published rule), which kernels form the next beam (elitist, deduplicated), the final ranking."""
+
+from __future__ import annotations
+
+from accelopt.profiling.evaluation import KernelSource
+from accelopt.search.candidate import Candidate
+from accelopt.search.selection import Pair, next_beam, rank, select_experiences
+
+
+def candidate(
+    cid: str, latency: float | None, *, status: str = "ok", text: str | None = None, parent: str | None = "p"
+) -> Candidate:
+    return Candidate(
+        id=cid,
+        parent_id=parent,
+        iteration=1,
+        kernel=KernelSource(text=text or f"value = '{cid}'\n", name="k"),
+        status=status,  # type: ignore[arg-type]
+        latency_ms=latency,
+    )
+
+
+PARENT = candidate("p", 10.0, parent=None)
+
+
+def pairs_with_speedups(speedups: list[float]) -> list[Pair]:
+    return [Pair(before=PARENT, after=candidate(f"c{i}", 10.0 / s)) for i, s in enumerate(speedups)]
+
+
+def test_at_most_eight_and_at_most_half_positive():
+    pairs = pairs_with_speedups([1.5, 1.3, 1.2, 1.1, 1.05, 1.6, 0.5, 0.6, 0.7, 0.8, 0.85, 0.4])
+    chosen = select_experiences(pairs, limit=8, positive_threshold=1.04, negative_threshold=1 / 1.15)
+    speedups = [round(p.speedup, 3) for p in chosen]
+    assert speedups == [1.6, 1.5, 1.3, 1.2, 0.4, 0.5, 0.6, 0.7]
+
+
+def test_neutral_pairs_are_not_lessons_and_negatives_may_fill_the_quota():
+    pairs = pairs_with_speedups([1.03, 1.0, 0.9, 0.87, 0.5, 0.6])
+    chosen = select_experiences(pairs, limit=8, positive_threshold=1.04, negative_threshold=1 / 1.15)
+    assert sorted(round(p.speedup, 3) for p in chosen) == [0.5, 0.6]
+    assert (
+        select_experiences(
+            pairs_with_speedups([2.0]), limit=1, positive_threshold=1.04, negative_threshold=0.8
+        )
+        == []
+    )
+
+
+def test_failing_and_duplicate_kernels_never_become_experiences():
+    failing = Pair(before=PARENT, after=candidate("bad", None, status="incorrect"))
+    first = Pair(before=PARENT, after=candidate("a", 5.0, text="same = 1\n"))
+    again = Pair(before=PARENT, after=candidate("b", 5.0, text="same = 1  # a comment\n"))
+    chosen = select_experiences(
+        [failing, first, again], limit=8, positive_threshold=1.04, negative_threshold=0.87
+    )
+    assert [p.after.id for p in chosen] == ["a"]
+
+
+def test_beam_is_elitist_and_deduplicated():
+    slower = candidate("slow", 12.0)
+    broken = candidate("broken", None, status="compile_error")
+    assert [c.id for c in next_beam([PARENT], [slower, broken], width=2)] == ["p", "slow"]
+    twin = candidate("twin", 10.0, text=PARENT.kernel.text)
+    twin.duplicate_of = "p"
+    faster = candidate("fast", 4.0)
+    assert [c.id for c in next_beam([PARENT], [twin, faster, slower], width=2)] == ["fast", "p"]
+
+
+def test_ranking_is_sorted_unique_and_limited():
+    pool = [
+        candidate("a", 3.0),
+        candidate("b", 1.0),
+        candidate("c", 2.0, status="incorrect"),
+        candidate("d", 2.0),
+    ]
+    assert [(r.rank, r.candidate.id) for r in rank(pool, limit=2)] == [(1, "b"), (2, "d")]
