@@ -237,12 +237,18 @@ def active_context() -> KernelContext | None:
     return _ACTIVE
 
 
+_INTERACTIVE: KernelContext | None = None
+
+
 def current() -> KernelContext:
-    """The running kernel's context; API calls outside any run get an ad-hoc numeric context."""
-    global _ACTIVE
-    if _ACTIVE is None:
-        _ACTIVE = KernelContext("<interactive>", "<interactive>", numerics=True)
-    return _ACTIVE
+    """The running kernel's context. API calls outside any run (e.g. at a kernel module's import)
+    share an ad-hoc numeric context that never counts as a run."""
+    global _INTERACTIVE
+    if _ACTIVE is not None:
+        return _ACTIVE
+    if _INTERACTIVE is None:
+        _INTERACTIVE = KernelContext("<interactive>", "<interactive>", numerics=True)
+    return _INTERACTIVE
 
 
 @contextmanager

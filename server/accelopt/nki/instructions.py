@@ -696,8 +696,14 @@ def dma_copy(
             "err_shape_mismatch", f"cannot copy a tile of shape {src.shape} to shape {dst.shape}", line
         )
     hbm_side = src if src.tensor.memory is Memory.HBM else dst
+    moved = src
+    if mask is not None and mask.exact_box and hbm_side.shape == mask.shape:
+        # only the selected elements move
+        hbm_side = hbm_side.restrict(mask.ranges)
+        if src.shape == mask.shape:
+            moved = src.restrict(mask.ranges)
     chunk_bytes, chunks = dma_shape(hbm_side)
-    partitions, free = pf(src.shape)
+    partitions, free = pf(moved.shape)
     region = region_of(dst, mask)
     ctx.emit(
         Engine.DMA,
@@ -711,7 +717,7 @@ def dma_copy(
         src.tensor.memory,
         dst.tensor.memory,
         line,
-        bytes=prod(src.shape) * src.tensor.dtype.itemsize,
+        bytes=prod(moved.shape) * src.tensor.dtype.itemsize,
         dma_chunk_bytes=chunk_bytes,
         dma_chunks=chunks,
     )

@@ -285,8 +285,11 @@ def load(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> Tensor:
             if values.shape != shape:
                 values = values.reshape(shape)
     tile = result_tile(ctx, shape, out_dtype, SBUF, line, "load", values, minfo)
-    chunk_bytes, chunks = dma_shape(view)
-    partitions, free = pf(shape)
+    moved = view
+    if minfo is not None and minfo.exact_box and view.shape == shape:
+        moved = view.restrict(minfo.ranges)  # only the selected elements move
+    chunk_bytes, chunks = dma_shape(moved)
+    partitions, free = pf(moved.shape if moved.shape else shape)
     tile.producer = ctx.emit(
         Engine.DMA,
         "dma_load",

@@ -349,6 +349,8 @@ class View(TileOps):
         """Bounding box over the tensor's declared dims, optionally restricted to axis ranges."""
         if ranges is None and self._box is not None:
             return self._box
+        if ranges is not None and any(hi <= lo for lo, hi in ranges):
+            return tuple((0, 0) for _ in self.offsets)  # nothing selected
         shape = self.shape
         out = []
         arrays = self.arrays
@@ -493,6 +495,8 @@ class View(TileOps):
         """The viewed elements in the tensor's dtype, shaped like the view."""
         data = self.tensor.data
         assert data is not None
+        if 0 in self.shape:
+            return np.empty(self.shape, dtype=data.dtype)
         if self.oob and not clip:
             self.region()  # raises: an unmasked access outside the tensor
         if clip:
@@ -513,6 +517,8 @@ class View(TileOps):
         if data is None:
             return
         dtype = tensor.dtype
+        if 0 in self.shape:
+            return
         values = np.asarray(values)
         if values.shape != self.shape:
             values = (
