@@ -12,6 +12,6 @@ def rowsum_kernel(x):
         for j in nl.sequential_range(N // 256):
             t = nl.load(x[i * 128 : (i + 1) * 128, j * 256 : (j + 1) * 256])
             u = nl.add(nl.multiply(t, 3.0), 1.0)
-            acc = nl.add(acc, nl.sum(u, axis=1, keepdims=True))
+            acc[...] = nl.add(acc, nl.sum(u, axis=1, keepdims=True))
         nl.store(out[i * 128 : (i + 1) * 128, 0:1], value=acc)
     return out

@@ -13,6 +13,7 @@ from accelopt.agents.offline.rewrites.hoist_invariant import HoistInvariant
 from accelopt.agents.offline.rewrites.loop_interchange import LoopInterchange
 from accelopt.agents.offline.rewrites.preload_operand import PreloadOperand
 from accelopt.agents.offline.rewrites.remove_copy import RemoveCopy
+from accelopt.agents.offline.rewrites.reuse_transpose import ReuseTranspose
 from accelopt.agents.offline.rewrites.widen_free_dim import WidenFreeDim
 
 REWRITES: tuple[Rewrite, ...] = (
@@ -25,6 +26,7 @@ REWRITES: tuple[Rewrite, ...] = (
     FoldActivation(),
     FuseTensorScalar(),
     RemoveCopy(),
+    ReuseTranspose(),
     AssignEngine(),
 )
 _BY_NAME = {r.name: r for r in REWRITES}

@@ -113,12 +113,17 @@ def _external_write(view: KernelView, loop: Loop, small: cst.CSTNode, name: str)
             return f"{name} is written whole in every iteration"
         if not _moves_with(view, target, loop.var):
             return f"every iteration writes the same part of {name}"
-    # reads of the same tensor elsewhere in the body would see other iterations' writes
+    # A read of the same tensor sees another iteration's write unless it reads exactly the
+    # locations this iteration writes (the same index expression).
+    written_at = {"".join(view.code(t).split()) for t in targets if isinstance(t, cst.Subscript)}
+    own = view.statement_of(small)
     for stmt in view.simple_statements(loop.node):
-        if stmt is view.statement_of(small):
+        if stmt is own or name not in view.access(stmt).reads:
             continue
-        if name in view.access(stmt).reads:
-            return f"{name} is both written and read inside the loop"
+        for use in view.name_uses(name, stmt):
+            reader = view.parent(use)
+            if not isinstance(reader, cst.Subscript) or "".join(view.code(reader).split()) not in written_at:
+                return f"{name} is read at other locations than this iteration writes"
     return None
 
 

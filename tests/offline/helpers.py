@@ -1,0 +1,133 @@
+"""Test kernels of this folder, their inputs and numpy references, and running them in the
+emulator in-process (these are our own trusted test kernels, not candidates)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from accelopt.nki.runtime import install_aliases, load_kernel, run_kernel
+
+KERNELS = Path(__file__).parent / "kernels"
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+@dataclass(frozen=True)
+class Case:
+    file: str
+    name: str
+    style: str
+    inputs: Callable[[np.random.Generator], list[np.ndarray]]
+    reference: Callable[..., list[np.ndarray]]
+
+    @property
+    def text(self) -> str:
+        return (KERNELS / self.file).read_text()
+
+
+def _normal(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+CASES = {
+    "hw_matmul_bias": Case(
+        "hw_matmul_bias.py",
+        "matmul_bias_kernel",
+        "hand-written",
+        lambda r: [_normal(r, 256, 256) * 0.1, _normal(r, 256, 1024) * 0.1, _normal(r, 256, 1) * 0.1],
+        lambda a, b, c: [np.exp(0.5 * (a.T @ b) + c)],
+    ),
+    "hw_silu": Case(
+        "hw_silu.py",
+        "silu_kernel",
+        "hand-written",
+        lambda r: [_normal(r, 256, 1024)],
+        lambda x: [x * _sigmoid(x)],
+    ),
+    "hw_rowsum": Case(
+        "hw_rowsum.py",
+        "rowsum_kernel",
+        "hand-written",
+        lambda r: [_normal(r, 256, 1024)],
+        lambda x: [(3.0 * x + 1.0).sum(axis=1, keepdims=True)],
+    ),
+    "hw_transpose_matmul": Case(
+        "hw_transpose_matmul.py",
+        "transpose_matmul_kernel",
+        "hand-written",
+        lambda r: [_normal(r, 256, 128), _normal(r, 128, 1024), _normal(r, 128, 1024)],
+        lambda a, b, c: [a @ b, a @ c],
+    ),
+    "hw_softplus": Case(
+        "hw_softplus.py",
+        "softplus_kernel",
+        "hand-written",
+        lambda r: [_normal(r, 256, 256)],
+        lambda x: [np.log(np.exp(x) + 1.0)],
+    ),
+    "hw_scan": Case(
+        "hw_scan.py",
+        "running_sum_kernel",
+        "hand-written",
+        lambda r: [_normal(r, 128, 512)],
+        lambda x: [np.cumsum(x, axis=1)],
+    ),
+    "cg_silu": Case(
+        "cg_silu.py",
+        "silu_cg_kernel",
+        "compiler-generated",
+        lambda r: [_normal(r, 200, 1024)],
+        lambda x: [x * _sigmoid(x)],
+    ),
+    "cg_matmul": Case(
+        "cg_matmul.py",
+        "matmul_cg_kernel",
+        "compiler-generated",
+        lambda r: [_normal(r, 256, 256) * 0.1, _normal(r, 256, 1024) * 0.1, _normal(r, 256, 1)],
+        lambda a, b, c: [np.tanh(2.0 * (a.T @ b) + c)],
+    ),
+}
+
+
+def run(text: str, name: str, inputs: list[np.ndarray], *, numerics: bool = True):
+    install_aliases()
+    fn = load_kernel(text, name, f"<{name}>")
+    return run_kernel(fn, [x.copy() for x in inputs], numerics=numerics, kernel_name=name)
+
+
+def relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
+    return float(np.linalg.norm(actual - expected) / max(np.linalg.norm(expected), 1e-30))
+
+
+def assert_matches_reference(case: Case, text: str, seed: int = 0) -> None:
+    """The kernel text computes the case's numpy reference (relative L2 error < 2e-5)."""
+    inputs = case.inputs(np.random.default_rng(seed))
+    outputs = run(text, case.name, inputs).outputs
+    expected = case.reference(*inputs)
+    assert len(outputs) == len(expected)
+    for got, want in zip(outputs, expected):
+        assert got.shape == want.shape
+        error = relative_error(got.astype(np.float64), want.astype(np.float64))
+        assert error < 2e-5, f"relative error {error:.2e}"
+
+
+CASES["cg_scale_shift"] = Case(
+    "cg_scale_shift.py",
+    "scale_shift_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 256, 512)],
+    lambda x: [3.0 * x + 1.0],
+)
+CASES["cg_transpose"] = Case(
+    "cg_transpose.py",
+    "transpose_twice_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 128, 128)],
+    lambda x: [x.T, x.T],
+)
