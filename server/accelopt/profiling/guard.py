@@ -144,6 +144,7 @@ _DENIED_FROM_UNTRUSTED = frozenset(
     }
 )
 
+_WORKER_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
@@ -169,6 +170,18 @@ class _Guard:
 
     def _untrusted_caller(self, frame: FrameType | None) -> bool:
         return frame is not None and not self._is_trusted_file(frame.f_code.co_filename)
+
+    def _untrusted_on_stack(self, frame: FrameType | None) -> bool:
+        """Whether any frame between here and the bottom of the stack is untrusted code (so the
+        operation may be on its behalf, even when a trusted function performs it)."""
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if filename == _WORKER_FILE:
+                return False  # the worker's driver: what is below it is the bootstrap
+            if not self._is_trusted_file(filename):
+                return True
+            frame = frame.f_back
+        return False
 
     def _user_location(self, frame: FrameType | None) -> tuple[str | None, int | None]:
         while frame is not None:
@@ -197,7 +210,13 @@ class _Guard:
 
     def _audit(self, event: str, args: tuple) -> None:
         caller = sys._getframe(2)  # 0: _audit, 1: audit, 2: where the event was raised
-        if event in _DENIED_EVENTS or event.startswith(("ctypes.", "socket.", "os.exec", "os.spawn")):
+        if event.startswith("ctypes."):
+            # The emulator's own helpers (e.g. threadpoolctl) use ctypes with no untrusted code
+            # on the stack; untrusted code must never reach native calls.
+            if self._untrusted_on_stack(caller):
+                raise self._refuse(f"operation '{event}' is not allowed", caller)
+            return
+        if event in _DENIED_EVENTS or event.startswith(("socket.", "os.exec", "os.spawn")):
             raise self._refuse(f"operation '{event}' is not allowed", caller)
         if event in _DENIED_FROM_UNTRUSTED:
             if self._untrusted_caller(caller):
@@ -206,7 +225,7 @@ class _Guard:
             self._check_open(args, caller)
         elif event in ("os.listdir", "os.scandir"):
             path = args[0] if args else "."
-            if not self._readable(path):
+            if not self._readable(path) and self._untrusted_on_stack(caller):
                 raise self._refuse(f"listing '{path}' is not allowed", caller)
         elif event == "import":
             module = str(args[0])
@@ -222,7 +241,7 @@ class _Guard:
         )
         if writing:
             raise self._refuse(f"writing '{path}' is not allowed", caller)
-        if path is not None and not self._readable(path):
+        if path is not None and not self._readable(path) and self._untrusted_on_stack(caller):
             raise self._refuse(f"reading '{path}' is not allowed", caller)
 
     def _readable(self, path: object) -> bool:
@@ -272,7 +291,9 @@ def install(
 
     _GUARD.policy = policy
     _GUARD.user_files = frozenset(user_files)
-    _GUARD.trusted_roots = tuple(os.path.realpath(r) + os.sep for r in trusted_roots)
+    # Frames carry the path a module was imported under, which may not be the resolved one.
+    roots = {os.path.abspath(r) for r in trusted_roots} | {os.path.realpath(r) for r in trusted_roots}
+    _GUARD.trusted_roots = tuple(sorted(r + os.sep for r in roots))
     _GUARD.read_roots = tuple(os.path.realpath(r) for r in read_roots)
     socket.socket = _refuse_socket  # type: ignore[misc,assignment]
     socket.create_connection = _refuse_socket  # type: ignore[assignment]

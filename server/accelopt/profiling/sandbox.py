@@ -309,7 +309,7 @@ def _trusted_roots() -> list[str]:
     paths = {str(Path(accelopt.__file__).resolve().parent)}
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         with contextlib.suppress(KeyError):
-            paths.add(str(Path(sysconfig.get_paths()[key]).resolve()))
+            paths.add(sysconfig.get_paths()[key])
     return sorted(paths)
 
 
