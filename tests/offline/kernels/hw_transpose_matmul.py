@@ -6,7 +6,7 @@ import neuronxcc.nki.language as nl
 @nki.jit
 def transpose_matmul_kernel(a, b, c):
     """out1 = a @ b and out2 = a @ c for a [M, 128]; a is transposed on the Tensor Engine."""
-    M, K = a.shape
+    M, _ = a.shape
     _, N = b.shape
     out1 = nl.ndarray((M, N), dtype=a.dtype, buffer=nl.shared_hbm)
     out2 = nl.ndarray((M, N), dtype=a.dtype, buffer=nl.shared_hbm)

@@ -99,6 +99,6 @@ class ReuseTranspose(Rewrite):
         return None
 
     def transform(self, view: KernelView, site: Site, params: Params) -> str:
-        stmt, second, first = site.payload
+        _, second, first = site.payload
         target = first.body[0].targets[0].target
         return view.render({id(second.value): cst.parse_expression(view.code(target))})
