@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from accelopt.nki.context import KernelContext, activate, active_context
 from accelopt.nki.errors import NkiError
@@ -29,6 +29,9 @@ from accelopt.nki.tensor import Tensor
 from accelopt.nki.trace import Memory, Trace
 
 _MODULE_COUNTER = itertools.count()
+# Found once at import (trusted code): at run time limiting BLAS threads only calls into the
+# libraries already located, so sandboxed runs need no library scanning.
+_BLAS_THREADS = ThreadpoolController()
 
 
 @dataclass
@@ -151,7 +154,7 @@ def run_kernel(
     params = list(inspect.signature(fn).parameters)
     line = fn.__code__.co_firstlineno
     # Tile-sized matmuls run fastest on one BLAS thread (threads thrash on 128x512 tiles).
-    blas = threadpool_limits(limits=1, user_api="blas") if numerics else contextlib.nullcontext()
+    blas = _BLAS_THREADS.limit(limits=1, user_api="blas") if numerics else contextlib.nullcontext()
     with activate(ctx), blas:
         args = [
             _input_tensor(ctx, x, params[i] if i < len(params) else f"arg{i}", line)
