@@ -95,7 +95,7 @@ async def test_missing_inputs_diagnostic_and_its_quick_fix(editor: Editor):
     diagnostics = await wait_until(lambda: editor.client.diagnostics.get(uri), what="diagnostics")
     (missing,) = diagnostics
     assert missing.code == "missing-inputs"
-    assert "# accelopt: inputs" in missing.message
+    assert "# accelopt: inputs" in missing.message and "quick fix" in missing.message
     assert missing.range.start.line == editor.line_of(uri, "def scale_kernel(")
 
     actions = await editor.code_actions(uri, missing.range.start.line, [missing])

@@ -44,7 +44,7 @@ async def test_search_streams_candidates_and_the_best_one_is_applied(editor: Edi
     assert "percent of peak" in card
 
     result = await asyncio.wait_for(search, 120)
-    assert result["reason"] in ("completed", "budget", "early_stop", "target_reached")
+    assert result["reason"] in ("completed", "budget", "early_stop", "target_reached"), result["message"]
     search_id = result["searchId"]
 
     reports = progress(editor, token)

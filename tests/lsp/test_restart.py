@@ -69,7 +69,7 @@ async def test_restart_mid_search_starts_clean_and_keeps_the_memory(tmp_path: Pa
         "accelopt/optimize",
         {"uri": uri, "kernelName": "silu_kernel", "workDoneToken": token, "options": {"iterations": 8}},
     )
-    await wait_until(lambda: client.progress_reports[token], what="the search to start")
+    await wait_until(lambda: editor.states, what="the search to start")
     search_id = editor.states[0]["searchId"]
     await asyncio.sleep(1.0)  # let it get some evaluations going
 

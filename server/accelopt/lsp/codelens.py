@@ -14,8 +14,12 @@ OPTIMIZE_COMMAND = "accelopt.optimize"
 def status_title(outcome: ProfileOutcome | None) -> str:
     if outcome is None:
         return PROFILING
-    if outcome.missing_inputs is not None:
-        return "declare inputs to profile"
+    if outcome.task_problem is not None:
+        return (
+            "declare inputs to profile"
+            if outcome.task_problem.directive
+            else "inputs directive has a problem"
+        )
     if outcome.error is not None:
         return "profiling failed"
     evaluation = outcome.evaluation

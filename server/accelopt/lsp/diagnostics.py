@@ -10,6 +10,7 @@ from accelopt.lsp.engine import ProfileOutcome
 
 SOURCE = "accelopt"
 MISSING_INPUTS = "missing-inputs"
+TASK_PROBLEM = "inputs-directive"
 
 _SEVERITY = {
     "syntax_error": types.DiagnosticSeverity.Error,
@@ -42,21 +43,18 @@ def _name_range(kernel: KernelInfo) -> types.Range:
 def kernel_diagnostics(
     kernel: KernelInfo, outcome: ProfileOutcome, lines: list[str]
 ) -> list[types.Diagnostic]:
-    if outcome.missing_inputs is not None:
-        missing = outcome.missing_inputs
-        hint = (
-            f" Add `{missing.directive}` above the kernel (quick fix available)."
-            if missing.directive
-            else " Add `# accelopt: inputs NAME=float32[D0,D1] ...` or `# accelopt: reference REF.py` above it."
-        )
+    if outcome.task_problem is not None:
+        problem = outcome.task_problem
+        missing = problem.directive is not None
+        where = _line_range(lines, problem.line - 1) if problem.line and not missing else _name_range(kernel)
         return [
             types.Diagnostic(
-                range=_name_range(kernel),
-                message=f"`{kernel.name}`: {missing.message.rstrip('.')}.{hint}",
+                range=where,
+                message=problem.message + (" (quick fix available)" if missing else ""),
                 severity=types.DiagnosticSeverity.Warning,
                 source=SOURCE,
-                code=MISSING_INPUTS,
-                data={"kernel": kernel.name, "directive": missing.directive},
+                code=MISSING_INPUTS if missing else TASK_PROBLEM,
+                data={"kernel": kernel.name, "directive": problem.directive},
             )
         ]
     evaluation = outcome.evaluation

@@ -15,9 +15,10 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from accelopt.lsp.config import ServerSettings
+from accelopt.lsp.loop_thread import LoopThread
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import Evaluation, KernelSource
 
@@ -28,12 +29,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class MissingInputs(BaseModel):
-    """The kernel has no way to get inputs (a TaskError): what to tell the user and the fix."""
+class TaskProblem(BaseModel):
+    """The kernel's task cannot be built (a TaskError): no inputs declared, or a bad directive."""
 
     message: str
     line: int | None = None  # 1-based, when the task knows it
-    directive: str | None = None  # the `# accelopt: inputs ...` line to insert, when one can be guessed
+    directive: str | None = Field(
+        None, description="when no directive exists: the `# accelopt: inputs ...` line to insert"
+    )
 
 
 class ProfileOutcome(BaseModel):
@@ -41,7 +44,7 @@ class ProfileOutcome(BaseModel):
 
     kernel_name: str
     evaluation: Evaluation | None = None
-    missing_inputs: MissingInputs | None = None
+    task_problem: TaskProblem | None = None
     error: str | None = None  # the engine itself failed (a bug, not the kernel's fault)
     elapsed_s: float = 0.0
 
@@ -53,51 +56,62 @@ def build_task(kernel: KernelSource, size: str) -> Task:
     return task_for_kernel(kernel, None, size=size)
 
 
-def missing_inputs_from(error: Exception, kernel: KernelSource) -> MissingInputs:
+def task_problem_from(error: Exception, kernel: KernelSource) -> TaskProblem:
+    from accelopt.profiling.inputs import DirectiveError, find_directive, suggest_inputs_directive
+
     directive: str | None = None
     try:
-        from accelopt.profiling.task import suggest_inputs_directive
-
-        directive = suggest_inputs_directive(kernel)
-    except Exception as exc:  # a guess that fails leaves the diagnostic without a quick fix
-        log.info("no inputs directive suggested for %s: %s", kernel.name, exc)
-    return MissingInputs(
+        if find_directive(kernel.text, kernel.name) is None:
+            directive = suggest_inputs_directive(kernel)
+    except DirectiveError:
+        pass  # a directive is there but malformed: the message says what to fix
+    return TaskProblem(
         message=getattr(error, "message", None) or str(error),
         line=getattr(error, "line", None),
         directive=directive,
     )
 
 
+def make_backend(settings: ServerSettings, workers: int) -> Backend:
+    """A backend bound to the event loop that calls this (backends keep loop-bound state)."""
+    from accelopt.profiling.backends import get_backend
+
+    return get_backend(settings.backend, max_workers=workers)
+
+
+async def close_backend(backend: Backend) -> None:
+    try:
+        result = backend.aclose()
+        if inspect.isawaitable(result):
+            await result
+    except Exception:
+        log.exception("closing a backend failed")
+
+
 class Engine:
-    """Backends shared by the whole server: one for interactive profiles (hover, lens,
-    diagnostics) and one for searches, so a running search never starves a hover."""
+    """Profiles for hover, lens and diagnostics, run on a loop thread of their own (see
+    loop_thread.py) with backends that live there. Searches get their own threads and backends
+    (optimize.py), so a running search never starves a hover of workers either."""
 
     def __init__(self) -> None:
-        self._backends: dict[tuple[str, str, int], Backend] = {}
-
-    def backend(self, settings: ServerSettings, purpose: str) -> Backend:
-        from accelopt.profiling.backends import get_backend
-
-        workers = (
-            settings.profile_workers
-            if purpose == "profile"
-            else (settings.search.max_concurrent_evaluations or 2)
-        )
-        key = (purpose, settings.backend, workers)
-        if key not in self._backends:
-            self._backends[key] = get_backend(settings.backend, max_workers=workers)
-        return self._backends[key]
+        self._thread: LoopThread | None = None
+        self._backends: dict[tuple[str, int], Backend] = {}  # touched only on the profile thread
 
     async def profile(self, kernel: KernelSource, settings: ServerSettings) -> ProfileOutcome:
         """Trace-only emulation + timing of one kernel: never raises."""
+        if self._thread is None:
+            self._thread = LoopThread("accelopt-profiles")
+        return await self._thread.run(self._profile(kernel, settings))
+
+    async def _profile(self, kernel: KernelSource, settings: ServerSettings) -> ProfileOutcome:
         started = time.perf_counter()
         try:
             task = await asyncio.to_thread(build_task, kernel, settings.input_size)
         except Exception as exc:
-            if type(exc).__name__ == "TaskError":
-                outcome = ProfileOutcome(
-                    kernel_name=kernel.name, missing_inputs=missing_inputs_from(exc, kernel)
-                )
+            from accelopt.profiling.task import TaskError
+
+            if isinstance(exc, TaskError):
+                outcome = ProfileOutcome(kernel_name=kernel.name, task_problem=task_problem_from(exc, kernel))
             else:
                 log.exception("building the task for %s failed", kernel.name)
                 outcome = ProfileOutcome(kernel_name=kernel.name, error=f"{type(exc).__name__}: {exc}")
@@ -109,8 +123,11 @@ class Engine:
             timeout_s=settings.profile_timeout_s,
             check_correctness=False,
         )
+        key = (settings.backend, settings.profile_workers)
+        if key not in self._backends:
+            self._backends[key] = make_backend(settings, settings.profile_workers)
         try:
-            evaluation = await self.backend(settings, "profile").evaluate(kernel, task, options)
+            evaluation = await self._backends[key].evaluate(kernel, task, options)
         except Exception as exc:
             log.exception("profiling %s failed", kernel.name)
             return ProfileOutcome(
@@ -122,12 +139,16 @@ class Engine:
             kernel_name=kernel.name, evaluation=evaluation, elapsed_s=time.perf_counter() - started
         )
 
-    async def aclose(self) -> None:
+    async def _close_backends(self) -> None:
         backends, self._backends = list(self._backends.values()), {}
         for backend in backends:
+            await close_backend(backend)
+
+    async def aclose(self) -> None:
+        thread, self._thread = self._thread, None
+        if thread is not None:
             try:
-                result = backend.aclose()
-                if inspect.isawaitable(result):
-                    await result
+                await asyncio.wait_for(thread.run(self._close_backends()), 10)
             except Exception:
-                log.exception("closing a backend failed")
+                log.exception("closing the profile backends failed")
+            await thread.stop()

@@ -67,8 +67,8 @@ def profile_markdown(name: str, profile: Profile) -> str:
 
 
 def outcome_markdown(name: str, outcome: ProfileOutcome) -> str:
-    if outcome.missing_inputs is not None:
-        return f"**`{name}`** · not profiled: {outcome.missing_inputs.message}"
+    if outcome.task_problem is not None:
+        return f"**`{name}`** · not profiled: {outcome.task_problem.message}"
     if outcome.error is not None:
         return f"**`{name}`** · profiling failed: {outcome.error}"
     evaluation = outcome.evaluation

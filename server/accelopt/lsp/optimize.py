@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,7 +24,8 @@ from lsprotocol import types
 
 from accelopt.lsp.config import AgentSettings, ServerSettings
 from accelopt.lsp.edits import unified_diff
-from accelopt.lsp.engine import Engine, build_task
+from accelopt.lsp.engine import build_task, close_backend, make_backend
+from accelopt.lsp.loop_thread import LoopThread
 from accelopt.lsp.protocol import (
     CandidateInfo,
     CandidatesNotification,
@@ -214,8 +215,7 @@ class SearchSession:
 
 
 class SearchManager:
-    def __init__(self, engine: Engine, settings: Callable[[], ServerSettings], host: SearchHost) -> None:
-        self._engine = engine
+    def __init__(self, settings: Callable[[], ServerSettings], host: SearchHost) -> None:
         self._settings = settings
         self._host = host
         self.sessions: dict[str, SearchSession] = {}
@@ -271,17 +271,14 @@ class SearchManager:
             total_iterations=config.iterations,
         )
         agents = make_search_agents(settings.agents, options.agents, config.seed)
-        backend = self._engine.backend(settings, "search")
         memory = await asyncio.to_thread(_open_memory, settings.memory_path)
+        workers = settings.search.max_concurrent_evaluations or 2
         self.sessions[search_id] = session
-        session.task = asyncio.create_task(
-            self._drive(session, kernel, task, agents, backend, config, memory), name=f"search-{search_id}"
-        )
+        events = _search_on_own_thread(session, kernel, task, agents, settings, workers, config, memory)
+        session.task = asyncio.create_task(self._drive(session, events, memory), name=f"search-{search_id}")
         return session
 
-    async def _drive(self, session, kernel, task, agents, backend, config, memory) -> OptimizeResult:  # type: ignore[no-untyped-def]
-        from accelopt.search.beam import run_search
-
+    async def _drive(self, session: SearchSession, events: AsyncIterator[Any], memory: Any) -> OptimizeResult:
         host = self._host
         if session.token is not None:
             host.progress(
@@ -298,9 +295,7 @@ class SearchManager:
         reason, message, finished = "error", "", False
         watchdog = asyncio.create_task(self._hard_stop_after_cancel(session))
         try:
-            async for event in run_search(
-                kernel, task, agents, backend, config, memory=memory, cancel=session.cancel_event
-            ):
+            async for event in events:
                 done = self._apply(session, event)
                 if done is not None:
                     (reason, message), finished = done, True
@@ -405,6 +400,70 @@ class SearchManager:
             _, pending = await asyncio.wait(tasks, timeout=5.0)
             for t in pending:
                 t.cancel()
+
+
+async def _search_on_own_thread(
+    session: SearchSession,
+    kernel: KernelSource,
+    task: Any,
+    agents: Any,
+    settings: ServerSettings,
+    workers: int,
+    config: Any,
+    memory: Any,
+) -> AsyncIterator[Any]:
+    """`run_search`'s events, with the search (and its backend) running on a loop thread of its
+    own: whatever CPU work the engine does in-process never stalls the server's loop.
+
+    The session's cancel event is forwarded to the search's own event; cancelling the consumer
+    cancels the search task on its thread (run_search still reports Finished first)."""
+    from accelopt.search.beam import run_search
+
+    here = asyncio.get_running_loop()
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    finished = object()
+    thread = LoopThread(f"accelopt-search-{session.id}")
+    inner: dict[str, asyncio.Event | bool] = {}
+
+    async def produce() -> None:
+        cancel = asyncio.Event()
+        if inner.get("early"):
+            cancel.set()
+        inner["event"] = cancel
+        backend = make_backend(settings, workers)
+        try:
+            async for event in run_search(
+                kernel, task, agents, backend, config, memory=memory, cancel=cancel
+            ):
+                here.call_soon_threadsafe(queue.put_nowait, event)
+        finally:
+            await close_backend(backend)
+
+    def forward_cancel() -> None:  # runs on the search's thread
+        event = inner.get("event")
+        if isinstance(event, asyncio.Event):
+            event.set()
+        else:
+            inner["early"] = True
+
+    async def watch_cancel() -> None:
+        await session.cancel_event.wait()
+        thread.call_soon(forward_cancel)
+
+    future = asyncio.run_coroutine_threadsafe(produce(), thread.loop)
+    future.add_done_callback(lambda _f: here.call_soon_threadsafe(queue.put_nowait, finished))
+    watcher = asyncio.create_task(watch_cancel())
+    try:
+        while (item := await queue.get()) is not finished:
+            yield item
+        if not future.cancelled() and future.exception() is not None:
+            raise future.exception()  # type: ignore[misc]
+    finally:
+        watcher.cancel()
+        if not future.done():
+            future.cancel()
+            await asyncio.wait([asyncio.wrap_future(future)], timeout=10)
+        await thread.stop()
 
 
 def _open_memory(path: str | None) -> Any:

@@ -69,7 +69,7 @@ class AccelOptServer(LanguageServer):
         self.settings = ServerSettings()
         self.engine = Engine()
         self.profiles = ProfileStore(self.engine, lambda: self.settings, self._profile_landed)
-        self.searches = SearchManager(self.engine, lambda: self.settings, self)
+        self.searches = SearchManager(lambda: self.settings, self)
         self._kernel_cache: OrderedDict[tuple[str, int | None], list[KernelInfo]] = OrderedDict()
         self._debounce: dict[str, asyncio.Task[None]] = {}
 
