@@ -4,8 +4,10 @@
  * the server's code action (`[searchId, candidateId]`).
  *
  * Accept goes through the server's `accelopt.applyCandidate`, which sends `workspace/applyEdit`
- * pinned to the document version the search started from; a document edited since is refused by
- * the editor, and the user is told so in plain words.
+ * pinned to the document version the search started from; a document edited since is refused,
+ * and the user is told so in plain words. The server shows its refusals itself
+ * (window/showMessage) and returns the same text, so the client adds a message only when the
+ * server could not say anything (no answer, an error): one toast per refusal, never two.
  */
 
 import * as vscode from 'vscode';
@@ -45,7 +47,9 @@ export function resolveCandidate(store: CandidateStore, args: readonly unknown[]
   return candidate;
 }
 
-export type AcceptOutcome = { readonly applied: true } | { readonly applied: false; readonly reason: string };
+export type AcceptOutcome =
+  | { readonly applied: true }
+  | { readonly applied: false; readonly reason: string; readonly shownByServer: boolean };
 
 function isApplyResult(value: unknown): value is ApplyResult {
   return typeof value === 'object' && value !== null && typeof (value as ApplyResult).applied === 'boolean';
@@ -61,23 +65,26 @@ export async function acceptCandidate(
   try {
     const result = await runServerCommand(ServerCommands.applyCandidate, [candidate.searchId, candidate.info.id]);
     if (!isApplyResult(result)) {
-      outcome = { applied: false, reason: 'the server gave no answer.' };
+      outcome = { applied: false, reason: 'the server gave no answer.', shownByServer: false };
     } else if (!result.applied) {
-      outcome = {
-        applied: false,
-        reason:
-          result.message ||
-          `${name} changed after the search started, so the candidate no longer fits it. Undo your edits or optimize the kernel again.`,
-      };
+      outcome = result.message
+        ? { applied: false, reason: result.message, shownByServer: true }
+        : {
+            applied: false,
+            reason: `${name} may have changed after the search started, so the candidate no longer fits it. Optimize the kernel again on the current text.`,
+            shownByServer: false,
+          };
     } else {
       outcome = { applied: true };
     }
   } catch (error) {
-    outcome = { applied: false, reason: error instanceof Error ? error.message : String(error) };
+    outcome = { applied: false, reason: error instanceof Error ? error.message : String(error), shownByServer: false };
   }
 
   if (!outcome.applied) {
-    void vscode.window.showWarningMessage(`AccelOpt did not apply the candidate to ${name}: ${outcome.reason}`);
+    if (!outcome.shownByServer) {
+      void vscode.window.showWarningMessage(`AccelOpt did not apply the candidate to ${name}: ${outcome.reason}`);
+    }
     return outcome;
   }
   if (saveAfterAccept) {

@@ -204,7 +204,7 @@ export function describeOutcome(
       const best =
         result.bestSpeedup !== null && result.bestSpeedup > 1
           ? `best candidate ${formatSpeedup(result.bestSpeedup)} faster${where}`
-          : 'no faster kernel found';
+          : `no faster kernel found${where}`;
       return {
         severity: 'info',
         text: `AccelOpt: the search for ${target.kernelName} ${why[result.reason] ?? result.reason}: ${best}; ${kept}.`,

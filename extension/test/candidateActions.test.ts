@@ -74,25 +74,21 @@ describe('candidate actions', () => {
     assert.equal(document.saved, 0);
   });
 
-  it('reports a stale document plainly, with the server\'s reason or a clear default', async () => {
+  it('leaves the report of a stale document to the server, which has shown it, and adds one only when it did not', async () => {
     const store = storeWith('c1');
     const ranked = store.find({ searchId: 's1', candidateId: 'c1' })!;
     const document = openDocument(KERNEL_URI);
+    const serverText = 'AccelOpt: silu.py changed since the search on `silu_kernel` started (version 1, now 3).';
 
-    const refused = await acceptCandidate(
-      ranked,
-      async () => ({ applied: false, message: 'silu.py was edited after the search started (version 3, now 5).' }),
-      true,
-    );
-    assert.deepEqual(refused, { applied: false, reason: 'silu.py was edited after the search started (version 3, now 5).' });
+    const refused = await acceptCandidate(ranked, async () => ({ applied: false, message: serverText }), true);
+    assert.deepEqual(refused, { applied: false, reason: serverText, shownByServer: true });
+    assert.equal(mock.messages.length, 0, 'the server already showed this; a second toast would repeat it');
+
+    const silent = await acceptCandidate(ranked, async () => ({ applied: false, message: '' }), true);
+    assert.equal(silent.applied, false);
+    assert.equal(mock.messages.length, 1);
     assert.equal(mock.messages[0].severity, 'warning');
-    assert.equal(
-      mock.messages[0].text,
-      'AccelOpt did not apply the candidate to silu.py: silu.py was edited after the search started (version 3, now 5).',
-    );
-
-    await acceptCandidate(ranked, async () => ({ applied: false, message: '' }), true);
-    assert.match(mock.messages[1].text, /silu\.py changed after the search started/);
+    assert.match(mock.messages[0].text, /did not apply the candidate to silu\.py: silu\.py may have changed after the search started/);
     assert.equal(document.saved, 0, 'nothing applied, nothing saved');
   });
 
@@ -103,7 +99,7 @@ describe('candidate actions', () => {
       () => Promise.reject(new Error('unknown search s1')),
       true,
     );
-    assert.deepEqual(outcome, { applied: false, reason: 'unknown search s1' });
+    assert.deepEqual(outcome, { applied: false, reason: 'unknown search s1', shownByServer: false });
     assert.match(mock.messages[0].text, /unknown search s1/);
   });
 

@@ -160,7 +160,7 @@ describe('what the user reads', () => {
     );
     assert.match(
       describeOutcome({ kind: 'finished', result: result('budget', { bestSpeedup: 1.0 }) }, target, 1, sim).text,
-      /reached its budget: no faster kernel found; 1 candidate in/,
+      /reached its budget: no faster kernel found \(simulated on trn1\); 1 candidate in/,
     );
     const error = describeOutcome({ kind: 'finished', result: result('error', { message: 'endpoint unreachable' }) }, target, 0, sim);
     assert.equal(error.severity, 'error');
