@@ -204,3 +204,34 @@ def test_tensors_allocated_in_loops_record_their_loop_frames(kernel):
     assert [r.writes[0].box for r in loads] == [((0, 1), (0, 128), (0, 64)), ((1, 2), (0, 128), (0, 64))]
     big = next(t for t in run.trace.tensors.values() if t.name == "big")
     assert big.block_dims == 1 and big.alloc_loops == ()
+
+
+def test_every_region_names_a_registered_tensor(kernel, rng):
+    k = kernel(
+        TILED_MATMUL
+        + """
+def mixed(x, row):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    buf = nl.ndarray((2, par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(2):
+        buf[i] = nl.load(x[i * 128:(i + 1) * 128, :])
+        t = nl.exp(buf[i])
+        r = nl.load(row).broadcast_to((128, 64))
+        acc = nl.zeros((64, 64), dtype=nl.float32, buffer=nl.psum)
+        acc += nl.matmul(t, r, transpose_x=True)
+        nl.store(out[i * 128:i * 128 + 64, :], value=nl.add(acc, t[0:64, :]))
+    return out
+"""
+    )
+    runs = [
+        k.run("mm", np.zeros((128, 128), np.float32), np.zeros((128, 512), np.float32)),
+        k.run("mixed", rng.standard_normal((256, 64)).astype(np.float32), np.ones((1, 64), np.float32)),
+    ]
+    for run in runs:
+        known = set(run.trace.tensors)
+        for record in run.trace.records:
+            for region in (*record.reads, *record.writes):
+                assert region.tensor_id in known, (record.opcode, region)
+                shape = run.trace.tensors[region.tensor_id].shape
+                assert len(region.box) == len(shape)
+                assert all(0 <= lo <= hi <= n for (lo, hi), n in zip(region.box, shape))

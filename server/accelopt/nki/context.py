@@ -58,6 +58,7 @@ class KernelContext:
         self.kernel_path = kernel_path
         self.frames: tuple[LoopFrame, ...] = ()
         self.scopes: list[LoopScope] = []
+        self.scope_tuple: tuple[LoopScope, ...] = ()  # `scopes` as a tuple, rebuilt on loop entry/exit
         self.affine_scopes: list[LoopScope] = []
         self._next_tensor_id = 0
         self._loop_ids: dict[tuple[Any, ...], int] = {}
@@ -99,7 +100,7 @@ class KernelContext:
         tid = self._next_tensor_id
         self._next_tensor_id = tid + 1
         tensor.tid = tid
-        tensor.alloc_scopes = tuple(self.scopes)
+        tensor.alloc_scopes = self.scope_tuple
         self.trace.tensors[tid] = TensorInfo(
             tensor_id=tid,
             name=name,
@@ -205,6 +206,7 @@ class KernelContext:
             info.trip_count = max(info.trip_count, trip_count)
         scope = LoopScope(loop_id, kind, len(self.scopes), nki_scope)
         self.scopes.append(scope)
+        self.scope_tuple = tuple(self.scopes)
         if kind is LoopKind.AFFINE:
             self.affine_scopes.append(scope)
         self.frames = (*self.frames, LoopFrame(loop_id, 0))
@@ -226,6 +228,7 @@ class KernelContext:
             if scope in self.scopes:
                 del self.scopes[scope.depth :]
                 self.frames = self.frames[: scope.depth]
+        self.scope_tuple = tuple(self.scopes)
         if scope in self.affine_scopes:
             self.affine_scopes.remove(scope)
 

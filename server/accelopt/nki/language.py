@@ -104,6 +104,13 @@ def program_ndim() -> int:
     return 0
 
 
+def device_print(prefix: str, x: Any, **_: Any) -> None:
+    """Print a tile's values (numeric runs) from inside a kernel; no hardware work is traced."""
+    ctx = current()
+    if ctx.numerics and isinstance(x, (Tensor, View)):
+        print(prefix, to_view(ctx, x, ctx.line()).read())
+
+
 # --- allocation ----------------------------------------------------------------------------
 
 

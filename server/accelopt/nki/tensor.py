@@ -271,6 +271,10 @@ class Tensor(TileOps):
     def __getitem__(self, key: Any) -> View:
         if key is Ellipsis:
             return self.full_view()
+        if key.__class__ is tuple and len(key) == len(self.shape):
+            view = _slices_view(self, key)
+            if view is not None:
+                return view
         return make_view(self, self.shape, key, base=None)
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -627,6 +631,39 @@ def make_view(tensor: Tensor, shape: tuple[int, ...], key: Any, base: View | Non
     view = View(tensor, vshape, offsets, terms, arrays)
     _check_bounds(view)
     return view
+
+
+def _slices_view(tensor: Tensor, key: tuple[Any, ...]) -> View | None:
+    """Fast path for the most common index: one in-bounds slice (step 1) or int per dimension.
+    Returns None for anything else (the general parser handles it and reports errors)."""
+    shape = tensor.shape
+    offsets = []
+    terms = []
+    vshape = []
+    box = []
+    for d, k in enumerate(key):
+        size = shape[d]
+        if k.__class__ is slice:
+            if k.step is not None and k.step != 1:
+                return None
+            start = 0 if k.start is None else k.start
+            stop = size if k.stop is None else k.stop
+            if not (0 <= start < stop <= size) or (start.__class__ is not int and not isinstance(start, int)):
+                return None
+            n = stop - start
+            offsets.append(int(start))
+            terms.append(((len(vshape), 1),) if n > 1 else ())
+            vshape.append(n)
+            box.append((int(start), int(stop)))
+        elif isinstance(k, int) and 0 <= k < size:
+            offsets.append(int(k))
+            terms.append(())
+            box.append((int(k), int(k) + 1))
+        else:
+            return None
+    if not vshape:
+        return None
+    return View(tensor, tuple(vshape), tuple(offsets), tuple(terms), None, tuple(box))
 
 
 def _check_bounds(view: View) -> None:

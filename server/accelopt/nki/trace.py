@@ -125,6 +125,10 @@ class TraceRecord:
     dma_chunks: int = 0
     # Anything else an instruction's cost depends on (e.g. {"num_ops": 2, "has_reduce": True,
     # "stride_bytes": 8, "psum_inputs": 1}).
+    # Keys the emulator emits: "engines" (legal engines of an UNASSIGNED record), "op"/"op1"
+    # (operator names), "num_ops", "has_bias", "has_scale", "has_reduce", "reduce_op",
+    # "psum_inputs", "partition_reduce", "negate", "value" (memset/fill), "api" (the NKI call),
+    # "strict" (nisa Tensor Engine op), "transpose" (transposing DMA), "onezero" (0/1 operand hint).
     extra: dict[str, Any] = field(default_factory=dict)
 
 
