@@ -12,7 +12,7 @@ from collections import Counter
 
 from chat_server import ChatRequest, Reply
 from scripted_endpoint import ScriptedEndpoint, code, lesson_reply, proposal
-from search_fixtures import collect, finished_of, small_config, survivors
+from search_fixtures import collect, finished_of, small_config
 from silu_variants import WIDE
 
 from accelopt.search.beam import run_search
@@ -63,7 +63,7 @@ class FaultPerPlan:
 
 
 async def test_every_endpoint_fault_is_recorded_and_the_search_finishes(
-    chat_server, simulator, silu, make_llm_agents
+    processes, chat_server, simulator, silu, make_llm_agents
 ):
     server = chat_server(ScriptedEndpoint(FaultPerPlan()))
     kernel, task = silu
@@ -92,7 +92,7 @@ async def test_every_endpoint_fault_is_recorded_and_the_search_finishes(
     ranked = {r.candidate.kernel.normalized_hash() for r in finished.ranked}
     assert ranked == {kernel.normalized_hash(), by_fault["truncated_json"].kernel.normalized_hash()}
     assert finished.evaluations == 2  # the baseline and the wide kernel, once for all recovered plans
-    assert survivors() == []
+    assert processes.survivors() == []
 
 
 def closed_port() -> int:

@@ -133,10 +133,26 @@ def descendants(pid: int | None = None) -> list[int]:
     return found
 
 
-def survivors(grace_s: float = 0.5) -> list[int]:
-    """Descendants still alive after `grace_s`: a killed process needs a moment to disappear
-    (SIGKILL is delivered asynchronously), a surviving one stays."""
-    deadline = time.monotonic() + grace_s
-    while (alive := descendants()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return alive
+class ProcessWatch:
+    """Processes descended from this one that appeared after the watch started (long-lived
+    helpers started earlier in the session, e.g. multiprocessing's resource tracker, are not
+    ours to judge)."""
+
+    def __init__(self) -> None:
+        self.before = set(descendants())
+
+    def new(self) -> list[int]:
+        return [p for p in descendants() if p not in self.before]
+
+    def survivors(self, grace_s: float = 0.5) -> list[int]:
+        """New processes still alive after `grace_s`: a killed process needs a moment to
+        disappear (SIGKILL is delivered asynchronously); a leaked one stays."""
+        deadline = time.monotonic() + grace_s
+        while (alive := self.new()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return alive
+
+
+@pytest.fixture
+def processes() -> ProcessWatch:
+    return ProcessWatch()

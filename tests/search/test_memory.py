@@ -82,7 +82,7 @@ def _writer(path: str, worker: int, count: int) -> None:
 def test_concurrent_writers_from_several_processes(tmp_path: Path):
     path = tmp_path / "shared.sqlite"
     Memory(path).close()
-    context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("fork")  # the children only need the memory module
     workers = [context.Process(target=_writer, args=(str(path), w, 25)) for w in range(4)]
     for w in workers:
         w.start()

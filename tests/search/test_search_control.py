@@ -11,7 +11,7 @@ import threading
 import pytest
 from chat_server import ChatRequest, Reply
 from scripted_endpoint import WIDEN, ScriptedEndpoint, code, lesson_reply
-from search_fixtures import PRICE, collect, descendants, finished_of, small_config, survivors
+from search_fixtures import PRICE, collect, finished_of, small_config
 from silu_variants import MEDIUM, WIDE, silu
 
 from accelopt.search.beam import run_search
@@ -65,7 +65,7 @@ def check_ranking(finished: Finished) -> list[Candidate]:
 
 
 async def test_cancel_event_mid_iteration_kills_workers_and_keeps_the_ranking(
-    chat_server, simulator, silu, make_llm_agents
+    processes, chat_server, simulator, silu, make_llm_agents
 ):
     server = chat_server(varied())
     kernel, task = silu
@@ -78,12 +78,12 @@ async def test_cancel_event_mid_iteration_kills_workers_and_keeps_the_ranking(
     ):
         events.append(event)
         if isinstance(event, CandidateEvent) and not cancel.is_set():
-            workers_at_cancel = descendants()
+            workers_at_cancel = processes.new()
             if workers_at_cancel:
                 cancel.set()
     assert cancel.is_set(), "no evaluation was in flight when a candidate arrived"
     assert workers_at_cancel
-    assert survivors() == []  # every worker of the in-flight evaluations was killed
+    assert processes.survivors() == []  # every worker of the in-flight evaluations was killed
     finished = finished_of(events)
     assert finished.reason == "cancelled"
     ranked = check_ranking(finished)
@@ -93,7 +93,7 @@ async def test_cancel_event_mid_iteration_kills_workers_and_keeps_the_ranking(
 
 
 async def test_cancelling_the_consuming_task_still_hands_back_the_ranking(
-    chat_server, simulator, silu, make_llm_agents
+    processes, chat_server, simulator, silu, make_llm_agents
 ):
     server = chat_server(varied())
     kernel, task = silu
@@ -112,7 +112,7 @@ async def test_cancelling_the_consuming_task_still_hands_back_the_ranking(
     consumer.cancel()
     with pytest.raises(asyncio.CancelledError):
         await consumer
-    assert survivors() == []
+    assert processes.survivors() == []
     finished = finished_of(events)
     assert finished.reason == "cancelled"
     assert check_ranking(finished)
@@ -147,7 +147,7 @@ async def test_dollar_budget_stops_the_agents(chat_server, simulator, silu, make
     check_ranking(finished)
 
 
-async def test_wall_time_budget_cancels_slow_calls(chat_server, simulator, silu, make_llm_agents):
+async def test_wall_time_budget_cancels_slow_calls(processes, chat_server, simulator, silu, make_llm_agents):
     def slow(role: str, request: ChatRequest) -> Reply:
         reply = steady(role, request)
         reply.delay_s = 0.0 if role == "planner" else 5.0
@@ -164,7 +164,7 @@ async def test_wall_time_budget_cancels_slow_calls(chat_server, simulator, silu,
     finished = finished_of(events)
     assert finished.reason == "budget" and "wall-time" in finished.message
     assert elapsed < 6.0
-    assert survivors() == []
+    assert processes.survivors() == []
     assert [r.candidate.id for r in finished.ranked] == ["c0"]  # only the baseline was evaluated
 
 
