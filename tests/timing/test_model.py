@@ -24,6 +24,7 @@ ALL_OFF = ModelOptions(
     buffer_reuse=False,
     spills=False,
     balance_unassigned=False,
+    fold_psum_zeroing=False,
 )
 TRACES = {
     "streaming": kernels.streaming,
@@ -91,6 +92,16 @@ def test_single_matmul_costs_follow_the_instruction_table() -> None:
         expected = factor * 512 / TRN1.tensor_efficiency / TRN1.tensor_clock_hz
         assert op.engine == "tensor"
         assert op.end - op.start == pytest.approx(expected)
+
+
+def test_psum_zero_fill_folds_into_the_first_matmul() -> None:
+    trace = kernels.tiled_matmul(m_tiles=1, n_tiles=2, k_tiles=2)
+    memsets = {i for i, r in enumerate(trace.records) if r.opcode == "memset"}
+    folded = schedule(trace, TRN1)
+    kept = schedule(trace, TRN1, ModelOptions(fold_psum_zeroing=False))
+    assert {op.record for op in kept.ops} >= memsets
+    assert not {op.record for op in folded.ops} & memsets
+    assert folded.total_time <= kept.total_time
 
 
 def test_tensor_tensor_is_cheaper_with_an_input_in_psum() -> None:
@@ -318,8 +329,12 @@ def test_work_from_trace_counts_unique_bytes_and_untransposed_flops() -> None:
     trace = kernels.tiled_matmul(m_tiles=2, n_tiles=2, k_tiles=2, dtype="bfloat16")
     work = work_from_trace(trace)
     K, M, N = 256, 256, 1024
-    assert work.matmul_flops == 2 * K * M * N
+    assert work.matmul_flops == work.matmul_flops_full_rate == 2 * K * M * N
     assert work.hbm_bytes == 2 * (K * M + K * N + M * N)  # bf16, each byte once despite re-reads
+    seconds, _ = peak_latency(work, TRN1)
+    assert seconds == pytest.approx(max(2 * K * M * N / (4 * 23.75e12), work.hbm_bytes / 440.2e9))
+    fp32 = work_from_trace(kernels.tiled_matmul(m_tiles=2, n_tiles=2, k_tiles=2, dtype="float32"))
+    assert fp32.matmul_flops_full_rate == 0 and fp32.matmul_flops == work.matmul_flops
 
 
 def test_a_task_work_overrides_the_trace_work() -> None:

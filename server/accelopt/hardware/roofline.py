@@ -20,9 +20,15 @@ RooflineBound = Literal["vector", "tensor", "hbm"]
 
 def peak_latency(work: Work, hw: HardwareSpec) -> tuple[float, RooflineBound]:
     """Seconds the work needs at peak on `hw`, and which term dominates (ties: first listed)."""
+    full_rate = min(work.matmul_flops_full_rate, work.matmul_flops)
+    # Low-precision matmul FLOPs run at the fp32 peak times the fp32 slowdown factor
+    # (*inferred*, keeping the §6 fp32 figure as the reference: 4 x 23.75e12 on Trainium1).
+    tensor = (work.matmul_flops - full_rate) / hw.roofline_matmul_flops + full_rate / (
+        hw.roofline_matmul_flops * hw.fp32_matmul_factor
+    )
     terms: dict[RooflineBound, float] = {
         "vector": work.vector_flops / hw.roofline_vector_flops,
-        "tensor": work.matmul_flops / hw.roofline_matmul_flops,
+        "tensor": tensor,
         "hbm": work.hbm_bytes / hw.roofline_hbm_bytes_per_s,
     }
     bound = max(terms, key=lambda k: terms[k])
@@ -63,12 +69,14 @@ def work_from_trace(trace: Trace) -> Work:
     """The roofline work a kernel's trace implies (AccelOpt's conventions, NKI_NOTES §6).
 
     - matmul FLOPs: 2·K·M·N of every Tensor Engine matmul, transposes and partition broadcasts
-      excluded, not doubled for fp32 (the roofline's fp32 peak already is the ¼ rate);
+      excluded, not doubled for fp32 (the roofline's fp32 peak already is the ¼ rate); those
+      with bf16/fp16/fp8/tf32 operands are also counted in `matmul_flops_full_rate`;
     - vector FLOPs: the elementwise operations the emulator counted (`vector_ops`);
     - HBM bytes: the unique bytes of kernel inputs read plus kernel outputs written, each byte
       once however often it is re-read, at the tensors' own dtype sizes.
     """
     matmul = 0.0
+    full_rate = 0.0
     vector = 0.0
     read_boxes: dict[int, list[tuple[tuple[int, int], ...]]] = {}
     write_boxes: dict[int, list[tuple[tuple[int, int], ...]]] = {}
@@ -77,6 +85,8 @@ def work_from_trace(trace: Trace) -> Work:
             if rec.matmul_kmn is not None and not rec.is_transpose and rec.opcode != "broadcast":
                 k, m, n = rec.matmul_kmn
                 matmul += 2.0 * k * m * n
+                if dtype_bytes(rec.dtype) < 4 or rec.dtype in ("tfloat32", "tf32"):
+                    full_rate += 2.0 * k * m * n
         vector += rec.vector_ops
         if rec.src_memory is Memory.HBM:
             for region in rec.reads:
@@ -93,7 +103,13 @@ def work_from_trace(trace: Trace) -> Work:
         for tensor_id, boxes in boxes_by_tensor.items():
             itemsize = dtype_bytes(trace.tensors[tensor_id].dtype)
             hbm += itemsize * _union_elements(_dedupe(boxes))
-    return Work(matmul_flops=matmul, vector_flops=vector, hbm_bytes=hbm, source="trace")
+    return Work(
+        matmul_flops=matmul,
+        vector_flops=vector,
+        hbm_bytes=hbm,
+        source="trace",
+        matmul_flops_full_rate=full_rate,
+    )
 
 
 _DTYPE_BYTES = {

@@ -5,6 +5,8 @@ iteration. The hardware runs what the compiler *made of it* (NKI_NOTES §4, infe
 counters of real kernels). This module turns the first into the second, each behaviour behind
 a switch of `ModelOptions` so its effect can be measured:
 
+- folding PSUM zero-fills: `nl.zeros(..., buffer=nl.psum)` followed by `+=` matmuls costs no
+  instruction; the first matmul of the group overwrites instead of accumulating;
 - hoisting: a load (or a Tensor Engine transpose, with the PSUM->SBUF copy that lands it) whose
   read regions are identical across iterations of its innermost varying loop, and whose source
   was not written since, runs once; later instances alias the first instance's result;
@@ -46,6 +48,9 @@ class ModelOptions:
     buffer_reuse: bool = True
     spills: bool = True
     balance_unassigned: bool = True
+    # a memset zero-filling PSUM right before matmuls accumulate into it becomes the first
+    # matmul's "start accumulation" flag instead of an instruction
+    fold_psum_zeroing: bool = True
 
 
 @dataclass(slots=True)
@@ -80,6 +85,7 @@ class CompilerPlan:
     spill_save_bytes: int
     spill_reload_bytes: int
     peak_live_bytes: dict[str, int]  # memory -> peak live bytes per partition (before spilling)
+    folded: set[int] = field(default_factory=set)  # PSUM zero-fills folded into a matmul
     psum_resident: set[int] = field(default_factory=set)  # SBUF tiles the compiler keeps in PSUM
 
 
@@ -217,6 +223,8 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
     seen: dict[tuple[object, ...], int] = {}  # hoisting key -> first record instance
     hoisted: set[int] = set()
     transposed: set[int] = set()  # logical buffers written by Tensor Engine transposes
+    zero_psum: dict[int, int] = {}  # PSUM buffer -> the memset zero-filling it, not yet consumed
+    folded: set[int] = set()  # zero-fills folded into the first matmul of their accumulation group
     per_record: list[tuple[list[tuple[int, Box]], list[tuple[int, Box]]] | None] = []
 
     def canon(lid: int) -> int:
@@ -269,6 +277,22 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
                 seen[key] = position  # the source changed: this instance is the new reference
         if _is_te_transpose(rec):
             transposed.update(lid for lid, _ in writes)
+        if zero_psum:
+            for lid, _ in itertools.chain(reads, writes):
+                pending = zero_psum.pop(lid, None)
+                if pending is not None and is_tensor_engine(rec) and rec.accumulate:
+                    # The first matmul of an accumulation group overwrites PSUM instead of
+                    # adding: the zero-fill is folded into it (the matmul's accumulate flag).
+                    per_record[pending] = None
+                    folded.add(pending)
+        if (
+            options.fold_psum_zeroing
+            and rec.opcode == "memset"
+            and not reads
+            and len(writes) == 1
+            and resolver.logical[writes[0][0]].memory is Memory.PSUM
+        ):
+            zero_psum[writes[0][0]] = position
         for lid, _ in writes:
             last_write[lid] = position
         per_record.append((reads, writes))
@@ -328,6 +352,7 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
         spill_reload_bytes=spills.reloaded if spills else 0,
         peak_live_bytes=peak,
         psum_resident=psum_resident,
+        folded=folded,
     )
 
 
@@ -360,12 +385,36 @@ def _peak_live(logical: list[_Logical], hw: HardwareSpec) -> dict[str, int]:
     return peak
 
 
+def _buffer_multipliers(
+    by_group: dict[int, list[int]], peaks: dict[int, int], logical: list[_Logical], hw: HardwareSpec
+) -> dict[int, int]:
+    """How many copies of its live set each allocation site gets (multi-buffering).
+
+    Every site gets one; then, round by round and smallest first while capacity lasts, sites
+    with more than one logical buffer get one more: up to 2 in SBUF (NKI_NOTES §4: "2 buffers
+    per block-indexed tensor"), up to the 8 banks in PSUM (§3: 8 accumulation groups in flight).
+    """
+    multiplier = dict.fromkeys(by_group, 1)
+    for memory, limit in ((Memory.SBUF, 2), (Memory.PSUM, hw.psum_banks)):
+        groups = [g for g, lids in by_group.items() if logical[lids[0]].memory is memory]
+        size = {g: peaks[g] * _footprint(logical[by_group[g][0]], hw) for g in groups}
+        used = sum(size.values())
+        capacity = _capacity(memory, hw)
+        growable = sorted((g for g in groups if len(by_group[g]) > 1), key=lambda g: size[g])
+        for level in range(2, limit + 1):
+            for g in growable:
+                if multiplier[g] == level - 1 and used + size[g] <= capacity:
+                    multiplier[g] = level
+                    used += size[g]
+    return multiplier
+
+
 def _assign_slots(logical: list[_Logical], reuse: bool, hw: HardwareSpec) -> list[int]:
     """Physical buffer of every logical buffer: a FIFO pool per allocation site.
 
-    The pool holds twice the most logical buffers the site has live at once (double
-    buffering), or once if doubling every site would not fit in SBUF/PSUM. With reuse off every
-    logical buffer gets a buffer of its own.
+    The pool holds the most logical buffers the site has live at once times its multiplier
+    (`_buffer_multipliers`); buffers are taken first-freed-first so consecutive iterations
+    alternate. With reuse off every logical buffer gets a buffer of its own.
     """
     if not reuse:
         return list(range(len(logical)))
@@ -374,24 +423,20 @@ def _assign_slots(logical: list[_Logical], reuse: bool, hw: HardwareSpec) -> lis
         if lb.memory is not Memory.HBM and lb.first >= 0:
             by_group.setdefault(lb.group, []).append(lid)
     peaks: dict[int, int] = {}
-    doubled_bytes = {Memory.SBUF: 0, Memory.PSUM: 0}
     for group, lids in by_group.items():
         events = sorted(
-            [(logical[lid].first, 1) for lid in lids] + [(logical[lid].last + 1, -1) for lid in lids],
-            key=lambda e: (e[0], e[1]),
+            [(logical[lid].first, 1) for lid in lids] + [(logical[lid].last + 1, -1) for lid in lids]
         )
         live = best = 0
         for _, delta in events:
             live += delta
             best = max(best, live)
         peaks[group] = best
-        lb0 = logical[lids[0]]
-        doubled_bytes[lb0.memory] = doubled_bytes.get(lb0.memory, 0) + 2 * best * _footprint(lb0, hw)
-    factor = {m: 2 if doubled_bytes[m] <= _capacity(m, hw) else 1 for m in doubled_bytes}
+    multiplier = _buffer_multipliers(by_group, peaks, logical, hw)
     slot = [0] * len(logical)
     for group, lids in by_group.items():
         lids.sort(key=lambda lid: logical[lid].first)
-        pool = peaks[group] * factor[logical[lids[0]].memory]
+        pool = peaks[group] * multiplier[group]
         free: deque[int] = deque(range(pool))
         active: list[tuple[int, int]] = []  # (last access, slot), kept sorted by last access
         next_slot = pool

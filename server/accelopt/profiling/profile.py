@@ -32,6 +32,9 @@ class Work(BaseModel):
     vector_flops: float = 0.0
     hbm_bytes: float = 0.0
     source: Literal["task", "trace"] = "trace"
+    # The part of matmul_flops with bf16/fp16/fp8/tf32 operands, which the Tensor Engine runs
+    # at 4x the fp32 rate (the §6 convention assumes fp32 everywhere; 0 = all fp32).
+    matmul_flops_full_rate: float = 0.0
 
 
 class Profile(BaseModel):

@@ -256,6 +256,7 @@ class _Scheduler:
         self.barriers: dict[tuple[object, ...], list[float]] = {}
         self.seq_keys: dict[tuple[object, ...], list[tuple[tuple[object, ...], int]]] = {}
         self.sem = hw.semaphore_latency_s
+        self.lowered: dict[tuple[object, ...], tuple[ComputeWork, bool, bool]] = {}
         self.memory = {
             tid: Memory.PSUM if tid in psum_resident else info.memory for tid, info in trace.tensors.items()
         }
@@ -453,8 +454,7 @@ class _Scheduler:
     ) -> None:
         hw = self.hw
         if work is None:
-            work = lower_compute(rec, self.memory, hw, self.options.balance_unassigned)
-            touches_sbuf, touches_psum = self._memories(rec)
+            work, touches_sbuf, touches_psum = self._lower(rec)
         else:  # a staging copy: PSUM -> SBUF
             touches_sbuf = touches_psum = True
         seq = self._sequential(rec) if rec.loops else []
@@ -493,16 +493,34 @@ class _Scheduler:
         self._record(op, end, engine, op_id)
         self.ops.append(ScheduledOp(op.record, op.kind, engine, start, end, duration, rec.line))
 
-    def _memories(self, rec: TraceRecord) -> tuple[bool, bool]:
+    def _lower(self, rec: TraceRecord) -> tuple[ComputeWork, bool, bool]:
+        """Lowering of a compute record (cached: a loop body repeats the same few shapes) and
+        whether it touches SBUF / PSUM (for the port conflicts)."""
         memory = self.memory
-        sbuf = psum = False
-        for region in (*rec.reads, *rec.writes):
-            where = memory.get(region.tensor_id)
-            if where is Memory.SBUF:
-                sbuf = True
-            elif where is Memory.PSUM:
-                psum = True
-        return sbuf, psum
+        reads = tuple(memory.get(r.tensor_id) for r in rec.reads)
+        writes = tuple(memory.get(r.tensor_id) for r in rec.writes)
+        extra = rec.extra
+        key = (
+            rec.opcode,
+            rec.engine,
+            rec.free_size,
+            rec.dtype,
+            rec.is_transpose,
+            rec.matmul_kmn,
+            reads,
+            writes,
+            extra.get("stride_bytes"),
+            extra.get("has_reduce"),
+            str(extra.get("op", "")),
+            tuple(extra.get("engines", ())),
+        )
+        found = self.lowered.get(key)
+        if found is None:
+            work = lower_compute(rec, memory, self.hw, self.options.balance_unassigned)
+            both = reads + writes
+            found = (work, Memory.SBUF in both, Memory.PSUM in both)
+            self.lowered[key] = found
+        return found
 
     def _count_on_chip(self, rec: TraceRecord) -> None:
         memory = self.memory
