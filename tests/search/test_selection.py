@@ -75,3 +75,25 @@ def test_ranking_is_sorted_unique_and_limited():
         candidate("d", 2.0),
     ]
     assert [(r.rank, r.candidate.id) for r in rank(pool, limit=2)] == [(1, "b"), (2, "d")]
+
+
+def test_spending_against_each_budget():
+    from accelopt.agents.base import AgentOutput
+    from accelopt.search.budget import Spending
+    from accelopt.search.config import Budget
+
+    tokens = Spending(Budget(max_tokens=300))
+    tokens.record(AgentOutput(prompt_tokens=100, completion_tokens=100))
+    assert tokens.exhausted() is None
+    tokens.record(AgentOutput(prompt_tokens=100, completion_tokens=0))
+    assert "token budget" in (tokens.exhausted() or "")
+    dollars = Spending(Budget(max_dollars=0.01))
+    dollars.record(AgentOutput(dollars=0.01))
+    assert "dollar budget" in (dollars.exhausted() or "")
+    evaluations = Spending(Budget(max_evaluations=1))
+    assert evaluations.reserve_evaluation() is None
+    assert "evaluation budget" in (evaluations.reserve_evaluation() or "")
+    assert evaluations.evaluations == 1
+    clock = Spending(Budget(max_wall_time_s=0.001))
+    clock.started -= 1
+    assert "wall-time" in (clock.exhausted() or "")
