@@ -320,3 +320,29 @@ def test_program_id_and_tile_size(kernel):
     )
     (out,) = k.run("k", np.zeros(1, np.float32)).outputs
     np.testing.assert_array_equal(out, 640)
+
+
+def test_loop_reduce_assigned_into_a_tile_accumulates_there(kernel, rng):
+    """Generated kernels assign the reduction into a block tile each iteration; that tile is the
+    accumulator (no extra copies, no output-dependency error)."""
+    k = kernel(
+        """
+        def k(x):
+            out = nl.ndarray((8, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+            red = nl.ndarray((1, par_dim(8), 1), dtype=nl.float32, buffer=nl.sbuf)
+            for i1 in nl.affine_range(4):
+                t = nl.load(x[nl.arange(8)[:, None], 16 * i1 + nl.arange(16)[None, :]])
+                s = nl.sum(t, axis=[1], keepdims=True)
+                red[0, nl.arange(8)[:, None], 0] = nl.loop_reduce(s, op=np.add, loop_indices=[i1], dtype=nl.float32)
+            nl.store(out, value=red[0])
+            return out
+        """
+    )
+    x = rng.standard_normal((8, 64)).astype(np.float32)
+    run = k.run("k", x)
+    np.testing.assert_allclose(run.outputs[0], x.sum(1, keepdims=True), rtol=1e-5)
+    ops = [r.opcode for r in run.trace.records]
+    assert ops.count("tensor_copy") == 1 and ops.count("tensor_tensor") == 3
+    red_id = next(t.tensor_id for t in run.trace.tensors.values() if t.name == "red")
+    reducers = [r for r in run.trace.records if r.extra.get("api") == "loop_reduce"]
+    assert all(r.writes[0].tensor_id == red_id for r in reducers)

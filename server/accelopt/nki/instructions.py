@@ -471,6 +471,10 @@ def assign(dst: View, value: Any, *, accumulate: bool = False, exempt: bool = Fa
     if isinstance(value, View) and value.assigned_at == len(ctx.trace.records) and value.tensor is dst.tensor:
         value.assigned_at = -1
         return  # the second half of `dst[key] += x`, already done
+    if isinstance(value, Tensor) and value.alias is not None and not accumulate:
+        alias = value.alias
+        if alias.tensor is dst.tensor and alias.box() == dst.box() and alias.shape == dst.shape:
+            return  # already there (e.g. a loop_reduce accumulator living in `dst`)
     line = ctx.line()
     if isinstance(value, Tensor) and value.fresh and value.producer is not None and value.alias is None:
         if _retarget(ctx, dst, value, line, accumulate, exempt):
@@ -516,6 +520,7 @@ def _retarget(ctx: KernelContext, dst: View, src: Tensor, line: int, accumulate:
     record.dst_memory = dst.tensor.memory
     record.out_dtype = dname(dst.tensor.dtype)
     record.accumulate = accumulate
+    exempt = exempt or record.extra.get("api") == "loop_reduce"  # a reduction, not a conflict
     ctx.note_write(dst.tensor, region, line, accumulate or exempt)
     ctx.forget_tensor(src)
     if ctx.numerics and dst.tensor.data is not None:

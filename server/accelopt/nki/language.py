@@ -1035,7 +1035,7 @@ def loop_reduce(
         ctx.trace.tensors[acc.tid].alloc_loops = outer
         ctx.loop_reduce_state[key] = acc
         region = region_of(acc.full_view(), minfo)
-        ctx.emit(
+        record = ctx.emit(
             Engine.UNASSIGNED,
             "tensor_copy",
             partitions,
@@ -1055,27 +1055,32 @@ def loop_reduce(
             acc.full_view().write(
                 read_values(view, minfo is not None), mask=None if minfo is None else minfo.grid
             )
-        return acc
-    region = region_of(acc.full_view(), minfo)
-    ctx.emit(
-        Engine.VECTOR,
-        "tensor_tensor",
-        partitions,
-        free,
-        dname(view.tensor.dtype),
-        dname(out_dtype),
-        (region_of(view, minfo), region),
-        (region,),
-        view.tensor.memory,
-        Memory.SBUF,
-        line,
-        bytes=partitions * free * view.tensor.dtype.itemsize,
-        vector_ops=partitions * free,
-        extra={"op": spec.name, "api": "loop_reduce"},
-    )
-    ctx.note_write(acc, region, line, True)
-    if ctx.numerics:
-        with np.errstate(all="ignore"):
-            combined = spec.fn(read_values(acc.full_view(), False), read_values(view, minfo is not None))
-        acc.full_view().write(combined, mask=None if minfo is None else minfo.grid)
+    else:
+        # the running value lives where the kernel assigned it (e.g. `red[...] = nl.loop_reduce(...)`)
+        target = acc.alias if acc.alias is not None else acc.full_view()
+        region = region_of(target, minfo)
+        record = ctx.emit(
+            Engine.VECTOR,
+            "tensor_tensor",
+            partitions,
+            free,
+            dname(view.tensor.dtype),
+            dname(out_dtype),
+            (region_of(view, minfo), region),
+            (region,),
+            view.tensor.memory,
+            Memory.SBUF,
+            line,
+            bytes=partitions * free * view.tensor.dtype.itemsize,
+            vector_ops=partitions * free,
+            extra={"op": spec.name, "api": "loop_reduce"},
+        )
+        ctx.note_write(target.tensor, region, line, True)
+        if ctx.numerics:
+            with np.errstate(all="ignore"):
+                combined = spec.fn(read_values(target, False), read_values(view, minfo is not None))
+            target.write(combined.reshape(target.shape), mask=None if minfo is None else minfo.grid)
+    # assigning the result into a tile makes that tile the accumulator (no extra copy)
+    acc.producer = record
+    acc.fresh = acc.alias is None
     return acc
