@@ -12,7 +12,7 @@ import pytest
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.inputs import generate_inputs
 from accelopt.profiling.task import task_for_kernel
-from profiling.kernels import HAND_WRITTEN, body, kernel
+from profiling.kernels import HAND_WRITTEN, body, kernel, line_of
 
 OPTIONS = EvaluationOptions(seeds=2, timeout_s=60)
 TASK = task_for_kernel(kernel(HAND_WRITTEN))
@@ -39,6 +39,22 @@ async def test_outputs_cached_for_predictable_seeds(shared_backend):
     assert 0 not in evaluation.seeds
 
 
+async def test_computing_the_answer_on_the_host_while_tracing(shared_backend):
+    """Reads the input's values through the emulator and embeds the finished answer as a
+    constant: numerically perfect, and nearly free on the simulated hardware."""
+    text = body(
+        """
+out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+answer = nl.shared_constant(np.asarray(x.data) * 2)
+nl.store(out, value=nl.load(answer))
+return out
+"""
+    )
+    evaluation = await shared_backend.evaluate(kernel(text), TASK, OPTIONS)
+    assert evaluation.status == "rejected" and "'.data'" in evaluation.message
+    assert evaluation.line == line_of(text, "x.data")
+
+
 async def test_mutating_inputs(shared_backend):
     text = body(
         """
@@ -49,7 +65,7 @@ return x
     )
     evaluation = await shared_backend.evaluate(kernel(text), TASK, OPTIONS)
     assert evaluation.status == "incorrect" and "writes into its input 'x'" in evaluation.message
-    assert evaluation.line == 9
+    assert evaluation.line == line_of(text, "nl.store(x")
 
 
 async def test_writing_only_part_of_the_output(shared_backend):

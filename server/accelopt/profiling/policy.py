@@ -112,6 +112,21 @@ DENIED_ATTRIBUTES = frozenset(
         "co_code",
         "co_consts",
         "mro",
+        # the emulator's tensor internals: on hardware a kernel cannot see input values while it
+        # is traced, so reading them (to compute the answer on the host and embed it as a
+        # constant) is a reward hack the emulator would otherwise allow
+        "data",
+        "root",
+        "tid",
+        "producer",
+        "written",
+        "fresh",
+        "pmask",
+        "full_region",
+        "full_view",
+        "view_as",
+        "alloc_scopes",
+        "np_shape",
         # numpy file helpers
         "save",
         "savez",
