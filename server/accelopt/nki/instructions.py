@@ -172,11 +172,32 @@ def resolve_mask(ctx: KernelContext, mask: Any, shape: tuple[int, ...]) -> MaskI
         raise ctx.error(
             "err_unsupported_mask", f"mask of shape {mask.shape} does not fit an instruction of shape {shape}"
         )
-    exact = mask.is_single_axis()
-    ranges = mask.axis_ranges(shape) if exact else None
-    if ranges is None:
-        ranges = mask.exact_axis_ranges(shape)
-    return MaskInfo(shape, ranges, mask, exact)
+    key = _mask_key(mask, shape)
+    cached = _MASK_CACHE.get(key) if key is not None else None
+    if cached is None:
+        exact = mask.is_single_axis()
+        ranges = mask.axis_ranges(shape) if exact else None
+        if ranges is None:
+            ranges = mask.exact_axis_ranges(shape)
+        cached = (ranges, exact)
+        if key is not None:
+            _MASK_CACHE[key] = cached
+    return MaskInfo(shape, list(cached[0]), mask, cached[1])
+
+
+# Generated kernels rebuild the same tail mask for every instruction: resolve each form once.
+_MASK_CACHE: dict[tuple[Any, ...], tuple[list[tuple[int, int]], bool]] = {}
+
+
+def _mask_key(mask: Predicate, shape: tuple[int, ...]) -> tuple[Any, ...] | None:
+    if mask.values is not None:
+        return None
+    parts: list[Any] = [shape]
+    for expr, op in mask.conds:
+        if expr.values is not None:
+            return None
+        parts.append((expr.sizes, expr.coefs, expr.offset, op))
+    return tuple(parts)
 
 
 def sub_view(view: View, mask: MaskInfo) -> View:
