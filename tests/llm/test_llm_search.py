@@ -11,6 +11,7 @@ no code. The first planner call is rate-limited and the first executor call time
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from chat_server import ChatRequest, Reply
@@ -162,7 +163,14 @@ async def test_memory_carries_lessons_into_the_next_run(
     saved = [e.experience_id for e in events if isinstance(e, LessonEvent)]
     assert saved and None not in saved
 
-    second = chat_server(ScriptedEndpoint(answer))
+    def citing(role: str, request: ChatRequest) -> Reply:
+        """The planner cites every lesson its prompt shows (and one it was never shown)."""
+        if role == "planner":
+            shown = [int(n) for n in re.findall(r"lesson (\d+) \(", request.user)]
+            return Reply(content=json.dumps({**WIDEN, "lessons": [*shown, 999]}))
+        return answer(role, request)
+
+    second = chat_server(ScriptedEndpoint(citing))
     with Memory(path) as memory:  # a new process would open the file the same way
         events = await collect(
             run_search(kernel, task, make_llm_agents(second.base_url), simulator, config, memory)
@@ -172,3 +180,6 @@ async def test_memory_carries_lessons_into_the_next_run(
     for experience_id in saved:
         assert f"lesson {experience_id} (helped" in prompt
     assert "Wider tiles amortise DMA overhead" in prompt
+    informed = [e.candidate for e in events if isinstance(e, CandidateEvent) and e.candidate.plan]
+    assert informed and all(c.lessons_used == sorted(saved) for c in informed)
+    assert all(c.plan.lesson_ids == sorted(saved) for c in informed)

@@ -4,6 +4,11 @@ real simulator and LLM agents against the loopback chat server."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from chat_server import ChatRequest, Reply
@@ -133,3 +138,59 @@ def test_memory_command_lists_shows_and_prunes(tmp_path: Path, capsys, monkeypat
     assert main(["memory", "--path", str(path), "clear", "--yes"]) == 0
     with Memory(path) as memory:
         assert memory.count() == 0
+
+
+def test_ctrl_c_stops_cleanly_and_still_writes_the_results(chat_server, tmp_path: Path):
+    def slow_executor(role: str, request: ChatRequest) -> Reply:
+        reply = steady(role, request)
+        if role == "executor":
+            reply.delay_s = 30.0  # the search is waiting on the model when the user presses Ctrl-C
+        return reply
+
+    server = chat_server(ScriptedEndpoint(slow_executor))
+    kernel_file = tmp_path / "silu_small.py"
+    kernel_file.write_text(BASELINE)
+    config = tmp_path / "accelopt.json"
+    config.write_text(
+        json.dumps(
+            {"agents": "llm", "llm": {"base_url": server.base_url, "model": "test-model", "timeout_s": 60}}
+        )
+    )
+    out = tmp_path / "out"
+    command = [
+        sys.executable,
+        "-m",
+        "accelopt",
+        "optimize",
+        str(kernel_file),
+        "--config",
+        str(config),
+        "--no-memory",
+        "--seeds",
+        "2",
+        "-T",
+        "3",
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    deadline = time.monotonic() + 90
+    while not server.requests_for("executor") and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert server.requests_for("executor"), proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "cancelled" in stdout
+    events = [
+        search_event_adapter.validate_json(line) for line in (out / "events.jsonl").read_text().splitlines()
+    ]
+    assert isinstance(events[-1], Finished) and events[-1].reason == "cancelled"
+    assert [r.candidate.id for r in events[-1].ranked] == ["c0"]
+    assert (out / "best.py").read_text() == BASELINE and (out / "report.html").exists()
