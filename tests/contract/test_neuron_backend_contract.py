@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,13 @@ def fake_host(tmp_path):
     log = tmp_path / "calls.jsonl"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(FAKE_SDK), env.get("PYTHONPATH", "")) if p)
-    env["PATH"] = os.pathsep.join((str(FAKE_SDK / "bin"), env.get("PATH", "")))
+    # the fake `neuron-profile` executable: a launcher for fake_neuron_sdk/neuron_profile.py
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    profiler = bin_dir / "neuron-profile"
+    profiler.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I -S "{FAKE_SDK / "neuron_profile.py"}" "$@"\n')
+    profiler.chmod(0o755)
+    env["PATH"] = os.pathsep.join((str(bin_dir), env.get("PATH", "")))
     env["FAKE_NEURON_LOG"] = str(log)
     env["FAKE_NEURON_STATE"] = str(tmp_path / "times.counter")
     env["OPENBLAS_NUM_THREADS"] = "1"  # the emulator behind the fake: no BLAS threads fighting on 2 cores

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """FAKE `neuron-profile` (contract tests only): `view --output-format summary-json -n X.neff -s X.ntff`
 prints {"<neff name>": {flat metrics, total_time in seconds}} read from the fake NTFF."""
 
@@ -8,8 +7,17 @@ from pathlib import Path
 
 
 def main(argv):
-    if len(argv) != 7 or argv[0] != "view" or argv[1] != "--output-format" or argv[3] != "-n" or argv[5] != "-s":
-        print("usage: neuron-profile view --output-format summary-json -n FILE.neff -s FILE.ntff", file=sys.stderr)
+    if (
+        len(argv) != 7
+        or argv[0] != "view"
+        or argv[1] != "--output-format"
+        or argv[3] != "-n"
+        or argv[5] != "-s"
+    ):
+        print(
+            "usage: neuron-profile view --output-format summary-json -n FILE.neff -s FILE.ntff",
+            file=sys.stderr,
+        )
         return 2
     if argv[2] != "summary-json":
         print(f"fake neuron-profile: output format {argv[2]!r} is not faked", file=sys.stderr)
