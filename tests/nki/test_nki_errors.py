@@ -244,3 +244,35 @@ def test_masked_access_past_the_end_is_legal(kernel):
     np.testing.assert_array_equal(run.outputs[0], 2 * x)
     stores = [r for r in run.trace.records if r.opcode == "dma_store"]
     assert stores[-1].writes[0].box == ((8, 10), (0, 16))
+
+
+def test_output_dependency_across_an_outer_affine_loop(kernel):
+    """The write depends on the inner loop only: iterations of the outer loop collide."""
+    k = kernel(
+        """
+        def k(x):
+            out = nl.ndarray((8, 16), dtype=nl.float32, buffer=nl.shared_hbm)
+            for i in nl.affine_range(2):
+                for j in nl.affine_range(2):
+                    t = nl.load(x[j * 4:(j + 1) * 4, :])
+                    nl.store(out[j * 4:(j + 1) * 4, :], value=t)  # HERE
+            return out
+        """
+    )
+    with pytest.raises(NkiError) as info:
+        k.run("k", X, numerics=False)
+    assert (info.value.code, info.value.line) == ("err_unexpected_output_dependencies", k.line_of("# HERE"))
+
+
+def test_static_range_tiles_stay_usable_after_the_loop(kernel):
+    k = kernel(
+        """
+        def k(x):
+            out = nl.ndarray((8, 16), dtype=nl.float32, buffer=nl.shared_hbm)
+            for i in nl.static_range(2):
+                t = nl.load(x)
+            nl.store(out, value=t)
+            return out
+        """
+    )
+    np.testing.assert_array_equal(k.run("k", X + 1).outputs[0], X + 1)
