@@ -345,13 +345,17 @@ def test_a_task_work_overrides_the_trace_work() -> None:
     assert profile.peak_latency_ms == pytest.approx(1e9 / 286.7e9 * 1e3)
 
 
-def test_bound_is_latency_when_far_from_every_roof() -> None:
+def test_bound_names_the_saturated_resource_or_latency() -> None:
     b = TraceBuilder()
     x = b.tensor("x", (128, 1), Memory.HBM, is_input=True)
     t = b.tensor("t", (128, 1))
     b.load(t, full((128, 1)), x, full((128, 1)))
-    profile = profile_trace(b.trace)[0]
-    assert profile.bound == "latency" and profile.percent_of_peak < 0.01
+    tiny = profile_trace(b.trace)[0]
+    assert tiny.bound == "latency" and tiny.percent_of_peak < 0.01 and tiny.roofline_bound == "hbm"
+    streaming = profile_trace(kernels.streaming(tiles=16))[0]
+    assert streaming.bound == "hbm" and streaming.dma_active_time_percent >= 0.6
+    pipeline = profile_trace(kernels.two_engine_pipeline(iterations=16))[0]
+    assert pipeline.bound == "vector"
 
 
 def test_line_costs_put_the_costliest_line_first_with_its_text() -> None:

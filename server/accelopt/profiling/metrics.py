@@ -10,10 +10,26 @@ from accelopt.profiling.lowering import is_tensor_engine
 from accelopt.profiling.profile import Bound, LineCost, Profile, Work
 from accelopt.profiling.timeline import ModelOptions, Timeline, schedule
 
-# Below this fraction of its roofline a kernel is bound by latency (dependencies, fixed DMA
-# costs, instruction overheads) rather than by the resource the roofline names: at under a fifth
-# of peak, buying more of that resource would barely move it. Our choice, not a profiler field.
-LATENCY_BOUND_BELOW = 0.2
+# A run is bound by a resource when that resource is busy at least this fraction of the time
+# (DMA engines -> "hbm", Tensor Engine -> "tensor", the busiest of Vector/Scalar/GpSimd ->
+# "vector"); when none is, it is bound by latency: dependencies, fixed DMA costs and
+# instruction overheads leave every resource idle much of the time. Our choice, not a
+# profiler field; the roofline's own dominant term is reported as `roofline_bound`.
+SATURATED = 0.6
+
+
+def run_bound(timeline: Timeline) -> Bound:
+    total = timeline.total_time
+    if total <= 0:
+        return "latency"
+    busy = timeline.engine_busy
+    candidates: dict[Bound, float] = {
+        "hbm": busy["dma"] / total,
+        "tensor": busy["tensor"] / total,
+        "vector": max(busy["vector"], busy["scalar"], busy["gpsimd"]) / total,
+    }
+    best = max(candidates, key=lambda k: candidates[k])
+    return best if candidates[best] >= SATURATED else "latency"
 
 
 def tensor_flops(trace: Trace, hoisted: set[int] | None = None) -> tuple[int, int]:
@@ -89,7 +105,6 @@ def build_profile(
     roof_work = work if work is not None else work_from_trace(trace)
     peak_s, roof_bound = peak_latency(roof_work, hw)
     percent = peak_s / total if total > 0 else 0.0
-    bound: Bound = roof_bound if percent >= LATENCY_BOUND_BELOW and peak_s > 0 else "latency"
     busy = timeline.engine_busy
     return Profile(
         backend="simulator",
@@ -118,7 +133,8 @@ def build_profile(
         work=roof_work,
         peak_latency_ms=peak_s * 1e3,
         percent_of_peak=percent,
-        bound=bound,
+        bound=run_bound(timeline),
+        roofline_bound=roof_bound if peak_s > 0 else None,
         lines=line_costs(trace, timeline, source_text),
     )
 

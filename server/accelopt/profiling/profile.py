@@ -70,6 +70,9 @@ class Profile(BaseModel):
     peak_latency_ms: float = 0.0
     percent_of_peak: float = Field(0.0, ge=0.0, description="peak_latency / latency, a fraction")
     bound: Bound = "latency"
+    # The dominant term of the roofline itself (vector, tensor or hbm), whatever the run did;
+    # `bound` says what actually limited the run. None when unknown (older profiles).
+    roofline_bound: Bound | None = None
 
     lines: list[LineCost] = Field(default_factory=list, description="costliest source lines first")
 

@@ -260,7 +260,12 @@ class _Scheduler:
         self.memory = {
             tid: Memory.PSUM if tid in psum_resident else info.memory for tid, info in trace.tensors.items()
         }
-        self.itemsize = {tid: dtype_bytes(info.dtype) for tid, info in trace.tensors.items()}
+        # on-chip tensor -> (read counter, write counter, bytes per element)
+        self.counter_keys = {
+            tid: (f"{where.value}_read", f"{where.value}_write", dtype_bytes(trace.tensors[tid].dtype))
+            for tid, where in self.memory.items()
+            if where is not Memory.HBM
+        }
         self.ops: list[ScheduledOp] = []
         self.counters = {
             "hbm_read": 0,
@@ -429,6 +434,11 @@ class _Scheduler:
         copy (copy on write).
         """
         queues = self.queues
+        if len(self.sharers) == 1 and len(pieces) == len(queues):
+            occupancy = pieces[0][1]
+            if all(p[1] == occupancy for p in pieces):  # every engine, same share, same state
+                shared = queues[0]
+                return [([(queue, shared) for queue, _ in pieces], occupancy)]
         by_list: dict[tuple[int, float], list[tuple[int, _GapList]]] = {}
         for queue, occupancy in pieces:
             gaps = queues[queue]
@@ -523,17 +533,17 @@ class _Scheduler:
         return found
 
     def _count_on_chip(self, rec: TraceRecord) -> None:
-        memory = self.memory
         counters = self.counters
-        for regions, suffix in ((rec.reads, "_read"), (rec.writes, "_write")):
+        keys = self.counter_keys
+        for regions, side in ((rec.reads, 0), (rec.writes, 1)):
             for region in regions:
-                where = memory.get(region.tensor_id)
-                if where is None or where is Memory.HBM:
+                found = keys.get(region.tensor_id)
+                if found is None:
                     continue
-                n = self.itemsize[region.tensor_id]
+                n = found[2]
                 for start, stop in region.box:
                     n *= stop - start
-                counters[where.value + suffix] += n
+                counters[found[side]] += n
 
 
 def schedule(trace: Trace, hw: HardwareSpec | str, options: ModelOptions | None = None) -> Timeline:
