@@ -143,7 +143,15 @@ class KernelContext:
         src_memory: Memory | None,
         dst_memory: Memory | None,
         line: int,
-        **fields: Any,
+        bytes: int = 0,
+        flops: int = 0,
+        vector_ops: int = 0,
+        is_transpose: bool = False,
+        accumulate: bool = False,
+        matmul_kmn: tuple[int, int, int] | None = None,
+        dma_chunk_bytes: int = 0,
+        dma_chunks: int = 0,
+        extra: dict[str, Any] | None = None,
     ) -> TraceRecord:
         records = self.trace.records
         record = TraceRecord(
@@ -160,7 +168,15 @@ class KernelContext:
             dst_memory,
             line,
             self.frames,
-            **fields,
+            bytes,
+            flops,
+            vector_ops,
+            is_transpose,
+            accumulate,
+            matmul_kmn,
+            dma_chunk_bytes,
+            dma_chunks,
+            {} if extra is None else extra,
         )
         records.append(record)
         return record

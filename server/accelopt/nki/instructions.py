@@ -400,33 +400,45 @@ def elementwise(
                 main_view = v
         else:
             resolved.append(scalar_of(x))
-    shapes = [v.shape for v in views]
     if main_view is None:
         raise ctx.error("err_unsupported_operand", f"{api} needs at least one tile operand", line)
-    try:
-        shape = partition_first_shape(shapes)
-    except ValueError as exc:
-        raise ctx.error(
-            "err_num_partition_mismatch" if _partitions_differ(shapes) else "err_shape_mismatch",
-            f"{api}: {exc}",
-            line,
-        ) from None
-    if _partitions_differ(shapes):
-        raise ctx.error(
-            "err_num_partition_mismatch",
-            f"{api}: operands have {sorted({s[0] for s in shapes})} partitions",
-            line,
-        )
-    psum_inputs = sum(1 for v in views if v.tensor.memory is Memory.PSUM)
+    shape = views[0].shape
+    if len(views) > 1 and any(v.shape != shape for v in views):
+        shapes = [v.shape for v in views]
+        try:
+            shape = partition_first_shape(shapes)
+        except ValueError as exc:
+            raise ctx.error(
+                "err_num_partition_mismatch" if _partitions_differ(shapes) else "err_shape_mismatch",
+                f"{api}: {exc}",
+                line,
+            ) from None
+        if _partitions_differ(shapes):
+            raise ctx.error(
+                "err_num_partition_mismatch",
+                f"{api}: operands have {sorted({s[0] for s in shapes})} partitions",
+                line,
+            )
+    psum_inputs = 0
+    for v in views:
+        if v.tensor.memory is Memory.PSUM:
+            psum_inputs += 1
     if max_psum_inputs is not None and psum_inputs > max_psum_inputs:
         raise ctx.error(
             "err_unsupported_memory",
             f"{api} can read at most {max_psum_inputs} input from PSUM, got {psum_inputs}",
             line,
         )
-    legal_now = check_engine_memory(ctx, engine, views, buffer.memory, api, line)
-    legal = tuple(e for e in legal if e in legal_now) or tuple(legal)
-    out_dtype = dt.as_dtype(dtype) if dtype is not None else dt.promote([v.tensor.dtype for v in views])
+    if psum_inputs or buffer.memory is Memory.PSUM:
+        if engine is Engine.GPSIMD:
+            raise ctx.error("err_unsupported_memory", f"{api} on the GpSimd engine cannot access PSUM", line)
+        legal = tuple(e for e in legal if e is not Engine.GPSIMD) or tuple(legal)
+    if dtype is not None:
+        out_dtype = dt.as_dtype(dtype)
+    else:
+        out_dtype = main_view.tensor.dtype
+        if len(views) > 1 and any(v.tensor.dtype != out_dtype for v in views):
+            out_dtype = dt.promote([v.tensor.dtype for v in views])
     minfo = resolve_mask(ctx, mask, shape)
     if minfo is not None:
         for v in views:
@@ -449,6 +461,12 @@ def elementwise(
     extra = unassigned_extra(engine, legal, extra)
     if psum_inputs:
         extra["psum_inputs"] = psum_inputs
+    if minfo is None:
+        reads = tuple(v.region() for v in views)
+        writes = (out.full_region(),)
+    else:
+        reads = tuple(region_of(v, minfo) for v in views)
+        writes = (out_region(out, minfo),)
     out.producer = ctx.emit(
         engine,
         opcode,
@@ -456,8 +474,8 @@ def elementwise(
         free,
         dname(main_view.tensor.dtype),
         dname(out_dtype),
-        tuple(region_of(v, minfo) for v in views),
-        (out_region(out, minfo),),
+        reads,
+        writes,
         main_view.tensor.memory,
         buffer.memory,
         line,
