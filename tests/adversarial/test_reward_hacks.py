@@ -17,26 +17,57 @@ from profiling.kernels import HAND_WRITTEN, body, kernel, line_of
 OPTIONS = EvaluationOptions(seeds=2, timeout_s=60)
 TASK = task_for_kernel(kernel(HAND_WRITTEN))
 
-CACHED_FOR_SEED_ZERO = """
-# The answer for the conventional first seed, computed ahead of time and embedded.
-cached = (np.random.RandomState(0).randn(128, 256) * 2).astype(np.float32)
+# A small task of its own, so that a whole cached answer fits in the kernel's text.
+SMALL_BASELINE = kernel(HAND_WRITTEN.replace("x=float32[128,256]", "x=float32[128,4]"))
+SMALL_TASK = task_for_kernel(SMALL_BASELINE)
+
+
+def cached_answer_kernel(seed: int) -> str:
+    """A kernel that ignores its input and returns the answer recorded for `seed`'s inputs."""
+    (x,) = generate_inputs(SMALL_TASK.inputs, seed)
+    values = ", ".join(repr(float(v)) for v in (x * 2).ravel())
+    return body(
+        f"""
+cached = np.array([{values}], dtype=np.float32).reshape(128, 4)
 out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
 nl.store(out, value=nl.load(nl.shared_constant(cached)))
 return out
-"""
-
-
-def test_the_cached_answer_would_pass_on_a_predictable_seed():
-    """Makes the next test meaningful: with seed 0 the embedded answer is exactly right."""
-    (x,) = generate_inputs(TASK.inputs, 0)
-    cached = (np.random.RandomState(0).randn(128, 256) * 2).astype(np.float32)
-    assert np.array_equal(cached, x * 2)
+""",
+        "# accelopt: inputs x=float32[128,4]",
+    )
 
 
 async def test_outputs_cached_for_predictable_seeds(shared_backend):
-    evaluation = await shared_backend.evaluate(kernel(body(CACHED_FOR_SEED_ZERO)), TASK, OPTIONS)
+    """The answer for seed 0 (the first seed a harness with fixed seeds would use) is exact for
+    seed 0, and wrong on the secret seeds actually used."""
+    evaluation = await shared_backend.evaluate(kernel(cached_answer_kernel(0)), SMALL_TASK, OPTIONS)
     assert evaluation.status == "incorrect" and "exceeds tolerance" in evaluation.message
     assert 0 not in evaluation.seeds
+
+
+async def test_the_cached_answer_does_pass_on_its_own_seed(shared_backend):
+    """Makes the test above meaningful: replaying the evaluation's own seed, the cache works."""
+    first = await shared_backend.evaluate(SMALL_BASELINE, SMALL_TASK, OPTIONS)
+    seed = first.seeds[0]
+    replay = await shared_backend.evaluate(
+        kernel(cached_answer_kernel(seed)), SMALL_TASK, OPTIONS.model_copy(update={"seeds": 1})
+    )
+    assert replay.status == "ok" and replay.seeds == [seed]
+
+
+async def test_regenerating_inputs_from_a_known_seed(shared_backend):
+    """Seeds appear in evaluation messages; a kernel that re-draws its inputs from one (to
+    compute the answer on the host) is refused: kernels have no random number generator."""
+    text = body(
+        """
+x_again = np.random.RandomState(12345).randn(128, 256)
+out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+nl.store(out, value=nl.load(nl.shared_constant((x_again * 2).astype(np.float32))))
+return out
+"""
+    )
+    evaluation = await shared_backend.evaluate(kernel(text), TASK, OPTIONS)
+    assert evaluation.status == "rejected" and "'.RandomState'" in evaluation.message
 
 
 async def test_computing_the_answer_on_the_host_while_tracing(shared_backend):

@@ -35,9 +35,12 @@ DENIED_SUBMODULES = frozenset(
         "numpy.distutils",
         "numpy.testing",
         "numpy.lib",
-        "numpy.random.bit_generator",
     }
 )
+# Kernels never need random numbers; with them a kernel could regenerate its inputs from a
+# seed it learnt from an earlier evaluation's message and compute the answer on the host.
+KERNEL_DENIED_SUBMODULES = frozenset({"numpy.random"})
+KERNEL_DENIED_ATTRIBUTES = frozenset({"random", "RandomState", "default_rng", "Generator", "SeedSequence"})
 
 # Built-in names that give reflection, code execution, I/O or interpreter control.
 DENIED_NAMES = frozenset(
@@ -166,7 +169,8 @@ def module_allowed(module: str, policy: PolicyName, *, allow_private: bool = Fal
         return False
     if not allow_private and any(part.startswith("_") for part in module.split(".")[1:]):
         return False
-    return not any(module == d or module.startswith(d + ".") for d in DENIED_SUBMODULES)
+    denied = DENIED_SUBMODULES | (KERNEL_DENIED_SUBMODULES if policy == "kernel" else frozenset())
+    return not any(module == d or module.startswith(d + ".") for d in denied)
 
 
 def check_source(text: str, policy: PolicyName = "kernel") -> Violation | None:
@@ -214,6 +218,7 @@ class _PolicyChecker(ast.NodeVisitor):
                 if alias.name != "*" and (
                     alias.name.startswith("_")
                     or alias.name in DENIED_ATTRIBUTES
+                    or (self.policy == "kernel" and alias.name in KERNEL_DENIED_ATTRIBUTES)
                     or not module_allowed(f"{module}.{alias.name}", self.policy)
                 ):
                     self._refuse(node, f"importing '{alias.name}' from '{module}' is not allowed")
@@ -237,7 +242,9 @@ class _PolicyChecker(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr.startswith("_"):
             self._refuse(node, f"access to private or dunder attribute '.{node.attr}' is not allowed")
-        elif node.attr in DENIED_ATTRIBUTES:
+        elif node.attr in DENIED_ATTRIBUTES or (
+            self.policy == "kernel" and node.attr in KERNEL_DENIED_ATTRIBUTES
+        ):
             self._refuse(node, f"access to '.{node.attr}' is not allowed in sandboxed code")
         elif isinstance(node.ctx, (ast.Store, ast.Del)):
             self._refuse(
