@@ -346,3 +346,17 @@ def test_loop_reduce_assigned_into_a_tile_accumulates_there(kernel, rng):
     red_id = next(t.tensor_id for t in run.trace.tensors.values() if t.name == "red")
     reducers = [r for r in run.trace.records if r.extra.get("api") == "loop_reduce"]
     assert all(r.writes[0].tensor_id == red_id for r in reducers)
+
+
+def test_integer_tiles_with_float_scalars_become_fp32(kernel):
+    k = kernel(
+        """
+        def k(x):
+            out = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+            idx = nisa.iota(8 * nl.arange(4)[:, None] + nl.arange(8)[None, :], dtype=nl.int32)
+            nl.store(out, value=nl.multiply(idx, 0.5))
+            return out
+        """
+    )
+    (out,) = k.run("k", np.zeros(1, np.float32)).outputs
+    np.testing.assert_array_equal(out, np.arange(32).reshape(4, 8) * 0.5)

@@ -439,6 +439,8 @@ def elementwise(
         out_dtype = main_view.tensor.dtype
         if len(views) > 1 and any(v.tensor.dtype != out_dtype for v in views):
             out_dtype = dt.promote([v.tensor.dtype for v in views])
+        if not dt.is_float(out_dtype) and any(isinstance(x, float) for x in resolved):
+            out_dtype = dt.float32  # integer tiles meeting a float scalar compute in fp32
     minfo = resolve_mask(ctx, mask, shape)
     if minfo is not None:
         for v in views:
