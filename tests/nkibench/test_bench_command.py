@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from accelopt.cli import main
+from accelopt.commands.bench import BenchReport, render_table
 
 # A better silu than the baseline: one fused activation per tile and 4x larger transfers.
 FUSED_SILU = """
@@ -34,9 +35,16 @@ def _bench(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_bench_prints_json_and_writes_the_report(tmp_path):
-    out = tmp_path / "bench.json"
-    proc = _bench("--size", "small", "--tasks", "silu,rope_single_freq_apply", "--json", "--out", str(out))
+@pytest.fixture(scope="module")
+def json_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path_factory.mktemp("bench") / "bench.json"
+    return _bench(
+        "--size", "small", "--tasks", "silu,rope_single_freq_apply", "--json", "--out", str(out)
+    ), out
+
+
+def test_bench_prints_json_and_writes_the_report(json_run):
+    proc, out = json_run
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     assert json.loads(out.read_text()) == report
@@ -52,18 +60,20 @@ def test_bench_prints_json_and_writes_the_report(tmp_path):
     assert not report["checked_correctness"]  # profiling alone is trace-only
 
 
-def test_table_labels_simulated_figures_and_the_geomean(tmp_path):
-    proc = _bench("--size", "small", "--tasks", "silu", "--out", str(tmp_path / "b.json"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "simulated" in proc.stdout and "geometric mean" in proc.stdout and "silu" in proc.stdout
+def test_table_labels_simulated_figures_and_the_geomean(json_run, capsys):
+    proc, _ = json_run
+    report = BenchReport.model_validate_json(proc.stdout)
+    render_table(report)
+    table = capsys.readouterr().out
+    assert "simulated" in table and "geometric mean" in table
+    silu = report.tasks[0]
+    assert f"{100 * silu.percent_of_peak:.1f}%" in table and f"{silu.latency_ms:.3f}" in table
+    assert f"{100 * report.geomean_percent_of_peak:.1f}%" in table
 
 
 def test_optimized_kernels_from_a_directory_are_profiled_and_checked(tmp_path, capsys):
     base_out, opt_out = tmp_path / "base.json", tmp_path / "opt.json"
-    assert (
-        main(["bench", "--size", "small", "--tasks", "silu", "--check", "--json", "--out", str(base_out)])
-        == 0
-    )
+    assert main(["bench", "--size", "small", "--tasks", "silu", "--json", "--out", str(base_out)]) == 0
     kernels = tmp_path / "optimized"
     kernels.mkdir()
     (kernels / "silu.py").write_text(FUSED_SILU)
@@ -114,12 +124,14 @@ def test_optimized_kernels_from_a_directory_are_profiled_and_checked(tmp_path, c
     assert json.loads(opt_out.read_text())["tasks"][0]["status"] == "incorrect"
 
 
-def test_bad_requests_fail_fast_with_the_reason(tmp_path):
-    proc = _bench("--tasks", "silu,softmax", "--out", str(tmp_path / "x.json"))
-    assert proc.returncode == 2 and "unknown task(s) softmax" in proc.stderr and "adamw" in proc.stderr
-    proc = _bench("--tasks", "silu", "--kernels", str(tmp_path), "--out", str(tmp_path / "x.json"))
-    assert proc.returncode == 2 and "no kernel for task 'silu'" in proc.stderr
+def test_bad_requests_fail_fast_with_the_reason(tmp_path, capsys):
+    out = str(tmp_path / "x.json")
+    assert main(["bench", "--tasks", "silu,softmax", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert "unknown task(s) softmax" in err and "adamw" in err
+    assert main(["bench", "--tasks", "silu", "--kernels", str(tmp_path), "--out", out]) == 2
+    assert "no kernel for task 'silu'" in capsys.readouterr().err
     # no Trainium and no Neuron SDK on this machine
-    proc = _bench("--backend", "neuron", "--tasks", "silu", "--out", str(tmp_path / "x.json"))
-    assert proc.returncode == 2 and "neuron backend needs the Neuron SDK" in proc.stderr
-    assert not Path(tmp_path / "x.json").exists()
+    assert main(["bench", "--backend", "neuron", "--tasks", "silu", "--out", out]) == 2
+    assert "neuron backend needs the Neuron SDK" in capsys.readouterr().err
+    assert not Path(out).exists()
