@@ -145,6 +145,9 @@ async def test_reference_module_task(backend, tmp_path):
     )
     good = kernel(text).model_copy(update={"path": str(tmp_path / "double.py")})
     task = task_for_kernel(good, size="small")
+    # Profile-only (what a hover asks for) already uses the task's roofline work.
+    quick = await backend.evaluate(good, task, OPTIONS.model_copy(update={"check_correctness": False}))
+    assert quick.status == "ok" and quick.profile is not None and quick.profile.work.source == "task"
     evaluation = await backend.evaluate(good, task, OPTIONS)
     assert evaluation.status == "ok", evaluation.message
     assert evaluation.profile is not None and evaluation.profile.work.source == "task"

@@ -248,12 +248,12 @@ def _run_reference(job, result, saved, np, arrays):
             "structure": "list",
             "groups": {"inputs": _save_group(saved, f"r{i}_in", nki_inputs, np, arrays)},
         }
+        if i == 0 and callable(getattr(module, "work", None)):
+            result["work"] = {str(k): float(v) for k, v in dict(module.work(*raw)).items()}
         if not job.get("inputs_only"):
             ref, structure = _as_list(module.forward(*raw))
             record["structure"] = structure
             record["groups"]["outputs"] = _save_group(saved, f"r{i}_ref", ref, np, arrays)
-            if i == 0 and callable(getattr(module, "work", None)):
-                result["work"] = {str(k): float(v) for k, v in dict(module.work(*raw)).items()}
         result["runs"].append(record)
 
 
