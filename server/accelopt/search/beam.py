@@ -434,15 +434,22 @@ class _Search:
         self.spending.record(result)
         if result.prompt_tokens or result.completion_tokens or result.dollars:
             self._emit_cost()
-        failed = not _has_payload(result)  # a partial result (some samples written) is progress
-        self.agent_failures_in_a_row = self.agent_failures_in_a_row + 1 if failed else 0
+        self._watch_health(result)
+        return result
+
+    def _watch_health(self, result: AgentOutput) -> None:
+        """Stop when the agents are plainly unusable (an endpoint down, a bad key). Only planner
+        calls count: a planner that works always has a plan, while an executor or fixer may
+        legitimately come back empty-handed for a hard plan; a success resets the count."""
+        if not isinstance(result, PlanResult):
+            return
+        self.agent_failures_in_a_row = 0 if result.plans else self.agent_failures_in_a_row + 1
         limit = self.config.max_consecutive_agent_failures
         if limit is not None and self.agent_failures_in_a_row >= limit:
             self._stop(
                 "error",
                 f"the agents failed {self.agent_failures_in_a_row} times in a row; last: {result.error}",
             )
-        return result
 
     def _emit_cost(self) -> None:
         self._emit(
@@ -605,16 +612,6 @@ class _Search:
 
     def _by_id(self, candidate_id: str | None) -> Candidate:
         return next(c for c in self.candidates if c.id == candidate_id)
-
-
-def _has_payload(result: AgentOutput) -> bool:
-    if isinstance(result, PlanResult):
-        return bool(result.plans)
-    if isinstance(result, ExecuteResult):
-        return bool(result.kernels)
-    if isinstance(result, SummarizeResult):
-        return result.lesson is not None
-    return True
 
 
 T = TypeVar("T")

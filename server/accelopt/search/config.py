@@ -56,7 +56,9 @@ class SearchConfig(BaseModel):
         None, gt=0, description="stop once the best kernel reaches this fraction of roofline peak"
     )
     max_consecutive_agent_failures: int | None = Field(
-        24, ge=1, description="stop with reason 'error' when the agents keep failing (endpoint down)"
+        24,
+        ge=1,
+        description="stop with reason 'error' after this many planner failures in a row (endpoint down)",
     )
     ranked_limit: int = Field(50, ge=1, description="candidates listed in the final ranking")
     seed: int = 0
