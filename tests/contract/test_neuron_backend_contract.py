@@ -145,3 +145,21 @@ def test_fails_fast_without_the_sdk_a_device_or_the_profiler(fake_host, tmp_path
         NeuronBackend(env=env, device_glob=str(tmp_path / "absent*"))
     with pytest.raises(NeuronUnavailable, match=r"neuron-profile"):
         NeuronBackend(env={**env, "PATH": "/nonexistent"}, device_glob=devices)
+
+
+async def test_policy_and_syntax_are_checked_before_anything_runs(fake_host):
+    env, devices, log = fake_host
+    backend = NeuronBackend(env=env, device_glob=devices)
+    kernel, task = _silu(
+        lambda text: text.replace("    rows, cols = x.shape", "    import os\n    rows, cols = x.shape")
+    )
+    rejected = await backend.evaluate(kernel, task, EvaluationOptions(seeds=1))
+    broken, _ = _silu(lambda text: text.replace("def silu_kernel(x):", "def silu_kernel(x)"))
+    syntax = await backend.evaluate(broken, task, EvaluationOptions(seeds=1))
+    await backend.aclose()
+    assert rejected.status == "rejected" and "os" in rejected.message
+    assert (
+        syntax.status == "syntax_error"
+        and syntax.line == kernel.text.splitlines().index("def silu_kernel(x):") + 1
+    )
+    assert not log.exists()  # nothing was compiled or run

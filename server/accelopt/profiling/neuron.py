@@ -39,6 +39,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import EvalStatus, Evaluation, KernelSource
+from accelopt.profiling.policy import check_source
 from accelopt.profiling.profile import Bound, Profile, Work
 from accelopt.profiling.task import Task
 
@@ -161,6 +162,15 @@ class NeuronBackend:
 
     async def evaluate(self, kernel: KernelSource, task: Task, options: EvaluationOptions) -> Evaluation:
         started = time.perf_counter()
+        # The same static policy as the simulator's sandbox: the kernel runs on a real host here.
+        try:
+            violation = check_source(kernel.text, "kernel")
+        except SyntaxError as exc:
+            return Evaluation(status="syntax_error", message=f"SyntaxError: {exc.msg}", line=exc.lineno)
+        if violation is not None:
+            return Evaluation(
+                status="rejected", message=f"sandbox policy: {violation.reason}", line=violation.line
+            )
         seeds = self._seeds(task, options.seeds if options.check_correctness else 1)
         job = NeuronJob(
             kernel=kernel,
