@@ -143,7 +143,7 @@ class Sandbox:
         try:
             return await self._run(files, timeout_s)
         finally:
-            shutil.rmtree(files.root, ignore_errors=True)
+            await asyncio.shield(asyncio.to_thread(shutil.rmtree, files.root, ignore_errors=True))
 
     async def _run(self, files: JobFiles, timeout_s: float) -> WorkerOutcome:
         root = files.root
@@ -179,7 +179,8 @@ class Sandbox:
             return WorkerOutcome(
                 "timeout", message=f"timed out after {timeout_s:g} s (wall clock)", wall_time_s=wall
             )
-        return self._collect(root, proc.returncode, wall)
+        # Reading (possibly large) result files is blocking work: keep it off the event loop.
+        return await asyncio.to_thread(self._collect, root, proc.returncode, wall)
 
     def run_sync(self, files: JobFiles, timeout_s: float) -> WorkerOutcome:
         return asyncio.run(self.run(files, timeout_s))
