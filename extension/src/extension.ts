@@ -15,7 +15,7 @@ import { MemoryTreeProvider } from './memoryTree';
 import { onPythonInterpreterChange, pythonExtensionInterpreter } from './pythonExtension';
 import { ServerConnection } from './serverConnection';
 import { ServerLauncher, type ServerState } from './serverLauncher';
-import { changeNeedsRestart, readSettings, type ClientSettings } from './settings';
+import { changeEffect, readSettings, type ClientSettings } from './settings';
 
 let launcher: ServerLauncher | undefined;
 
@@ -86,8 +86,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       searchesRunning = running;
     }),
     vscode.workspace.onDidChangeConfiguration((event) => {
-      if (changeNeedsRestart((section) => event.affectsConfiguration(section))) {
+      const effect = changeEffect((section) => event.affectsConfiguration(section));
+      if (effect === 'restart') {
         void restartAfterSettingsChange(serverLauncher, store);
+      } else if (effect === 'reload') {
+        void serverLauncher.reloadConfiguration();
       }
     }),
     apiKeys.onDidChange(() => void restartAfterSettingsChange(serverLauncher, store)),

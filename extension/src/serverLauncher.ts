@@ -9,6 +9,7 @@
 
 import * as vscode from 'vscode';
 import {
+  DidChangeConfigurationNotification,
   LanguageClient,
   State,
   type LanguageClientOptions,
@@ -65,6 +66,16 @@ export class ServerLauncher implements vscode.Disposable {
       await this.doStop();
       return this.doStart();
     });
+  }
+
+  /** Tells a running server its settings changed; it re-reads them (workspace/configuration). */
+  async reloadConfiguration(): Promise<void> {
+    const client = this.runningClient;
+    if (client) {
+      await client.sendNotification(DidChangeConfigurationNotification.type, {
+        settings: { accelopt: this.deps.readSettings().server },
+      });
+    }
   }
 
   async dispose(): Promise<void> {

@@ -65,11 +65,16 @@ export interface ClientSettings {
 export const DEFAULT_API_KEY_ENV_VAR = 'OPENAI_API_KEY';
 
 /**
- * Setting keys (below `accelopt.`) that shape the server process or its configuration. The rest
- * (`editor.*`, `trace.*`) only the client reads, and changing them needs no restart.
+ * Setting keys (below `accelopt.`) that shape the server process itself: the interpreter, and the
+ * environment that carries the API key. Changing one needs a new process.
+ */
+const PROCESS_KEYS = ['pythonPath', 'llm.apiKeyEnvVar'];
+
+/**
+ * Setting keys the running server re-reads (workspace/configuration) when told they changed.
+ * The rest (`editor.*`, `trace.*`) only the client reads.
  */
 const SERVER_KEYS = [
-  'pythonPath',
   'backend',
   'hardware',
   'inputSize',
@@ -181,9 +186,15 @@ export function toSearchOptions(server: ServerConfiguration): SearchOptions {
   };
 }
 
-/** Does a configuration change need a server restart? (Only client-side keys do not.) */
-export function changeNeedsRestart(affects: (section: string) => boolean): boolean {
-  return SERVER_KEYS.some((key) => affects(`accelopt.${key}`));
+/**
+ * What a configuration change asks of the server: a new process (interpreter, API-key variable),
+ * a re-read of its settings (keeping its profiles, searches and candidates), or nothing.
+ */
+export function changeEffect(affects: (section: string) => boolean): 'restart' | 'reload' | 'none' {
+  if (PROCESS_KEYS.some((key) => affects(`accelopt.${key}`))) {
+    return 'restart';
+  }
+  return SERVER_KEYS.some((key) => affects(`accelopt.${key}`)) ? 'reload' : 'none';
 }
 
 /**

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 
 import {
   DEFAULT_API_KEY_ENV_VAR,
-  changeNeedsRestart,
+  changeEffect,
   configurationSection,
   expandPath,
   readSettings,
@@ -141,14 +141,19 @@ describe('settings', () => {
     assert.equal(configurationSection(server, undefined), undefined);
   });
 
-  it('restarts the server for server settings only', () => {
-    const changed = (...sections: string[]) => (section: string) =>
-      sections.some((s) => s === section || s.startsWith(`${section}.`));
-    assert.equal(changeNeedsRestart(changed('accelopt.search.iterations')), true);
-    assert.equal(changeNeedsRestart(changed('accelopt.pythonPath')), true);
-    assert.equal(changeNeedsRestart(changed('accelopt.editor.saveAfterAccept')), false);
-    assert.equal(changeNeedsRestart(changed('accelopt.trace.server')), false);
-    assert.equal(changeNeedsRestart(changed('python.defaultInterpreterPath')), false);
+  it('restarts the server for the interpreter and the key variable, and has it re-read the rest', () => {
+    // What vscode.ConfigurationChangeEvent.affectsConfiguration answers for a changed key.
+    const changed = (...keys: string[]) => (section: string) =>
+      keys.some((key) => key === section || key.startsWith(`${section}.`));
+    assert.equal(changeEffect(changed('accelopt.pythonPath')), 'restart');
+    assert.equal(changeEffect(changed('accelopt.llm.apiKeyEnvVar')), 'restart');
+    assert.equal(changeEffect(changed('accelopt.llm.apiKeyEnvVar', 'accelopt.search.iterations')), 'restart');
+    assert.equal(changeEffect(changed('accelopt.search.iterations')), 'reload');
+    assert.equal(changeEffect(changed('accelopt.llm.model')), 'reload');
+    assert.equal(changeEffect(changed('accelopt.backend')), 'reload');
+    assert.equal(changeEffect(changed('accelopt.editor.saveAfterAccept')), 'none');
+    assert.equal(changeEffect(changed('accelopt.trace.server')), 'none');
+    assert.equal(changeEffect(changed('python.defaultInterpreterPath')), 'none');
   });
 
   it('hands a stored API key to the server in the configured variable, and only then', () => {

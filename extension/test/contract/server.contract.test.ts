@@ -48,7 +48,7 @@ describe('the extension against the real language server', { timeout: 240_000 },
     // The harness needs the scratch folder for the memory path, so settings come in two steps.
     server = new ServerHarness(settings(TINY_SEARCH).server);
     config = settings({ ...TINY_SEARCH, 'memory.path': join(server.root, 'memory.sqlite') });
-    Object.assign((server as unknown as { configuration: object }).configuration, config.server);
+    server.configuration = config.server;
   });
 
   after(async () => {
@@ -152,6 +152,27 @@ describe('the extension against the real language server', { timeout: 240_000 },
     const memory = await server.connection.sendRequest(Methods.memory, { limit: 20 });
     assertMemoryResult(memory);
     assert.equal((memory as { path: string }).path, join(server.root, 'memory.sqlite'));
+  });
+
+  it('applies changed settings without a restart: the server re-reads them when told', async () => {
+    const moved = settings({ ...TINY_SEARCH, 'memory.path': join(server.root, 'moved', 'memory.sqlite') });
+    const asked = server.configurationRequests;
+    server.configuration = moved.server;
+    // what ServerLauncher.reloadConfiguration sends
+    await server.connection.sendNotification('workspace/didChangeConfiguration', { settings: { accelopt: moved.server } });
+    await server.waitFor(() => server.configurationRequests > asked, 'the server to ask for its settings again');
+    // The answer is applied by the server as it arrives; ask until it shows (a few ms at most).
+    const wanted = join(server.root, 'moved', 'memory.sqlite');
+    let path = '';
+    for (let attempt = 0; attempt < 50 && path !== wanted; attempt++) {
+      path = ((await server.connection.sendRequest(Methods.memory, { limit: 1 })) as { path: string }).path;
+      if (path !== wanted) {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    assert.equal(path, wanted);
+    server.configuration = config.server;
+    await server.connection.sendNotification('workspace/didChangeConfiguration', { settings: { accelopt: config.server } });
   });
 
   it('stops a search when the progress notification is cancelled, and stays responsive', async () => {

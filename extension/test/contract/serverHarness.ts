@@ -74,7 +74,10 @@ export class ServerHarness {
   private readonly waiters = new Set<() => void>();
   private readonly stateEmitter = new Emitter<SearchStateNotification>();
 
-  constructor(private readonly configuration: ServerConfiguration) {
+  /** How many times the server asked for its settings (workspace/configuration). */
+  configurationRequests = 0;
+
+  constructor(public configuration: ServerConfiguration) {
     this.root = mkdtempSync(join(tmpdir(), 'accelopt-contract-'));
     for (const name of ['silu.py', 'silu_ref.py']) {
       copyFileSync(join(REPO, 'kernels_examples', name), join(this.root, name));
@@ -100,10 +103,12 @@ export class ServerHarness {
 
   private install(): void {
     const c = this.connection;
-    c.onRequest('workspace/configuration', (params: { items: { section?: string }[] }) =>
+    c.onRequest('workspace/configuration', (params: { items: { section?: string }[] }) => {
+      this.configurationRequests += 1;
+      this.wake();
       // What the extension's middleware answers: the same object as initializationOptions.
-      params.items.map((item) => configurationSection(this.configuration, item.section) ?? null),
-    );
+      return params.items.map((item) => configurationSection(this.configuration, item.section) ?? null);
+    });
     c.onRequest('workspace/applyEdit', (params: { edit: { documentChanges?: VersionedEdit[] } }) => {
       for (const change of params.edit.documentChanges ?? []) {
         const doc = this.documents.get(change.textDocument.uri);
