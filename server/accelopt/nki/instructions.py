@@ -168,13 +168,14 @@ def resolve_mask(ctx: KernelContext, mask: Any, shape: tuple[int, ...]) -> MaskI
             "err_unsupported_mask",
             f"mask must be a predicate over nl.arange grids, got {type(mask).__name__}",
         )
-    if len(mask.shape) > len(shape):
-        raise ctx.error(
-            "err_unsupported_mask", f"mask of shape {mask.shape} does not fit an instruction of shape {shape}"
-        )
     key = _mask_key(mask, shape)
     cached = _MASK_CACHE.get(key) if key is not None else None
     if cached is None:
+        if len(mask.shape) > len(shape):
+            raise ctx.error(
+                "err_unsupported_mask",
+                f"mask of shape {mask.shape} does not fit an instruction of shape {shape}",
+            )
         exact = mask.is_single_axis()
         ranges = mask.axis_ranges(shape) if exact else None
         if ranges is None:
@@ -334,8 +335,14 @@ def unassigned_extra(
 ) -> dict[str, Any]:
     extra = {} if extra is None else extra
     if engine is Engine.UNASSIGNED:
-        extra["engines"] = [e.value for e in legal]
+        names = _ENGINE_NAMES.get(legal)
+        if names is None:
+            names = _ENGINE_NAMES[tuple(legal)] = [e.value for e in legal]
+        extra["engines"] = list(names)
     return extra
+
+
+_ENGINE_NAMES: dict[Sequence[Engine], list[str]] = {}
 
 
 # --- shapes --------------------------------------------------------------------------------

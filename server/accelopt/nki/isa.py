@@ -47,8 +47,10 @@ class engine(enum.Enum):
 
     @property
     def trace_engine(self) -> Engine:
-        return Engine(self.value)
+        return _TRACE_ENGINE[self]
 
+
+_TRACE_ENGINE = {member: Engine(member.value) for member in engine}
 
 tensor_engine = engine.tensor
 vector_engine = engine.vector

@@ -271,7 +271,7 @@ class Tensor(TileOps):
     def __getitem__(self, key: Any) -> View:
         if key is Ellipsis:
             return self.full_view()
-        if key.__class__ is tuple and len(key) == len(self.shape):
+        if key.__class__ is tuple and len(key) == len(self.shape) and key[-1].__class__ is not IndexExpr:
             view = _slices_view(self, key)
             if view is not None:
                 return view
@@ -351,10 +351,13 @@ class View(TileOps):
 
     def box(self, ranges: list[tuple[int, int]] | None = None) -> tuple[tuple[int, int], ...]:
         """Bounding box over the tensor's declared dims, optionally restricted to axis ranges."""
-        if ranges is None and self._box is not None:
-            return self._box
-        if ranges is not None and any(hi <= lo for lo, hi in ranges):
-            return tuple((0, 0) for _ in self.offsets)  # nothing selected
+        if ranges is None:
+            if self._box is not None:
+                return self._box
+        else:
+            for lo, hi in ranges:
+                if hi <= lo:
+                    return tuple((0, 0) for _ in self.offsets)  # nothing selected
         shape = self.shape
         out = []
         arrays = self.arrays
@@ -616,6 +619,10 @@ def make_view(tensor: Tensor, shape: tuple[int, ...], key: Any, base: View | Non
             "an index mixes slices with nl.arange grids; use only aranges (with ints) or only slices",
         )
     if advanced:
+        if base is None:
+            view = _advanced_from_template(tensor, shape, key)
+            if view is not None:
+                return view
         offsets, terms, arrays, vshape, abox, oob = _advanced(shape, key)
         if base is None:
             view = View(tensor, vshape, offsets, terms, arrays, abox)
@@ -749,6 +756,53 @@ def _basic(shape: tuple[int, ...], key: tuple[Any, ...]):
         else:
             raise _error("err_unsupported_indexing", f"cannot index a tensor with {k!r}")
     return tuple(offsets), tuple(terms), tuple(vshape), tuple(box)
+
+
+# An advanced index's structure (grid shapes and coefficients per dim) → the view's terms and
+# shape plus each dim's box relative to its offset. Loop iterations differ only in offsets, so
+# generated kernels parse each distinct index form once.
+_ADV_TEMPLATES: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+
+def _advanced_from_template(tensor: Tensor, shape: tuple[int, ...], key: tuple[Any, ...]) -> View | None:
+    if len(key) > len(shape):
+        return None
+    sig: list[Any] = [shape]
+    offs: list[int] = []
+    for d, k in enumerate(key):
+        if k.__class__ is IndexExpr:
+            if k.values is not None:
+                return None
+            sig.append((k.sizes, k.coefs))
+            offs.append(k.offset)
+        elif isinstance(k, _INT_TYPES):
+            i = int(k)
+            sig.append(None)
+            offs.append(i + shape[d] if i < 0 else i)
+        else:
+            return None
+    signature = tuple(sig)
+    template = _ADV_TEMPLATES.get(signature)
+    if template is None:
+        offsets, terms, arrays, vshape, box, _ = _advanced(shape, key)
+        if arrays is not None:
+            return None
+        deltas = tuple((lo - off, hi - off) for (lo, hi), off in zip(box, offsets))
+        template = _ADV_TEMPLATES[signature] = (terms, vshape, deltas, offsets[len(key) :])
+    terms, vshape, deltas, trailing = template
+    box = []
+    oob = False
+    for d, off in enumerate(offs):
+        lo_d, hi_d = deltas[d]
+        lo, hi = off + lo_d, off + hi_d
+        if hi > lo and (lo < 0 or hi > shape[d]):
+            oob = True
+        box.append((lo, hi))
+    offsets = (*offs, *trailing)
+    box.extend(deltas[len(offs) :])  # trailing dims: offset 0
+    view = View(tensor, vshape, offsets, terms, None, tuple(box))
+    view.oob = oob
+    return view
 
 
 def _is_zero_index(k: Any) -> bool:
