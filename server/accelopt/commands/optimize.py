@@ -230,21 +230,19 @@ def _backend(name: str, workers: int) -> Any:
 async def _drive(stream: Any, events: list[SearchEvent], console: Console) -> Finished:
     progress = Progress(
         TextColumn("[bold]{task.description}"),
-        BarColumn(),
+        BarColumn(bar_width=20),
         TaskProgressColumn(),
         TextColumn("{task.fields[status]}"),
         TimeElapsedColumn(),
         console=console,
         transient=False,
     )
-    state = {"best": 1.0, "peak": None, "dollars": 0.0, "tokens": 0, "evals": 0, "candidates": 0}
+    state = {"best": 1.0, "peak": None, "dollars": 0.0, "tokens": 0, "evals": 0}
 
     def status() -> str:
         peak = f"{100 * state['peak']:.1f}% of peak" if state["peak"] is not None else "peak –"
-        return (
-            f"best {state['best']:.3f}x · {peak} · {state['candidates']} candidates · "
-            f"{state['evals']} evals · ${state['dollars']:.4f} ({state['tokens']:,} tokens)"
-        )
+        cost = f" · ${state['dollars']:.4f} ({state['tokens']:,} tokens)" if state["tokens"] else ""
+        return f"best {state['best']:.3f}x · {peak} · {state['evals']} evals{cost}"
 
     finished: Finished | None = None
     with progress:
@@ -263,9 +261,9 @@ async def _drive(stream: Any, events: list[SearchEvent], console: Console) -> Fi
                     + f" · agents {event.agents}"
                 )
             elif isinstance(event, CandidateEvent):
-                state["candidates"] += 1
                 c = event.candidate
                 if c.status == "ok" and c.speedup and c.speedup > state["best"] and not c.duplicate_of:
+                    state.update(best=c.speedup, peak=c.percent_of_peak)  # a new best, shown at once
                     console.print(f"  {c.id} {c.speedup:.3f}x · {c.plan.title if c.plan else ''}")
             elif isinstance(event, IterationEvent):
                 state.update(
