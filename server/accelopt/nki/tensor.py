@@ -18,6 +18,7 @@ import numpy as np
 from accelopt.nki.context import current
 from accelopt.nki.dtypes import nan_fill
 from accelopt.nki.indexing import IndexExpr, Predicate
+from accelopt.nki.loops import LoopVar
 from accelopt.nki.trace import Memory, Region
 
 if TYPE_CHECKING:
@@ -604,10 +605,13 @@ def make_view(tensor: Tensor, shape: tuple[int, ...], key: Any, base: View | Non
     advanced = False
     basic = False
     for k in key:
-        if isinstance(k, IndexExpr):
+        cls = k.__class__
+        if cls is IndexExpr:
             advanced = True
-        elif isinstance(k, slice) or k is Ellipsis:
+        elif cls is slice or k is Ellipsis:
             basic = True
+        elif cls is int or cls is LoopVar:
+            continue
         elif isinstance(k, (TileOps, Predicate, list, np.ndarray)):
             raise _error(
                 "err_unsupported_indexing",
