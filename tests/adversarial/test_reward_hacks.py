@@ -174,9 +174,9 @@ async def test_the_candidate_process_never_receives_reference_outputs(shared_bac
     given = []
     real_prepare = shared_backend.sandbox.prepare
 
-    def recording_prepare(job, inputs=None, bundle=None):
+    def recording_prepare(job, inputs=None, bundle=None, **options):
         given.append((job.mode, dict(inputs or {}), bundle))
-        return real_prepare(job, inputs, bundle)
+        return real_prepare(job, inputs, bundle, **options)
 
     monkeypatch.setattr(shared_backend.sandbox, "prepare", recording_prepare)
     evaluation = await shared_backend.evaluate(candidate, task, OPTIONS)

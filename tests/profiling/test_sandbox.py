@@ -33,7 +33,10 @@ def test_worker_environment_is_built_from_nothing(sandbox, monkeypatch):
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
     monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
     outcome = sandbox.run_sync(
-        sandbox.prepare(WorkerJob(mode="probe", policy="kernel", source="", source_path="<probe>")), 30
+        sandbox.prepare(
+            WorkerJob(mode="probe", policy="kernel", source="", source_path="<probe>"), timeout_s=4.5
+        ),
+        30,
     )
     assert outcome.result is not None and outcome.result.probe is not None
     probe = outcome.result.probe
@@ -44,7 +47,7 @@ def test_worker_environment_is_built_from_nothing(sandbox, monkeypatch):
     assert env["HOME"] == probe["cwd"] and probe["cwd_entries"] == []
     assert env["OPENBLAS_NUM_THREADS"] == "1"
     limits = probe["limits"]
-    assert limits["RLIMIT_AS"] == 1 << 30 and limits["RLIMIT_CPU"] == 30
+    assert limits["RLIMIT_AS"] == 1 << 30 and limits["RLIMIT_CPU"] == 6  # the job's timeout, rounded up, + 1
     assert limits["RLIMIT_NPROC"] == 0 and limits["RLIMIT_CORE"] == 0 and limits["RLIMIT_NOFILE"] == 64
     if network_isolation_available():
         assert probe["network_interfaces"] == ["lo"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import math
 import os
 import shutil
 import signal
@@ -104,9 +105,12 @@ class Sandbox:
         job: WorkerJob,
         inputs: dict[str, np.ndarray] | None = None,
         bundle: dict[str, np.ndarray] | None = None,
+        *,
+        timeout_s: float | None = None,
     ) -> JobFiles:
         """Write `job.json`, the input arrays (`in/<name>.npy`) and an optional bundle of arrays
-        (`in/outputs.npz`, already in transport form) into a fresh directory."""
+        (`in/outputs.npz`, already in transport form) into a fresh directory. With `timeout_s`,
+        the CPU-time limit is lowered to match it."""
         root = Path(tempfile.mkdtemp(prefix="accelopt-job-", dir=self.work_root))
         (root / "in").mkdir()
         (root / "out").mkdir()
@@ -115,9 +119,13 @@ class Sandbox:
             np.save(root / "in" / f"{name}.npy", arrays.to_transport(array), allow_pickle=False)
         if bundle is not None:
             np.savez(root / "in" / "outputs.npz", **bundle)
+        limits = self.limits
+        if timeout_s is not None:
+            cpu = min(limits.cpu_seconds, math.ceil(timeout_s) + 1)
+            limits = limits.model_copy(update={"cpu_seconds": cpu})
         job = job.model_copy(
             update={
-                "limits": self.limits,
+                "limits": limits,
                 "parent_pid": os.getpid(),
                 "trusted_roots": _trusted_roots(),
                 "read_roots": [*_trusted_roots(), str(root / "in")],

@@ -102,9 +102,7 @@ class SimulatorBackend:
     async def aclose(self) -> None:
         await self.sandbox.aclose()
 
-    def evaluate_sync(
-        self, kernel: KernelSource, task: Task, options: EvaluationOptions, *, detailed: bool = False
-    ) -> SimulatedRun:
+    def evaluate_sync(self, kernel: KernelSource, task: Task, options: EvaluationOptions) -> SimulatedRun:
         """For the command line: run one evaluation on a private event loop."""
 
         async def once() -> SimulatedRun:
@@ -143,10 +141,7 @@ class SimulatorBackend:
         references = await self._references(task, cache, seeds, need_outputs, options.timeout_s)
 
         outcome = await self._run(
-            _kernel_job(kernel, numerics=check),
-            {f"s{i}_{j}": a for i, seed in enumerate(seeds) for j, a in enumerate(references[seed].inputs)},
-            [[f"s{i}_{j}" for j in range(len(references[seed].inputs))] for i, seed in enumerate(seeds)],
-            options.timeout_s,
+            _kernel_job(kernel, numerics=check), options.timeout_s, [references[s].inputs for s in seeds]
         )
         failure = _outcome_failure(outcome, seeds, who=None)
         if failure is not None:
@@ -249,7 +244,7 @@ class SimulatorBackend:
             seeds=seeds,
             inputs_only=not need_outputs,
         )
-        outcome = await self._run(job, {}, [], timeout_s)
+        outcome = await self._run(job, timeout_s)
         failure = _outcome_failure(outcome, seeds, who="reference module")
         if failure is not None:
             raise _Failed(failure)
@@ -276,10 +271,7 @@ class SimulatorBackend:
             return
         assert task.baseline is not None
         outcome = await self._run(
-            _kernel_job(task.baseline, numerics=True),
-            {f"s{i}_{j}": a for i, s in enumerate(seeds) for j, a in enumerate(generated[s])},
-            [[f"s{i}_{j}" for j in range(len(generated[s]))] for i, s in enumerate(seeds)],
-            timeout_s,
+            _kernel_job(task.baseline, numerics=True), timeout_s, [generated[s] for s in seeds]
         )
         failure = _outcome_failure(outcome, seeds, who="baseline kernel (the correctness oracle)")
         if failure is not None:
@@ -328,7 +320,7 @@ class SimulatorBackend:
             kernel_structures=[run.structure for run in outcome.result.runs],
             reference_outputs=ref_refs,
         )
-        result = await self._run(job, {}, [], timeout_s, bundle=bundle)
+        result = await self._run(job, timeout_s, bundle=bundle)
         failure = _outcome_failure(result, seeds, who="reference module's transform_nki_outputs")
         if failure is not None:
             if result.result is not None and result.result.failure is not None:
@@ -342,23 +334,23 @@ class SimulatorBackend:
     async def _run(
         self,
         job: WorkerJob,
-        inputs: dict[str, np.ndarray],
-        input_names: list[list[str]],
         timeout_s: float,
+        input_sets: list[list[np.ndarray]] | None = None,
         *,
         bundle: dict[str, np.ndarray] | None = None,
     ) -> WorkerOutcome:
-        if input_names:
-            job = job.model_copy(
-                update={
-                    "inputs": [[self.sandbox.input_ref(n, inputs[n]) for n in names] for names in input_names]
-                }
-            )
-        limits = self.sandbox.limits.model_copy(update={"cpu_seconds": max(1, int(timeout_s) + 1)})
+        """One sandboxed worker run, holding one of the backend's worker slots. `input_sets` are
+        the kernel's inputs, one list per run (seed)."""
+        arrays_in = {
+            f"s{i}_{j}": a for i, inputs in enumerate(input_sets or []) for j, a in enumerate(inputs)
+        }
+        refs = [
+            [self.sandbox.input_ref(f"s{i}_{j}", a) for j, a in enumerate(inputs)]
+            for i, inputs in enumerate(input_sets or [])
+        ]
+        job = job.model_copy(update={"inputs": refs or job.inputs})
         async with self._slots:
-            files = await asyncio.to_thread(
-                self.sandbox.prepare, job.model_copy(update={"limits": limits}), inputs, bundle
-            )
+            files = await asyncio.to_thread(self.sandbox.prepare, job, arrays_in, bundle, timeout_s=timeout_s)
             return await self.sandbox.run(files, timeout_s)
 
 
