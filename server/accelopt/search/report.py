@@ -146,12 +146,14 @@ def _progress(iterations: list[IterationEvent], started: Started | None) -> str:
         return "<h2>Progress</h2><p class='muted'>no iteration completed</p>"
     points = [(0, 1.0)] + [(it.iteration, it.best_speedup) for it in iterations]
     width, height, pad = 640, 220, 36
-    top = max(s for _, s in points) * 1.05
+    low, high = min(s for _, s in points), max(s for _, s in points)
+    span = max(high - low, 0.01 * high)  # a flat run still gets a readable axis
+    bottom, top = low - 0.05 * span, high + 0.05 * span
     last = max(i for i, _ in points) or 1
 
     def xy(i: int, s: float) -> str:
         x = pad + (width - 2 * pad) * i / last
-        y = height - pad - (height - 2 * pad) * s / top
+        y = height - pad - (height - 2 * pad) * (s - bottom) / (top - bottom)
         return f"{x:.1f},{y:.1f}"
 
     line = " ".join(xy(i, s) for i, s in points)
@@ -163,7 +165,7 @@ def _progress(iterations: list[IterationEvent], started: Started | None) -> str:
         f"<svg width='{width}' height='{height}' role='img' aria-label='best speedup per iteration'>"
         f"<line x1='{pad}' y1='{height - pad}' x2='{width - pad}' y2='{height - pad}' stroke='#999'/>"
         f"<line x1='{pad}' y1='{pad}' x2='{pad}' y2='{height - pad}' stroke='#999'/>"
-        f"<text x='{pad}' y='{pad - 8}' font-size='11'>best speedup (max {top / 1.05:.3f}x)</text>"
+        f"<text x='{pad}' y='{pad - 8}' font-size='11'>best speedup: {low:.3f}x → {high:.3f}x</text>"
         f"<text x='{width - pad}' y='{height - 8}' font-size='11' text-anchor='end'>iteration {last}</text>"
         f"<polyline fill='none' stroke='#2a62c9' stroke-width='2' points='{line}'/>{dots}</svg>"
     )
@@ -189,6 +191,7 @@ def _tree(candidates: dict[str, Candidate]) -> str:
     def node(c: Candidate) -> str:
         plan = escape(c.plan.title) if c.plan else "baseline"
         extra = f" <span class='muted'>fixes {c.fixed_from}</span>" if c.fixed_from else ""
+        extra += f" <span class='muted'>(same kernel as {c.duplicate_of})</span>" if c.duplicate_of else ""
         speed = f" {_fmt(c.speedup)}x" if c.speedup is not None else ""
         kids = "".join(node(k) for k in children.get(c.id, []))
         return (
@@ -253,23 +256,33 @@ def _details(candidates: dict[str, Candidate]) -> str:
         if c.agent_notes:
             notes = "".join(f"<li>{escape(n)}</li>" for n in c.agent_notes)
             body.append(f"<p>Agent notes:</p><ul>{notes}</ul>")
-        if parent is not None:
-            body.append(
-                "<p>Diff against its parent "
-                + escape(parent.id)
-                + ":</p>"
-                + _diff(parent.kernel.text, c.kernel.text)
-            )
-        else:
-            body.append("<pre>" + escape(c.kernel.text) + "</pre>")
-        if c.profile is not None:
-            fields = c.profile.summary_fields()
-            rows = "".join(
-                f"<tr><td>{escape(k)}</td><td class='num'>{v:,.6g}</td></tr>" for k, v in fields.items()
-            )
-            body.append(
-                f"<details><summary>profile <span class='label'>{escape(c.profile.label)}</span> · bound "
-                f"{escape(c.profile.bound)}</summary><table>{rows}</table></details>"
-            )
+        # A duplicate's source is shown under its first candidate; an agent error wrote none.
+        if not c.duplicate_of and c.status != "agent_error":
+            if parent is not None:
+                body.append(
+                    f"<p>Diff against its parent {escape(parent.id)}:</p>{_diff(parent.kernel.text, c.kernel.text)}"
+                )
+            else:
+                body.append(f"<pre>{escape(c.kernel.text)}</pre>")
+            if c.profile is not None:
+                body.append(_profile(c))
         parts.append(f"<details id='{c.id}'><summary>{head}</summary>{''.join(body)}</details>")
     return "\n".join(parts)
+
+
+def _profile(c: Candidate) -> str:
+    assert c.profile is not None
+    fields = "".join(
+        f"<tr><td>{escape(k)}</td><td class='num'>{v:,.6g}</td></tr>"
+        for k, v in c.profile.summary_fields().items()
+    )
+    lines = "".join(
+        f"<tr><td class='num'>{cost.line}</td><td class='num'>{100 * cost.fraction:.0f}%</td>"
+        f"<td><code>{escape(cost.text.strip())}</code></td></tr>"
+        for cost in c.profile.lines[:8]
+    )
+    costly = f"<p>Costliest lines:</p><table>{lines}</table>" if lines else ""
+    return (
+        f"<details><summary>profile <span class='label'>{escape(c.profile.label)}</span> · bound "
+        f"{escape(c.profile.bound)}</summary><table>{fields}</table>{costly}</details>"
+    )
