@@ -156,11 +156,13 @@ class Sandbox:
     async def _run(self, files: JobFiles, timeout_s: float) -> WorkerOutcome:
         root = files.root
         started = time.perf_counter()
-        with open(root / "stdout.txt", "wb") as out, open(root / "stderr.txt", "wb") as err:
+        # A kernel's print() output is discarded (a printing loop must not fill the disk);
+        # stderr keeps the worker's own crash reports, bounded by the file-size limit.
+        with open(root / "stderr.txt", "wb") as err:
             proc = await asyncio.create_subprocess_exec(
                 *self._command(root),
                 stdin=subprocess.DEVNULL,
-                stdout=out,
+                stdout=subprocess.DEVNULL,
                 stderr=err,
                 cwd=root / "work",
                 env=_worker_environment(root / "work"),
