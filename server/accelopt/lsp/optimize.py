@@ -1,7 +1,8 @@
 """Search sessions: one running (or finished) AccelOpt search per kernel, as the editor sees it.
 
-A session owns an asyncio task that drives `run_search` and turns its SearchEvents into
-work-done progress, `accelopt/searchState` and `accelopt/candidates` notifications. The request
+A session owns an asyncio task that reads the SearchEvents of a search running in a child
+process (search_process.py: the server's loop never shares the interpreter with search work)
+and turns them into work-done progress, `accelopt/searchState` and `accelopt/candidates` notifications. The request
 that started it only awaits the task (shielded), so cancelling the request ($/cancelRequest)
 or the progress (window/workDoneProgress/cancel) asks the search to stop, and the session still
 winds down cleanly: the search's final ranking, progress `end` and a last notification are sent.
@@ -22,10 +23,9 @@ from typing import Any, Protocol
 
 from lsprotocol import types
 
-from accelopt.lsp.config import AgentSettings, ServerSettings
+from accelopt.lsp.config import ServerSettings
 from accelopt.lsp.edits import unified_diff
-from accelopt.lsp.engine import build_task, close_backend, make_backend
-from accelopt.lsp.loop_thread import LoopThread
+from accelopt.lsp.engine import build_task
 from accelopt.lsp.protocol import (
     CandidateInfo,
     CandidatesNotification,
@@ -33,6 +33,7 @@ from accelopt.lsp.protocol import (
     SearchOptions,
     SearchStateNotification,
 )
+from accelopt.lsp.search_process import SearchJob, search_events
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.search.candidate import Candidate
 
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 
 CANDIDATES = "accelopt/candidates"
 SEARCH_STATE = "accelopt/searchState"
-CANCEL_GRACE_S = 20.0  # how long a cancelled search may take to hand back its ranking
+CANCEL_GRACE_S = 20.0  # how long a cancelled search may take to hand back its ranking before a kill
 
 
 class SearchHost(Protocol):
@@ -86,35 +87,6 @@ def search_config(settings: ServerSettings, options: SearchOptions, search_id: s
         max_wall_time_s=pick("wall_time_s"),
     )
     return SearchConfig(budget=budget, **{k: v for k, v in fields.items() if v is not None})
-
-
-def llm_config(agents: AgentSettings) -> Any:
-    """The LLM agents' configuration (the key stays in its environment variable)."""
-    from accelopt.agents.llm_config import ROLES, LLMConfig
-
-    data: dict[str, Any] = {"base_url": agents.base_url}
-    if agents.api_key_env:
-        data["api_key_env"] = agents.api_key_env
-    if agents.model:
-        data["model"] = agents.model
-    for role, model in agents.models.items():
-        if role in ROLES:
-            data[role] = {"model": model}
-    return LLMConfig.model_validate(data)
-
-
-def make_search_agents(agents: AgentSettings, mode: str | None, seed: int) -> Any:
-    """The configured agents (a request may ask for offline or LLM ones); refused with the
-    factory's explanation when they cannot be made (e.g. LLM agents without an endpoint)."""
-    from accelopt.agents.factory import AgentsUnavailable, make_agents
-
-    kind = mode or agents.mode
-    try:
-        if kind == "llm":
-            return make_agents(llm_config(agents), kind="llm", seed=seed)
-        return make_agents(None, kind="offline", seed=seed)
-    except AgentsUnavailable as exc:
-        raise SearchRefused(str(exc)) from exc
 
 
 @dataclass
@@ -270,15 +242,27 @@ class SearchManager:
             token=token,
             total_iterations=config.iterations,
         )
-        agents = make_search_agents(settings.agents, options.agents, config.seed)
-        memory = await asyncio.to_thread(_open_memory, settings.memory_path)
-        workers = settings.search.max_concurrent_evaluations or 2
+        agents_mode = options.agents or settings.agents.mode
+        if agents_mode == "llm" and not settings.agents.base_url:
+            raise SearchRefused(
+                "LLM agents need an endpoint: set `accelopt.agents.baseUrl` (any OpenAI-compatible server)"
+            )
+        job = SearchJob(
+            kernel=kernel,
+            task=task.model_dump(mode="json"),
+            config=config.model_dump(mode="json"),
+            agents=settings.agents,
+            agents_mode=agents_mode,
+            backend=settings.backend,
+            workers=settings.search.max_concurrent_evaluations or 2,
+            memory_path=settings.memory_path,
+        )
         self.sessions[search_id] = session
-        events = _search_on_own_thread(session, kernel, task, agents, settings, workers, config, memory)
-        session.task = asyncio.create_task(self._drive(session, events, memory), name=f"search-{search_id}")
+        events = search_events(job, session.cancel_event, grace_s=CANCEL_GRACE_S)
+        session.task = asyncio.create_task(self._drive(session, events), name=f"search-{search_id}")
         return session
 
-    async def _drive(self, session: SearchSession, events: AsyncIterator[Any], memory: Any) -> OptimizeResult:
+    async def _drive(self, session: SearchSession, events: AsyncIterator[Any]) -> OptimizeResult:
         host = self._host
         if session.token is not None:
             host.progress(
@@ -293,14 +277,13 @@ class SearchManager:
         host.notify(SEARCH_STATE, _wire(session.state("started")))
         host.search_changed(session.uri)
         reason, message, finished = "error", "", False
-        watchdog = asyncio.create_task(self._hard_stop_after_cancel(session))
         try:
             async for event in events:
                 done = self._apply(session, event)
                 if done is not None:
                     (reason, message), finished = done, True
         except asyncio.CancelledError:
-            # run_search hands back its ranking (Finished) before re-raising the cancellation.
+            # The server is shutting down: the search process is killed with the consumer.
             if not finished:
                 reason, message = "cancelled", "stopped before the search could report"
         except Exception as exc:
@@ -308,10 +291,7 @@ class SearchManager:
             if not finished:
                 reason, message = "error", f"{type(exc).__name__}: {exc}"
         finally:
-            watchdog.cancel()
             session.running = False
-            if memory is not None:
-                await asyncio.to_thread(memory.close)
         session.result = OptimizeResult(
             search_id=session.id,
             reason=reason,
@@ -327,14 +307,6 @@ class SearchManager:
         host.notify(SEARCH_STATE, _wire(session.state("finished", f"{reason}. {message}".strip())))
         host.search_changed(session.uri)
         return session.result
-
-    async def _hard_stop_after_cancel(self, session: SearchSession) -> None:
-        """A search that ignores its cancel event for too long is stopped as a task."""
-        await session.cancel_event.wait()
-        await asyncio.sleep(CANCEL_GRACE_S)
-        if session.running and session.task is not None:
-            log.warning("search %s did not stop within %.0f s; cancelling it", session.id, CANCEL_GRACE_S)
-            session.task.cancel()
 
     def _apply(self, session: SearchSession, event: Any) -> tuple[str, str] | None:
         """Fold one SearchEvent into the session and tell the client; returns (reason, message)
@@ -400,81 +372,6 @@ class SearchManager:
             _, pending = await asyncio.wait(tasks, timeout=5.0)
             for t in pending:
                 t.cancel()
-
-
-async def _search_on_own_thread(
-    session: SearchSession,
-    kernel: KernelSource,
-    task: Any,
-    agents: Any,
-    settings: ServerSettings,
-    workers: int,
-    config: Any,
-    memory: Any,
-) -> AsyncIterator[Any]:
-    """`run_search`'s events, with the search (and its backend) running on a loop thread of its
-    own: whatever CPU work the engine does in-process never stalls the server's loop.
-
-    The session's cancel event is forwarded to the search's own event; cancelling the consumer
-    cancels the search task on its thread (run_search still reports Finished first)."""
-    from accelopt.search.beam import run_search
-
-    here = asyncio.get_running_loop()
-    queue: asyncio.Queue[Any] = asyncio.Queue()
-    finished = object()
-    thread = LoopThread(f"accelopt-search-{session.id}")
-    inner: dict[str, asyncio.Event | bool] = {}
-
-    async def produce() -> None:
-        cancel = asyncio.Event()
-        if inner.get("early"):
-            cancel.set()
-        inner["event"] = cancel
-        backend = make_backend(settings, workers)
-        try:
-            async for event in run_search(
-                kernel, task, agents, backend, config, memory=memory, cancel=cancel
-            ):
-                here.call_soon_threadsafe(queue.put_nowait, event)
-        finally:
-            await close_backend(backend)
-
-    def forward_cancel() -> None:  # runs on the search's thread
-        event = inner.get("event")
-        if isinstance(event, asyncio.Event):
-            event.set()
-        else:
-            inner["early"] = True
-
-    async def watch_cancel() -> None:
-        await session.cancel_event.wait()
-        thread.call_soon(forward_cancel)
-
-    future = asyncio.run_coroutine_threadsafe(produce(), thread.loop)
-    future.add_done_callback(lambda _f: here.call_soon_threadsafe(queue.put_nowait, finished))
-    watcher = asyncio.create_task(watch_cancel())
-    try:
-        while (item := await queue.get()) is not finished:
-            yield item
-        if not future.cancelled() and future.exception() is not None:
-            raise future.exception()  # type: ignore[misc]
-    finally:
-        watcher.cancel()
-        if not future.done():
-            future.cancel()
-            await asyncio.wait([asyncio.wrap_future(future)], timeout=10)
-        await thread.stop()
-
-
-def _open_memory(path: str | None) -> Any:
-    from accelopt.search.memory import Memory
-
-    try:
-        return Memory(path)
-    except Exception:
-        # The search still runs without a memory: a broken store must not cost the user a search.
-        log.exception("optimization memory unavailable; searching without it")
-        return None
 
 
 def _wire(model: Any) -> dict[str, Any]:

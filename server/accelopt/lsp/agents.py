@@ -1,0 +1,42 @@
+"""The agents a search from the editor uses: offline unless the settings name an LLM endpoint.
+
+Kept free of LSP imports: the search process (search_process.py) builds its agents here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accelopt.lsp.config import AgentSettings
+
+
+class AgentsRefused(Exception):
+    """The configured agents cannot be made (e.g. LLM agents without an endpoint)."""
+
+
+def llm_config(agents: AgentSettings) -> Any:
+    """The LLM agents' configuration (the key stays in its environment variable)."""
+    from accelopt.agents.llm_config import ROLES, LLMConfig
+
+    data: dict[str, Any] = {"base_url": agents.base_url}
+    if agents.api_key_env:
+        data["api_key_env"] = agents.api_key_env
+    if agents.model:
+        data["model"] = agents.model
+    for role, model in agents.models.items():
+        if role in ROLES:
+            data[role] = {"model": model}
+    return LLMConfig.model_validate(data)
+
+
+def make_search_agents(agents: AgentSettings, mode: str | None, seed: int) -> Any:
+    """The configured agents (a request may ask for offline or LLM ones); refused with the
+    factory's explanation when they cannot be made (e.g. LLM agents without an endpoint)."""
+    from accelopt.agents.factory import AgentsUnavailable, make_agents
+
+    kind = mode or agents.mode
+    try:
+        if kind == "llm":
+            return make_agents(llm_config(agents), kind="llm", seed=seed)
+        return make_agents(None, kind="offline", seed=seed)
+    except AgentsUnavailable as exc:
+        raise AgentsRefused(str(exc)) from exc

@@ -1,0 +1,184 @@
+"""A search in a child process of the language server, streaming its SearchEvents back.
+
+Why a process: the search does CPU work in-process (offline agents rewriting source, the timing
+model), and in the server's process that work competes with the editor's requests for the
+interpreter lock: several concurrent searches pushed hover latencies to hundreds of ms. In a
+child process, the server's loop only reads lines from a pipe.
+
+The child runs trusted engine code only (the same as `accelopt optimize`); kernels still run
+in the sandboxed workers its backend starts. Protocol, one JSON document per line:
+  parent -> child stdin:  the SearchJob, then optionally "cancel"
+  child -> parent stdout: SearchEvent JSON lines, or {"kind": "failed", "message": ...}
+The child dies with the server: it asks the kernel for SIGTERM when its parent exits, and it
+stops its search when its stdin closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydantic import BaseModel
+
+from accelopt.lsp.config import AgentSettings
+from accelopt.profiling.evaluation import KernelSource
+
+log = logging.getLogger(__name__)
+
+LINE_LIMIT = 64 * 1024 * 1024  # events carry whole kernels (and rankings of them)
+CANCEL = b"cancel\n"
+
+
+class SearchJob(BaseModel):
+    kernel: KernelSource
+    task: dict[str, Any]  # accelopt.profiling.task.Task, as data
+    config: dict[str, Any]  # accelopt.search.config.SearchConfig, as data
+    agents: AgentSettings
+    agents_mode: str
+    backend: str
+    workers: int
+    memory_path: str | None
+
+
+class SearchProcessFailed(RuntimeError):
+    pass
+
+
+async def search_events(job: SearchJob, cancel: asyncio.Event, grace_s: float = 20.0) -> AsyncIterator[Any]:
+    """The child's events as SearchEvent models. Setting `cancel` asks the search to stop (it
+    still reports Finished); cancelling the consumer, or a child that does not stop within
+    `grace_s` of being asked, kills it."""
+    from accelopt.search.events import search_event_adapter
+
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "accelopt.lsp.search_process",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        limit=LINE_LIMIT,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    child.stdin.write(job.model_dump_json().encode() + b"\n")
+    await child.stdin.drain()
+
+    async def forward_cancel() -> None:
+        await cancel.wait()
+        with contextlib.suppress(ConnectionError):
+            assert child.stdin is not None
+            child.stdin.write(CANCEL)
+            await child.stdin.drain()
+        await asyncio.sleep(grace_s)
+        log.warning("search process %s ignored its cancel for %.0f s; killing it", child.pid, grace_s)
+        with contextlib.suppress(ProcessLookupError):
+            child.kill()
+
+    forwarder = asyncio.create_task(forward_cancel())
+    failure: str | None = None
+    try:
+        while line := await child.stdout.readline():
+            data = json.loads(line)
+            if data.get("kind") == "failed":
+                failure = data.get("message", "the search process failed")
+                continue
+            yield search_event_adapter.validate_python(data)
+        returncode = await child.wait()
+        if failure or returncode != 0:
+            raise SearchProcessFailed(failure or f"the search process exited with status {returncode}")
+    finally:
+        forwarder.cancel()
+        if child.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                child.kill()
+            await child.wait()
+
+
+# -- the child ---------------------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGTERM when the server goes away, however it goes (a kill -9 included)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass  # elsewhere: the closed stdin still stops the search
+
+
+async def _run_child() -> int:
+    from accelopt.lsp.agents import make_search_agents
+    from accelopt.lsp.engine import close_backend
+    from accelopt.profiling.backends import get_backend
+    from accelopt.profiling.task import Task
+    from accelopt.search.beam import run_search
+    from accelopt.search.config import SearchConfig
+    from accelopt.search.events import search_event_adapter
+    from accelopt.search.memory import Memory
+
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=LINE_LIMIT)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    job = SearchJob.model_validate_json(await reader.readline())
+    out = sys.stdout.buffer
+
+    def emit(data: bytes) -> None:
+        out.write(data + b"\n")
+        out.flush()
+
+    cancel = asyncio.Event()
+
+    async def watch_stdin() -> None:
+        while line := await reader.readline():
+            if line.strip() == CANCEL.strip():
+                cancel.set()
+        cancel.set()  # stdin closed: the server is gone
+
+    watcher = asyncio.create_task(watch_stdin())
+    memory = None
+    backend = None
+    try:
+        config = SearchConfig.model_validate(job.config)
+        agents = make_search_agents(job.agents, job.agents_mode, config.seed)
+        backend = get_backend(job.backend, max_workers=job.workers)
+        try:
+            memory = Memory(job.memory_path)
+        except Exception:
+            log.exception("optimization memory unavailable; searching without it")
+        task = Task.model_validate(job.task)
+        async for event in run_search(
+            job.kernel, task, agents, backend, config, memory=memory, cancel=cancel
+        ):
+            emit(search_event_adapter.dump_json(event))
+        return 0
+    except Exception as exc:
+        log.exception("search failed")
+        emit(json.dumps({"kind": "failed", "message": f"{type(exc).__name__}: {exc}"}).encode())
+        return 1
+    finally:
+        watcher.cancel()
+        if backend is not None:
+            await close_backend(backend)
+        if memory is not None:
+            memory.close()
+
+
+def main() -> int:
+    _die_with_parent()
+    if os.getppid() == 1:  # the parent died before we could ask to follow it
+        return 1
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="search %(levelname)s %(message)s")
+    return asyncio.run(_run_child())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
