@@ -25,7 +25,7 @@ FAULTS = {
     # fault reply, how many of its plan's executor calls get it, what the record says, recovers?
     "rate_limit_burst": (Reply(status=429, body={"error": {"message": "too many requests"}}), 2, "429", True),
     "server_error_burst": (Reply(status=502, body=b"<html>bad gateway</html>"), 3, "502", False),
-    "slow_past_timeout": (Reply(content="late", delay_s=0.8), 3, "timed out", False),
+    "slow_past_timeout": (Reply(content="late", delay_s=2.0), 3, "timed out", False),
     "truncated_json": (Reply(body=TRUNCATED), 1, "malformed reply", True),
     "malformed_json": (Reply(body=b"<<<not json>>>"), 3, "malformed reply", False),
     "empty_choices": (
@@ -67,7 +67,7 @@ async def test_every_endpoint_fault_is_recorded_and_the_search_finishes(
 ):
     server = chat_server(ScriptedEndpoint(FaultPerPlan()))
     kernel, task = silu
-    agents = make_llm_agents(server.base_url, timeout_s=0.5, max_retries=2, max_reply_chars=100_000)
+    agents = make_llm_agents(server.base_url, timeout_s=1.5, max_retries=2, max_reply_chars=100_000)
     config = small_config(iterations=1, plans_per_kernel=len(FAULTS), samples_per_plan=1, fix_attempts=0)
 
     events = await collect(run_search(kernel, task, agents, simulator, config))

@@ -61,11 +61,11 @@ async def test_scripted_llm_search_end_to_end(chat_server, simulator, silu, make
         answer,
         faults={
             ("planner", 1): Reply(status=429, body={"error": {"message": "rate limit, slow down"}}),
-            ("executor", 1): Reply(content="too late", delay_s=1.5),
+            ("executor", 1): Reply(content="too late", delay_s=2.5),
         },
     )
     server = chat_server(endpoint)
-    agents = make_llm_agents(server.base_url, timeout_s=1.0)
+    agents = make_llm_agents(server.base_url, timeout_s=2.0)
     kernel, task = silu
     memory = Memory(tmp_path / "memory.sqlite")
 
@@ -135,7 +135,7 @@ async def test_scripted_llm_search_end_to_end(chat_server, simulator, silu, make
 
     # -- cost: exactly the usage the endpoint reported, priced by the table ---------------------------
     cost = [e for e in events if isinstance(e, CostEvent)][-1]
-    prompt, completion = endpoint.billed(timeout_s=1.0)
+    prompt, completion = endpoint.billed(timeout_s=2.0)
     assert (cost.prompt_tokens, cost.completion_tokens) == (prompt, completion)
     expected = (prompt * PRICE.prompt_per_million + completion * PRICE.completion_per_million) / 1e6
     assert abs(cost.dollars - expected) < 1e-9

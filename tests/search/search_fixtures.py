@@ -60,7 +60,7 @@ def llm_config(base_url: str, **overrides: object) -> LLMConfig:
     values: dict[str, object] = dict(
         base_url=base_url,
         model="test-model",
-        timeout_s=1.0,
+        timeout_s=5.0,
         max_retries=2,
         backoff_initial_s=0.01,
         backoff_max_s=0.05,

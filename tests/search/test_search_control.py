@@ -150,12 +150,12 @@ async def test_dollar_budget_stops_the_agents(chat_server, simulator, silu, make
 async def test_wall_time_budget_cancels_slow_calls(processes, chat_server, simulator, silu, make_llm_agents):
     def slow(role: str, request: ChatRequest) -> Reply:
         reply = steady(role, request)
-        reply.delay_s = 0.0 if role == "planner" else 5.0
+        reply.delay_s = 0.0 if role == "planner" else 30.0
         return reply
 
     server = chat_server(ScriptedEndpoint(slow))
     kernel, task = silu
-    config = small_config(budget=Budget(max_wall_time_s=3.0))
+    config = small_config(budget=Budget(max_wall_time_s=6.0))
     started = asyncio.get_running_loop().time()
     events = await collect(
         run_search(kernel, task, make_llm_agents(server.base_url, timeout_s=30), simulator, config)
@@ -163,9 +163,10 @@ async def test_wall_time_budget_cancels_slow_calls(processes, chat_server, simul
     elapsed = asyncio.get_running_loop().time() - started
     finished = finished_of(events)
     assert finished.reason == "budget" and "wall-time" in finished.message
-    assert elapsed < 6.0
+    assert elapsed < 9.0
     assert processes.survivors() == []
     assert [r.candidate.id for r in finished.ranked] == ["c0"]  # only the baseline was evaluated
+    assert server.requests_for("executor")  # the budget cut a model call short
 
 
 async def test_patience_stops_when_nothing_improves(chat_server, simulator, silu, make_llm_agents):
@@ -188,3 +189,19 @@ async def test_target_percent_of_peak_stops_the_search(chat_server, simulator, s
     finished = finished_of(events)
     assert finished.reason == "target_reached"
     assert len([e for e in events if isinstance(e, IterationEvent)]) == 1
+
+
+async def test_cancel_during_the_baseline_still_starts_and_finishes(
+    processes, simulator, silu, make_llm_agents
+):
+    kernel, task = silu
+    cancel = asyncio.Event()
+    agents = make_llm_agents("http://127.0.0.1:9/v1")  # never reached
+    stream = run_search(kernel, task, agents, simulator, small_config(), cancel=cancel)
+    asyncio.get_running_loop().call_later(0.3, cancel.set)  # the baseline's worker is running by then
+    events = await collect(stream)
+    assert [e.kind for e in events] == ["started", "finished"]
+    assert events[0].baseline.status == "pending"
+    finished = finished_of(events)
+    assert finished.reason == "cancelled" and finished.ranked == []
+    assert processes.survivors() == []

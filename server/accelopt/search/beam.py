@@ -113,6 +113,7 @@ class _Search:
         self._next_id = 0
         self._queue: asyncio.Queue[SearchEvent | None] = asyncio.Queue()
         self._driver: asyncio.Task[None] | None = None
+        self._started = False
         self._agent_slots = asyncio.Semaphore(config.max_concurrent_agent_calls)
         self._eval_slots = asyncio.Semaphore(config.max_concurrent_evaluations)
 
@@ -191,8 +192,26 @@ class _Search:
             log.exception("search %s failed", self.search_id)
             self._stop("error", f"{type(exc).__name__}: {exc}")
         finally:
+            self._emit_started()  # stopped before the baseline was judged: its status is "pending"
             self._emit(self._finished())
             self._queue.put_nowait(None)
+
+    def _emit_started(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        baseline = self.baseline or self._new_candidate(None, None, self.kernel, iteration=0)
+        self._emit(
+            Started(
+                search_id=self.search_id,
+                kernel_name=self.kernel.name,
+                backend=self.backend_name,
+                hardware=self.config.hardware,
+                agents=self.agents.name,
+                baseline=baseline,
+                config=self.config.model_dump(mode="json"),
+            )
+        )
 
     def _finished(self) -> Finished:
         reason = self.stop_reason or "completed"
@@ -215,17 +234,7 @@ class _Search:
         self._apply(baseline, evaluation)
         baseline.speedup = 1.0 if baseline.status == "ok" else None
         self._remember(baseline, evaluation)
-        self._emit(
-            Started(
-                search_id=self.search_id,
-                kernel_name=self.kernel.name,
-                backend=self.backend_name,
-                hardware=cfg.hardware,
-                agents=self.agents.name,
-                baseline=baseline,
-                config=cfg.model_dump(mode="json"),
-            )
-        )
+        self._emit_started()
         if not is_ranked(baseline):
             where = f" (line {baseline.line})" if baseline.line else ""
             self._stop(
