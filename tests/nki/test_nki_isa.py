@@ -251,3 +251,31 @@ def test_tensor_copy_and_dma_copy(kernel, rng):
     out, out2 = k.run("k", x).outputs
     np.testing.assert_array_equal(out, x)
     np.testing.assert_array_equal(out2, x)
+
+
+def test_newer_api_dst_keyword_writes_into_the_destination(kernel, rng):
+    k = kernel(
+        """
+        def k(a_t, b):
+            out = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.shared_hbm)
+            s = nl.load(a_t)
+            m = nl.load(b)
+            ps = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.psum)
+            nisa.nc_matmul(stationary=s, moving=m, dst=ps)
+            sb = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(src=ps, dst=sb)
+            nl.store(out, value=sb)
+            return out
+        """
+    )
+    a_t = rng.standard_normal((8, 16)).astype(np.float32)
+    b = rng.standard_normal((8, 32)).astype(np.float32)
+    run = k.run("k", a_t, b)
+    np.testing.assert_allclose(run.outputs[0], a_t.T @ b, rtol=1e-5, atol=1e-6)
+    assert [r.opcode for r in run.trace.records] == [
+        "dma_load",
+        "dma_load",
+        "nc_matmul",
+        "psum_copy",
+        "dma_store",
+    ]

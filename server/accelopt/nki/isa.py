@@ -4,6 +4,8 @@ engine fixed by the instruction (or chosen with ``engine=``) and the memory rule
 from __future__ import annotations
 
 import enum
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -16,6 +18,7 @@ from accelopt.nki.dtypes import dname
 from accelopt.nki.indexing import IndexExpr, Predicate
 from accelopt.nki.instructions import (
     SBUF,
+    assign,
     check_on_chip,
     elementwise,
     engine_of,
@@ -87,6 +90,22 @@ class dge_mode(enum.Enum):
     unknown = 3
 
 
+def _writes_dst(fn: Callable[..., Tensor]) -> Callable[..., Any]:
+    """Accept the newer API's ``dst=`` keyword: the result is written into `dst` (and `dst` is
+    returned), exactly as assigning the returned tile would."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, dst: Any = None, **kwargs: Any) -> Any:
+        result = fn(*args, **kwargs)
+        if dst is None:
+            return result
+        target = dst.full_view() if isinstance(dst, Tensor) else dst
+        assign(target, result)
+        return dst
+
+    return wrapper
+
+
 def _engine(
     ctx: KernelContext, requested: Any, default: Engine, legal: tuple[Engine, ...], api: str, line: int
 ) -> Engine:
@@ -98,6 +117,7 @@ def _engine(
 # --- Tensor Engine -------------------------------------------------------------------------
 
 
+@_writes_dst
 def nc_matmul(
     stationary: Any,
     moving: Any,
@@ -122,6 +142,7 @@ def nc_matmul(
     return out
 
 
+@_writes_dst
 def nc_transpose(data: Any, mask: Any = None, dtype: Any = None, engine: Any = None, **_: Any) -> Tensor:
     """Transpose a tile: on the Tensor Engine into PSUM (default), or on the Vector Engine
     (at most 32x32) into SBUF."""
@@ -167,6 +188,7 @@ def _is_trivial_scale(scale: Any) -> bool:
     return not isinstance(scale, TileOps) and float(scalar_of(scale)) == 1.0
 
 
+@_writes_dst
 def activation(
     op: Any,
     data: Any,
@@ -187,6 +209,7 @@ def activation(
     )
 
 
+@_writes_dst
 def activation_reduce(
     op: Any,
     data: Any,
@@ -299,6 +322,7 @@ def _attach_reduce(
 # --- Vector / any engine -------------------------------------------------------------------
 
 
+@_writes_dst
 def tensor_scalar(
     data: Any,
     op0: Any,
@@ -345,6 +369,7 @@ def tensor_scalar(
     )
 
 
+@_writes_dst
 def scalar_tensor_tensor(
     data: Any,
     op0: Any,
@@ -386,6 +411,7 @@ def scalar_tensor_tensor(
     )
 
 
+@_writes_dst
 def tensor_tensor(
     data1: Any, data2: Any, op: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any
 ) -> Tensor:
@@ -410,6 +436,7 @@ def tensor_tensor(
     )
 
 
+@_writes_dst
 def tensor_tensor_scan(
     data0: Any,
     data1: Any,
@@ -469,6 +496,7 @@ def tensor_tensor_scan(
     )
 
 
+@_writes_dst
 def tensor_reduce(
     op: Any,
     data: Any,
@@ -499,6 +527,7 @@ def tensor_reduce(
     )
 
 
+@_writes_dst
 def tensor_copy(src: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any) -> Tensor:
     ctx = current()
     line = ctx.line()
@@ -514,6 +543,7 @@ def tensor_copy(src: Any, dtype: Any = None, mask: Any = None, engine: Any = Non
     return out
 
 
+@_writes_dst
 def reciprocal(data: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any) -> Tensor:
     ctx = current()
     line = ctx.line()
@@ -534,6 +564,7 @@ def reciprocal(data: Any, dtype: Any = None, mask: Any = None, engine: Any = Non
     )
 
 
+@_writes_dst
 def memset(
     shape: Any, value: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any
 ) -> Tensor:
@@ -573,6 +604,7 @@ def memset(
 # --- GpSimd ---------------------------------------------------------------------------------
 
 
+@_writes_dst
 def iota(expr: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
     """A tile holding the values of an index expression (e.g. ``nl.arange(128)[:, None]``)."""
     ctx = current()
@@ -605,6 +637,7 @@ def iota(expr: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
     return out
 
 
+@_writes_dst
 def affine_select(
     pred: Any, on_true_tile: Any, on_false_value: Any, dtype: Any = None, mask: Any = None, **_: Any
 ) -> Tensor:
@@ -648,6 +681,7 @@ BN_STATS_DIM = 6
 BN_AGGR_DIM = 2
 
 
+@_writes_dst
 def bn_stats(data: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
     """Per-partition statistics of up to 512 free elements as [P, 6] (count, mean and M2 of the
     even and the odd elements); combine with `bn_aggr`."""
@@ -692,6 +726,7 @@ def bn_stats(data: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor
     return out
 
 
+@_writes_dst
 def bn_aggr(data: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
     """Combine bn_stats groups ([P, 6*k]) into [P, 2] = (mean, variance)."""
     ctx = current()
