@@ -75,6 +75,7 @@ class _Logical:
     full_box: Box
     first: int = -1
     last: int = -1
+    space: str = ""  # memory.value, for fast dictionary keys
     accesses: list[int] = field(default_factory=list)
 
 
@@ -132,6 +133,7 @@ class _Resolver:
                     bytes_per_partition=per_partition,
                     partitions=partitions,
                     full_box=tuple((0, s) for s in inner_shape),
+                    space=memory.value,
                 )
             )
         return lid
@@ -467,8 +469,9 @@ class _SpillPlanner:
         self.hw = hw
         self.phys = phys
         self.physical = physical
-        self.resident: dict[Memory, dict[int, int]] = {Memory.SBUF: {}, Memory.PSUM: {}}
-        self.used = {Memory.SBUF: 0, Memory.PSUM: 0}
+        # keyed by the memory's name: str hashes are cached, enum hashes run Python code
+        self.resident: dict[str, dict[int, int]] = {"sbuf": {}, "psum": {}, "hbm": {}}
+        self.used = {"sbuf": 0, "psum": 0, "hbm": 0}
         self.cursor: dict[int, int] = {}  # logical buffer -> position in its access list
         self.has_data: set[int] = set()
         self.spilled: set[int] = set()
@@ -504,7 +507,7 @@ class _SpillPlanner:
         missing = [
             lid
             for lid, _ in itertools.chain(reads, writes)
-            if logical[lid].memory is not Memory.HBM and lid not in self.resident[logical[lid].memory]
+            if logical[lid].memory is not Memory.HBM and lid not in self.resident[logical[lid].space]
         ]
         has_data = self.has_data
         for lid, _ in writes:
@@ -516,18 +519,18 @@ class _SpillPlanner:
         read_set = {lid for lid, _ in reads}
         for lid in dict.fromkeys(missing):
             lb = logical[lid]
-            resident = self.resident[lb.memory]
+            resident = self.resident[lb.space]
             if lid in resident:
                 continue
             size = _footprint(lb, self.hw)
             capacity = _capacity(lb.memory, self.hw)
             space: list[Access] = []  # where the incoming data lands: the victims' places
-            while self.used[lb.memory] + size > capacity:
+            while self.used[lb.space] + size > capacity:
                 victim = self._victim(lb.memory, touched, idx)
                 if victim is None:
                     break
                 vsize = resident.pop(victim)
-                self.used[lb.memory] -= vsize
+                self.used[lb.space] -= vsize
                 if victim in self.has_data:
                     ops.append(self._transfer("spill_save", victim, idx))
                     self.spilled.add(victim)
@@ -541,12 +544,12 @@ class _SpillPlanner:
             else:
                 extra_writes.extend(space)
             resident[lid] = size
-            self.used[lb.memory] += size
+            self.used[lb.space] += size
         return ops
 
     def _victim(self, memory: Memory, protected: set[int], now: int) -> int | None:
         best, best_use = None, -1
-        for lid in self.resident[memory]:
+        for lid in self.resident[memory.value]:
             if lid in protected:
                 continue
             use = self._next_use(lid, now)
@@ -557,7 +560,7 @@ class _SpillPlanner:
     def after(self, idx: int) -> None:
         for lid in self.dying.pop(idx, ()):
             lb = self.logical[lid]
-            size = self.resident[lb.memory].pop(lid, None)
+            size = self.resident[lb.space].pop(lid, None)
             if size is not None:
-                self.used[lb.memory] -= size
+                self.used[lb.space] -= size
             self.spilled.discard(lid)

@@ -23,6 +23,7 @@ overlap; neither do Vector and Scalar instructions touching PSUM.
 
 from __future__ import annotations
 
+import gc
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
@@ -43,6 +44,9 @@ from accelopt.profiling.lowering import (
 __all__ = ["ModelOptions", "ScheduledOp", "Timeline", "schedule"]
 
 _DMA = "dma"
+_MEMORY_CODE = {"hbm": 1, "sbuf": 2, "psum": 3}
+_SBUF_CODE = _MEMORY_CODE["sbuf"]
+_PSUM_CODE = _MEMORY_CODE["psum"]
 
 
 @dataclass(slots=True)
@@ -252,6 +256,8 @@ class _Scheduler:
         self.sharers: dict[int, set[int]] = {id(shared): set(range(hw.dma_engines))}
         self.keep = [shared]  # every list ever made stays alive, so ids stay unique
         self.table: dict[int, _Accesses] = {}
+        self.pending: list[tuple[_BoxMap, Box, list[Box]]] = []  # see _producers
+        self.issue_front = 0.0  # latest start of a compute instruction placed so far
         # sequential loop instance -> [iteration, barrier, latest compute end in this iteration]
         self.barriers: dict[tuple[object, ...], list[float]] = {}
         self.seq_keys: dict[tuple[object, ...], list[tuple[tuple[object, ...], int]]] = {}
@@ -260,6 +266,7 @@ class _Scheduler:
         self.memory = {
             tid: Memory.PSUM if tid in psum_resident else info.memory for tid, info in trace.tensors.items()
         }
+        self.memory_code = {tid: _MEMORY_CODE[where.value] for tid, where in self.memory.items()}
         # on-chip tensor -> (read counter, write counter, bytes per element)
         self.counter_keys = {
             tid: (f"{where.value}_read", f"{where.value}_write", dtype_bytes(trace.tensors[tid].dtype))
@@ -281,6 +288,8 @@ class _Scheduler:
     # --- dependencies ----------------------------------------------------------------------
 
     def _producers(self, op: PlannedOp) -> list[tuple[float, str, int]]:
+        """Earlier accesses `op` must wait for (RAW, WAR, WAW). Remembers, for each box `op`
+        writes, the overlapping boxes it found, so `_record` can prune without searching again."""
         producers: list[tuple[float, str, int]] = []
         table = self.table
         for key, box in op.reads:
@@ -288,12 +297,17 @@ class _Scheduler:
             if acc is not None:
                 entries = acc.writes.entries
                 producers.extend(entries[b] for b in acc.writes.overlapping(box))
+        pending = self.pending
+        pending.clear()
         for key, box in op.writes:
             acc = table.get(key)
             if acc is not None:
                 for boxes in (acc.writes, acc.reads):
-                    entries = boxes.entries
-                    producers.extend(entries[b] for b in boxes.overlapping(box))
+                    hits = boxes.overlapping(box)
+                    if hits:
+                        entries = boxes.entries
+                        producers.extend(entries[b] for b in hits)
+                        pending.append((boxes, box, hits))
         return producers
 
     def _record(self, op: PlannedOp, end: float, engine: str, op_id: int) -> None:
@@ -306,17 +320,18 @@ class _Scheduler:
             old = acc.reads.entries.get(box)
             if old is None or old[0] < end:
                 acc.reads.put(box, entry)
+        # A later access overlapping an older one inside a box this op writes also overlaps
+        # this write, which ends no earlier: the older one can be forgotten.
+        for boxes, box, hits in self.pending:
+            entries = boxes.entries
+            for b in hits:
+                found = entries.get(b)
+                if found is not None and found[0] <= end and _contains(box, b):
+                    boxes.remove(b)
         for key, box in op.writes:
             acc = table.get(key)
             if acc is None:
                 acc = table[key] = _Accesses()
-            # a later access overlapping an older one inside this box also overlaps this
-            # write, which ends no earlier: the older one can be forgotten
-            for boxes in (acc.writes, acc.reads):
-                if boxes.entries:
-                    for b in boxes.overlapping(box):
-                        if _contains(box, b) and boxes.entries[b][0] <= end:
-                            boxes.remove(b)
             acc.writes.put(box, entry)
 
     # --- sequential loops -------------------------------------------------------------------
@@ -380,11 +395,11 @@ class _Scheduler:
                 hbm_write_bytes=op.spill_bytes if op.kind == "spill_save" else 0,
             )
             line = self.trace.records[op.cause].line if op.cause >= 0 else 0
-            issuer = self._spill_issuer(op)
-            if issuer is not None:
-                # Spill code sits in the instruction stream of the engine whose instruction
-                # needs the space: it is triggered in program order, not ahead of time.
-                ready = max(ready, self.engine_free[issuer])
+            # Spill code is inserted where the allocator runs out of space and is not
+            # prefetched: it starts once every instruction before it in program order has
+            # been issued (started), so a spill sits on the critical path the way the
+            # published long-sequence Mamba kernel shows (NKI_NOTES §7).
+            ready = max(ready, self.issue_front)
             if op.kind == "spill_save":
                 self.counters["sbuf_read"] += op.spill_bytes
             else:
@@ -414,16 +429,6 @@ class _Scheduler:
         self.counters["dma"] += 1
         self._record(op, end, _DMA, op_id)
         self.ops.append(ScheduledOp(op.record, op.kind, _DMA, start, end, busy, line, tuple(pieces)))
-
-    def _spill_issuer(self, op: PlannedOp) -> str | None:
-        if op.cause < 0:
-            return None
-        cause = self.trace.records[op.cause]
-        if is_dma(cause):
-            return None
-        if cause.engine.value in self.engine_free:
-            return cause.engine.value
-        return "vector"  # work left to the compiler: its default engine
 
     def _share_groups(self, pieces) -> list[tuple[list[tuple[int, _GapList]], float]]:
         """Group DMA pieces that can be placed once for several engines.
@@ -487,6 +492,8 @@ class _Scheduler:
                 best = (engine, start, end, duration)
         assert best is not None
         engine, start, end, duration = best
+        if start > self.issue_front:
+            self.issue_front = start
         self.engine_free[engine] = end
         self.engine_busy[engine] += duration
         if hw.port_conflicts:
@@ -506,13 +513,13 @@ class _Scheduler:
     def _lower(self, rec: TraceRecord) -> tuple[ComputeWork, bool, bool]:
         """Lowering of a compute record (cached: a loop body repeats the same few shapes) and
         whether it touches SBUF / PSUM (for the port conflicts)."""
-        memory = self.memory
-        reads = tuple(memory.get(r.tensor_id) for r in rec.reads)
-        writes = tuple(memory.get(r.tensor_id) for r in rec.writes)
+        code = self.memory_code
+        reads = tuple(code.get(r.tensor_id, 0) for r in rec.reads)
+        writes = tuple(code.get(r.tensor_id, 0) for r in rec.writes)
         extra = rec.extra
         key = (
             rec.opcode,
-            rec.engine,
+            id(rec.engine),  # enum members are singletons; their hash runs Python code
             rec.free_size,
             rec.dtype,
             rec.is_transpose,
@@ -526,9 +533,9 @@ class _Scheduler:
         )
         found = self.lowered.get(key)
         if found is None:
-            work = lower_compute(rec, memory, self.hw, self.options.balance_unassigned)
+            work = lower_compute(rec, self.memory, self.hw, self.options.balance_unassigned)
             both = reads + writes
-            found = (work, Memory.SBUF in both, Memory.PSUM in both)
+            found = (work, _SBUF_CODE in both, _PSUM_CODE in both)
             self.lowered[key] = found
         return found
 
@@ -550,10 +557,18 @@ def schedule(trace: Trace, hw: HardwareSpec | str, options: ModelOptions | None 
     """Time `trace` on `hw` with the compiler behaviours in `options` (all on by default)."""
     spec = get_hardware(hw) if isinstance(hw, str) else hw
     opts = options or ModelOptions()
-    compiled: CompilerPlan = plan(trace, spec, opts)
-    scheduler = _Scheduler(trace, spec, opts, compiled.psum_resident)
-    for op_id, op in enumerate(compiled.ops):
-        scheduler.place(op, op_id)
+    # The model allocates millions of small tuples and makes no reference cycles: the cyclic
+    # collector would only rescan the (large) trace over and over, so it waits until we are done.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        compiled: CompilerPlan = plan(trace, spec, opts)
+        scheduler = _Scheduler(trace, spec, opts, compiled.psum_resident)
+        for op_id, op in enumerate(compiled.ops):
+            scheduler.place(op, op_id)
+    finally:
+        if collecting:
+            gc.enable()
     ops = scheduler.ops
     total = max((op.end for op in ops), default=0.0)
     distinct = {id(q): q for q in scheduler.queues}.values()
