@@ -61,7 +61,16 @@ class BenchReport(BaseModel):
     wall_time_s: float
 
 
+EPILOG = """examples:
+  accelopt bench                                   the full suite at the published shapes (minutes)
+  accelopt bench --size small --tasks silu,matmul  a quick look at tiny shapes (what CI runs)
+  accelopt bench --kernels DIR --check             optimized kernels DIR/<task>.py, with correctness
+  accelopt bench --backend neuron --check          measured on a Trainium host with the Neuron SDK"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
     parser.add_argument("--tasks", help="comma-separated task names (default: the whole suite)")
     parser.add_argument("--hardware", choices=("trn1", "trn2"), default="trn1")
     parser.add_argument("--backend", choices=("simulator", "neuron"), default="simulator")
