@@ -139,3 +139,17 @@ def test_lines_point_into_the_kernel_file(kernel):
     run = k.run("k", np.zeros((4, 4), np.float32))
     assert [r.line for r in run.trace.records] == [k.line_of("# LOAD"), k.line_of("# EXP")]
     assert run.trace.source_path == str(k.path)
+
+
+def test_kernels_writing_their_inputs_leave_the_callers_arrays_alone(kernel):
+    k = kernel(
+        """
+        def k(x):
+            nl.store(x, value=nl.add(nl.load(x), 1.0))
+            return x
+        """
+    )
+    x = np.zeros((4, 4), np.float32)
+    run = k.run("k", x)
+    np.testing.assert_array_equal(run.outputs[0], 1)
+    np.testing.assert_array_equal(x, 0)

@@ -118,7 +118,12 @@ def unwrap(fn: Any) -> Any:
 
 def _input_tensor(ctx: KernelContext, value: np.ndarray, name: str, line: int) -> Tensor:
     array = np.asarray(value)
-    data = np.array(array, copy=True) if ctx.numerics else None
+    data = None
+    if ctx.numerics:
+        # a read-only view: the caller's array is never modified, and copied only if the kernel
+        # writes into its input (see View.write)
+        data = array.view()
+        data.flags.writeable = False
     tensor = Tensor(tuple(array.shape), array.dtype, SHARED_HBM, 0, data)
     ctx.register_tensor(tensor, name, line, is_input=True)
     tensor.written = True
@@ -191,7 +196,7 @@ def _was_stored(ctx: KernelContext, tensor: Tensor) -> bool:
 
 def _output_array(tensor: Tensor, numerics: bool) -> np.ndarray:
     if numerics and tensor.data is not None:
-        return tensor.data
+        return tensor.data if tensor.data.flags.writeable else tensor.data.copy()
     nan = np.array(np.nan if tensor.dtype.kind in "fV" else 0, dtype=tensor.dtype)
     return np.broadcast_to(nan, tensor.shape)
 

@@ -527,6 +527,8 @@ class View(TileOps):
         dtype = tensor.dtype
         if 0 in self.shape:
             return
+        if not data.flags.writeable:  # a kernel input written in place: copy on first write
+            data = tensor.data = data.copy()
         values = np.asarray(values)
         if values.shape != self.shape:
             values = (
