@@ -164,7 +164,8 @@ async def test_the_candidate_process_never_receives_reference_outputs(shared_bac
         "def get_inputs(size='full'):\n    return [np.random.randn(128, 256).astype(np.float32)]\n"
         "def forward(x):\n    return x * 2\n"
         "def transform_to_nki_inputs(inputs):\n    return list(inputs)\n"
-        "def transform_nki_outputs(kernel_out, ref_out):\n    return [kernel_out], [ref_out]\n"
+        # Not the identity pairing, so the module's own transform runs in a third worker.
+        "def transform_nki_outputs(kernel_out, ref_out):\n    return [kernel_out.reshape(-1)], [ref_out.reshape(-1)]\n"
     )
     text = HAND_WRITTEN.replace(
         "# accelopt: inputs x=float32[128,256]", "# accelopt: reference double_ref.py"

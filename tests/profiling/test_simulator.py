@@ -158,6 +158,30 @@ async def test_reference_module_task(backend, tmp_path):
     assert evaluation.status == "incorrect" and evaluation.max_error == pytest.approx(2.0)
 
 
+async def test_identity_transform_is_compared_without_another_worker(backend, tmp_path, monkeypatch):
+    identity = REFERENCE_MODULE.replace("(x * 2).reshape(-1)", "x * 2").replace(
+        "[np.asarray(kernel_out).reshape(-1)], [ref_out]", "[np.asarray(kernel_out)], [np.asarray(ref_out)]"
+    )
+    (tmp_path / "double_ref.py").write_text(identity)
+    text = HAND_WRITTEN.replace(
+        "# accelopt: inputs x=float32[128,256]", "# accelopt: reference double_ref.py"
+    )
+    good = kernel(text).model_copy(update={"path": str(tmp_path / "double.py")})
+    task = task_for_kernel(good, size="small")
+    modes = []
+    real_prepare = backend.sandbox.prepare
+    monkeypatch.setattr(
+        backend.sandbox,
+        "prepare",
+        lambda job, *a, **kw: modes.append(job.mode) or real_prepare(job, *a, **kw),
+    )
+    assert (await backend.evaluate(good, task, OPTIONS)).status == "ok"
+    bad = good.model_copy(update={"text": text.replace("2.0", "2.5")})
+    evaluation = await backend.evaluate(bad, task, OPTIONS)
+    assert evaluation.status == "incorrect" and evaluation.max_error == pytest.approx(0.25)
+    assert modes == ["reference", "kernel", "kernel"]
+
+
 async def test_broken_reference_module_is_reported_as_the_reference_failing(backend, tmp_path):
     (tmp_path / "double_ref.py").write_text(
         REFERENCE_MODULE.replace("return (x * 2)", "return (x * undefined_name)")

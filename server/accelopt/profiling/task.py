@@ -14,6 +14,7 @@ shipped to the sandboxed worker; it is never imported or executed in this proces
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -178,3 +179,62 @@ def _check_reference(text: str, path: str) -> float | None:
                 raise TaskError("TOLERANCE must be a positive number", path, node.lineno)
             tolerance = float(value)
     return tolerance
+
+
+@functools.lru_cache(maxsize=64)
+def transform_is_identity(reference_text: str) -> bool:
+    """Whether the module's `transform_nki_outputs` is, read statically, the identity pairing
+    ``return [np.asarray(kernel_out)], [np.asarray(ref_out)]`` (or without `np.asarray`).
+
+    Then the backend compares single outputs directly instead of running the module's code in
+    one more sandboxed worker. Nothing is executed to decide this."""
+    try:
+        tree = ast.parse(reference_text)
+    except SyntaxError:
+        return False
+    numpy_aliases = {
+        alias.asname or alias.name
+        for node in tree.body
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name == "numpy"
+    }
+    rebound = {
+        target.id
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name)
+    }
+    numpy_aliases -= rebound
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "transform_nki_outputs"]
+    if len(functions) != 1:
+        return False
+    fn = functions[0]
+    params = [a.arg for a in fn.args.args]
+    body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    if len(params) != 2 or fn.args.vararg or fn.args.kwarg or len(body) != 1:
+        return False
+    returned = body[0].value if isinstance(body[0], ast.Return) else None
+    if not isinstance(returned, (ast.Tuple, ast.List)) or len(returned.elts) != 2:
+        return False
+
+    def passes_through(node: ast.expr, name: str) -> bool:
+        if not isinstance(node, ast.List) or len(node.elts) != 1:
+            return False
+        item = node.elts[0]
+        if isinstance(item, ast.Name):
+            return item.id == name
+        return (
+            isinstance(item, ast.Call)
+            and isinstance(item.func, ast.Attribute)
+            and item.func.attr == "asarray"
+            and isinstance(item.func.value, ast.Name)
+            and item.func.value.id in numpy_aliases
+            and len(item.args) == 1
+            and not item.keywords
+            and isinstance(item.args[0], ast.Name)
+            and item.args[0].id == name
+        )
+
+    return passes_through(returned.elts[0], params[0]) and passes_through(returned.elts[1], params[1])
