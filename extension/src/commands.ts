@@ -128,6 +128,7 @@ async function optimizeKernel(deps: CommandDeps, args: readonly unknown[]): Prom
   if (!target) {
     return;
   }
+  await deps.launcher.settled(); // a server (re)starting is only seconds away
   if (!deps.connection.running) {
     const choice = await vscode.window.showErrorMessage(
       'AccelOpt: the language server is not running, so nothing can be optimized.',

@@ -12,14 +12,12 @@ import {
   DidChangeConfigurationNotification,
   LanguageClient,
   State,
-  type LanguageClientOptions,
-  type Middleware,
   type ServerOptions,
 } from 'vscode-languageclient/node';
 
-import { redirectCommand, redirectCommandsOf } from './clientCommands';
+import { buildClientOptions } from './clientOptions';
 import { checkAcceloptImport, explainImportFailure, resolveInterpreter, type Interpreter } from './interpreter';
-import { configurationSection, serverEnvironment, type ClientSettings } from './settings';
+import { serverEnvironment, type ClientSettings } from './settings';
 
 export type ServerState = 'stopped' | 'starting' | 'running' | 'failed';
 
@@ -51,6 +49,11 @@ export class ServerLauncher implements vscode.Disposable {
   /** The running client, or undefined while the server is not up. */
   get runningClient(): LanguageClient | undefined {
     return this.stateValue === 'running' ? this.client : undefined;
+  }
+
+  /** Resolves when no start, stop or restart is in flight (a command waits here for the server). */
+  settled(): Promise<void> {
+    return this.queue.then(() => undefined);
   }
 
   start(): Promise<boolean> {
@@ -121,13 +124,21 @@ export class ServerLauncher implements vscode.Disposable {
       'accelopt',
       'AccelOpt',
       this.serverOptions(interpreter, env),
-      this.clientOptions(settings),
+      buildClientOptions(settings, this.deps.output, () => this.deps.readSettings().server),
     );
     this.client = client;
     this.attached = this.deps.attach(client);
     client.onDidChangeState((event) => {
-      // The client gives up after repeated crashes; say so instead of pretending to run.
-      if (event.newState === State.Stopped && !this.stopping && this.client === client) {
+      // After a crash the client restarts the server a few times, then gives up: follow it, so
+      // the views say "not running" rather than pretend.
+      if (this.stopping || this.client !== client) {
+        return;
+      }
+      if (event.newState === State.Running) {
+        this.setState('running');
+      } else if (event.newState === State.Starting) {
+        this.setState('starting');
+      } else {
         this.setState('failed');
       }
     });
@@ -169,47 +180,6 @@ export class ServerLauncher implements vscode.Disposable {
       command: interpreter.command,
       args: ['-m', 'accelopt', 'lsp'],
       options: { env, cwd: this.deps.workspaceFolder() },
-    };
-  }
-
-  private clientOptions(settings: ClientSettings): LanguageClientOptions {
-    return {
-      documentSelector: [
-        { scheme: 'file', language: 'python' },
-        { scheme: 'untitled', language: 'python' },
-      ],
-      outputChannel: this.deps.output,
-      initializationOptions: settings.server,
-      middleware: this.middleware(),
-    };
-  }
-
-  private middleware(): Middleware {
-    return {
-      provideCodeLenses: async (document, token, next) => redirectCommandsOf(await next(document, token)),
-      resolveCodeLens: async (lens, token, next) => {
-        const resolved = await next(lens, token);
-        redirectCommand(resolved?.command);
-        return resolved;
-      },
-      provideCodeActions: async (document, range, context, token, next) =>
-        redirectCommandsOf(await next(document, range, context, token)),
-      resolveCodeAction: async (action, token, next) => {
-        const resolved = await next(action, token);
-        redirectCommand(resolved?.command);
-        return resolved;
-      },
-      workspace: {
-        // Answer with the same object as initializationOptions, read fresh from the settings.
-        configuration: async (params, token, next) => {
-          const answers = await next(params, token);
-          if (!Array.isArray(answers)) {
-            return answers;
-          }
-          const server = this.deps.readSettings().server;
-          return params.items.map((item, index) => configurationSection(server, item.section) ?? answers[index]);
-        },
-      },
     };
   }
 
