@@ -13,7 +13,7 @@ from accelopt.profiling.inputs import (
     parse_input_specs,
     suggest_inputs_directive,
 )
-from accelopt.profiling.task import TaskError, task_for_kernel
+from accelopt.profiling.task import TaskError, task_for_kernel, transform_is_identity
 
 REFERENCE = """
 import numpy as np
@@ -168,3 +168,20 @@ def test_reference_problems_name_file_and_line(tmp_path):
     with pytest.raises(TaskError) as err:
         task_for_kernel(kernel, reference=str(tmp_path / "partial.py"))
     assert "`forward`" in err.value.message and "`transform_nki_outputs`" in err.value.message
+
+
+@pytest.mark.parametrize(
+    ("transform", "identity"),
+    [
+        ("return [np.asarray(kernel_out)], [np.asarray(ref_out)]", True),
+        ("return ([kernel_out], [ref_out])", True),
+        ('"""Pair them."""\n    return [kernel_out], [np.asarray(ref_out)]', True),
+        ("return [ref_out], [kernel_out]", False),
+        ("return [np.asarray(kernel_out).T], [ref_out]", False),
+        ("return [np.asarray(kernel_out, dtype=np.float64)], [ref_out]", False),
+        ("x = 1\n    return [kernel_out], [ref_out]", False),
+    ],
+)
+def test_identity_transform_is_recognised_without_running_it(transform, identity):
+    text = f"import numpy as np\n\ndef transform_nki_outputs(kernel_out, ref_out):\n    {transform}\n"
+    assert transform_is_identity(text) is identity
