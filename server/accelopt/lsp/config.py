@@ -47,6 +47,9 @@ class ServerSettings(WireModel):
     )
     agents: AgentSettings = Field(default_factory=AgentSettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
+    prestart_search_process: bool = Field(
+        True, description="keep one search process started ahead (faster first candidate, ~100 MB idle)"
+    )
     memory_path: str | None = Field(
         None, description="optimization memory (SQLite); None = the per-user default"
     )

@@ -33,7 +33,7 @@ from accelopt.lsp.protocol import (
     SearchOptions,
     SearchStateNotification,
 )
-from accelopt.lsp.search_process import SearchJob, search_events
+from accelopt.lsp.search_process import SearchJob, SearchProcesses, search_events
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.search.candidate import Candidate
 
@@ -188,6 +188,7 @@ class SearchSession:
 
 class SearchManager:
     def __init__(self, settings: Callable[[], ServerSettings], host: SearchHost) -> None:
+        self.processes = SearchProcesses(keep_spare=False)
         self._settings = settings
         self._host = host
         self.sessions: dict[str, SearchSession] = {}
@@ -258,7 +259,8 @@ class SearchManager:
             memory_path=settings.memory_path,
         )
         self.sessions[search_id] = session
-        events = search_events(job, session.cancel_event, grace_s=CANCEL_GRACE_S)
+        child = await self.processes.take()
+        events = search_events(job, session.cancel_event, child, grace_s=CANCEL_GRACE_S)
         session.task = asyncio.create_task(self._drive(session, events), name=f"search-{search_id}")
         return session
 
@@ -372,6 +374,7 @@ class SearchManager:
             _, pending = await asyncio.wait(tasks, timeout=5.0)
             for t in pending:
                 t.cancel()
+        await self.processes.close()
 
 
 def _wire(model: Any) -> dict[str, Any]:

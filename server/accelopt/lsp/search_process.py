@@ -51,13 +51,10 @@ class SearchProcessFailed(RuntimeError):
     pass
 
 
-async def search_events(job: SearchJob, cancel: asyncio.Event, grace_s: float = 20.0) -> AsyncIterator[Any]:
-    """The child's events as SearchEvent models. Setting `cancel` asks the search to stop (it
-    still reports Finished); cancelling the consumer, or a child that does not stop within
-    `grace_s` of being asked, kills it."""
-    from accelopt.search.events import search_event_adapter
-
-    child = await asyncio.create_subprocess_exec(
+async def start_search_process() -> asyncio.subprocess.Process:
+    """A child that imports the engine and then waits for its job (so one can be started ahead
+    of need: the imports are most of the time a search takes to get going)."""
+    return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "accelopt.lsp.search_process",
@@ -65,6 +62,54 @@ async def search_events(job: SearchJob, cancel: asyncio.Event, grace_s: float = 
         stdout=asyncio.subprocess.PIPE,
         limit=LINE_LIMIT,
     )
+
+
+class SearchProcesses:
+    """Hands out search processes, keeping one spare started ahead when asked to."""
+
+    def __init__(self, keep_spare: bool) -> None:
+        self.keep_spare = keep_spare
+        self._spare: asyncio.Task[asyncio.subprocess.Process] | None = None
+
+    def prime(self) -> None:
+        if self.keep_spare and self._spare is None:
+            self._spare = asyncio.create_task(start_search_process())
+
+    async def take(self) -> asyncio.subprocess.Process:
+        spare, self._spare = self._spare, None
+        self.prime()
+        if spare is not None:
+            try:
+                child = await spare
+                if child.returncode is None:
+                    return child
+            except OSError:
+                log.exception("the spare search process did not start")
+        return await start_search_process()
+
+    async def close(self) -> None:
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return
+        spare.cancel()
+        with contextlib.suppress(BaseException):
+            child = await spare
+            if child.returncode is None:
+                child.kill()
+                await child.wait()
+
+
+async def search_events(
+    job: SearchJob,
+    cancel: asyncio.Event,
+    child: asyncio.subprocess.Process,
+    grace_s: float = 20.0,
+) -> AsyncIterator[Any]:
+    """The events of `job` run by `child` (from SearchProcesses.take), as SearchEvent models.
+    Setting `cancel` asks the search to stop (it still reports Finished); cancelling the
+    consumer, or a child that does not stop within `grace_s` of being asked, kills it."""
+    from accelopt.search.events import search_event_adapter
+
     assert child.stdin is not None and child.stdout is not None
     child.stdin.write(job.model_dump_json().encode() + b"\n")
     await child.stdin.drain()
@@ -128,7 +173,10 @@ async def _run_child() -> int:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=LINE_LIMIT)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    job = SearchJob.model_validate_json(await reader.readline())
+    first = await reader.readline()
+    if not first.strip():
+        return 0  # a spare whose server went away before giving it a job
+    job = SearchJob.model_validate_json(first)
     out = sys.stdout.buffer
 
     def emit(data: bytes) -> None:

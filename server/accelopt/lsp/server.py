@@ -189,6 +189,8 @@ class AccelOptServer(LanguageServer):
         changed = settings != self.settings
         self.settings = settings
         log.info("settings: %s", settings.redacted())
+        self.searches.processes.keep_spare = settings.prestart_search_process
+        self.searches.processes.prime()
         if changed:
             self.profiles.clear()
             self.refresh_lenses()
