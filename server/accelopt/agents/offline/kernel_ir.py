@@ -9,7 +9,7 @@ every untouched byte (formatting and comments) as it was.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -88,33 +88,59 @@ class Loop:
         return 0 if self.parent is None else 1 + self.parent.depth()
 
 
-class _NameCollector(cst.CSTVisitor):
-    """Names read by an expression: attribute members and keyword names are not reads."""
+# libcst's visitors are general but slow; the rewrites walk the same small trees many times, so
+# children lists are computed once per node (the node is kept alive beside its id, so an id is
+# never reused while cached).
+_CHILDREN: dict[int, tuple[cst.CSTNode, Sequence[cst.CSTNode]]] = {}
+_CHILDREN_LIMIT = 400_000
 
-    def __init__(self) -> None:
-        self.names: set[str] = set()
 
-    def visit_Name(self, node: cst.Name) -> None:
-        self.names.add(node.value)
+def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+    entry = _CHILDREN.get(id(node))
+    if entry is not None and entry[0] is node:
+        return entry[1]
+    if len(_CHILDREN) > _CHILDREN_LIMIT:
+        _CHILDREN.clear()
+    kids = node.children
+    _CHILDREN[id(node)] = (node, kids)
+    return kids
 
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
-        return False
 
-    def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
-        return False
+def walk(node: cst.CSTNode, *, reads_only: bool = False) -> Iterator[cst.CSTNode]:
+    """Every node under `node` (itself included), depth first in source order. With
+    `reads_only`, attribute members, keyword names and lambdas are skipped (they are not
+    variables the code reads)."""
+    stack = [node]
+    attribute, arg, lam = cst.Attribute, cst.Arg, cst.Lambda
+    while stack:
+        current = stack.pop()
+        yield current
+        if reads_only:
+            kind = type(current)
+            if kind is attribute or kind is arg:
+                stack.append(current.value)  # type: ignore[attr-defined]
+                continue
+            if kind is lam:
+                continue
+        stack.extend(reversed(children(current)))
 
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
+
+_NAMES: dict[int, tuple[cst.CSTNode, frozenset[str]]] = {}
 
 
 def names_in(node: cst.CSTNode | None) -> set[str]:
+    """Names read by an expression: attribute members and keyword names are not reads."""
     if node is None:
         return set()
-    collector = _NameCollector()
-    node.visit(collector)
-    return collector.names
+    entry = _NAMES.get(id(node))
+    if entry is not None and entry[0] is node:
+        return set(entry[1])
+    if len(_NAMES) > _CHILDREN_LIMIT:
+        _NAMES.clear()
+    name = cst.Name
+    found = frozenset(n.value for n in walk(node, reads_only=True) if type(n) is name)  # type: ignore[attr-defined]
+    _NAMES[id(node)] = (node, found)
+    return set(found)
 
 
 def base_name(expr: cst.BaseExpression) -> str | None:
@@ -174,7 +200,7 @@ class KernelView:
             raise NotApplicable(f"the kernel does not parse: {exc.message} (line {exc.raw_line})") from exc
         self.source = source
         self.kernel_name = kernel_name
-        self.wrapper = MetadataWrapper(parsed)
+        self.wrapper = MetadataWrapper(parsed, unsafe_skip_copy=True)
         self.module = self.wrapper.module
         self._positions = self.wrapper.resolve(PositionProvider)
         func = next(
@@ -194,10 +220,12 @@ class KernelView:
     # --- structure -----------------------------------------------------------------------
 
     def _index_parents(self, root: cst.CSTNode) -> None:
+        self._access_cache: dict[int, Access] = {}
+        self._name_index: dict[str, list[cst.Name]] | None = None
         stack = [root]
         while stack:
             node = stack.pop()
-            for child in node.children:
+            for child in children(node):
                 self.parents[id(child)] = node
                 stack.append(child)
 
@@ -415,6 +443,14 @@ class KernelView:
 
     def access(self, node: cst.CSTNode) -> Access:
         """What a statement (compound statements included) reads, rebinds and mutates."""
+        cached = self._access_cache.get(id(node))
+        if cached is not None:
+            return cached
+        acc = self._access(node)
+        self._access_cache[id(node)] = acc
+        return acc
+
+    def _access(self, node: cst.CSTNode) -> Access:
         acc = Access()
         if isinstance(node, cst.SimpleStatementLine):
             for small in node.body:
@@ -504,34 +540,19 @@ class KernelView:
         return [d for c in self.calls_in(node) if (d := self.destination_of(c)) is not None]
 
     def calls_in(self, node: cst.CSTNode) -> list[cst.Call]:
-        found: list[cst.Call] = []
-
-        class _Calls(cst.CSTVisitor):
-            def visit_Call(self, call: cst.Call) -> None:
-                found.append(call)
-
-        node.visit(_Calls())
-        return found
+        return [n for n in walk(node) if isinstance(n, cst.Call)]
 
     def name_uses(self, name: str, root: cst.CSTNode | None = None) -> list[cst.Name]:
         """Every Name node spelled `name` under root that refers to the variable."""
-        found: list[cst.Name] = []
-
-        class _Uses(cst.CSTVisitor):
-            def visit_Name(self, node: cst.Name) -> None:
-                if node.value == name:
-                    found.append(node)
-
-            def visit_Attribute(self, node: cst.Attribute) -> bool:
-                node.value.visit(self)
-                return False
-
-            def visit_Arg(self, node: cst.Arg) -> bool:
-                node.value.visit(self)
-                return False
-
-        (root if root is not None else self.func).visit(_Uses())
-        return found
+        if root is None or root is self.func:
+            if self._name_index is None:
+                index: dict[str, list[cst.Name]] = {}
+                for n in walk(self.func, reads_only=True):
+                    if type(n) is cst.Name:
+                        index.setdefault(n.value, []).append(n)  # type: ignore[attr-defined]
+                self._name_index = index
+            return list(self._name_index.get(name, []))
+        return [n for n in walk(root, reads_only=True) if type(n) is cst.Name and n.value == name]  # type: ignore[attr-defined]
 
     def statement_of(self, node: cst.CSTNode) -> cst.BaseStatement | None:
         """The statement (simple line or compound header) a node belongs to."""

@@ -60,6 +60,9 @@ class Rewrite(ABC):
             view = KernelView(source, kernel_name)
         except NotApplicable:
             return []
+        return self.sites_in(view)
+
+    def sites_in(self, view: KernelView) -> list[Site]:
         return [s for s in self.analyse(view) if isinstance(s, Site)]
 
     def refusals(self, source: str, kernel_name: str) -> list[Refusal]:

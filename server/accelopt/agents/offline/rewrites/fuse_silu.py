@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from accelopt.agents.offline.kernel_ir import KernelView
+from accelopt.agents.offline.kernel_ir import KernelView, walk
 from accelopt.agents.offline.patterns import (
     Emitter,
     as_binary,
@@ -80,14 +80,4 @@ class FuseSilu(Rewrite):
 
 def _expressions(stmt: cst.SimpleStatementLine) -> list[cst.BaseExpression]:
     """Every call and binary operation in a statement, outermost first."""
-    found: list[cst.BaseExpression] = []
-
-    class _Collect(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            found.append(node)
-
-        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-            found.append(node)
-
-    stmt.visit(_Collect())
-    return found
+    return [n for n in walk(stmt) if isinstance(n, (cst.Call, cst.BinaryOperation))]

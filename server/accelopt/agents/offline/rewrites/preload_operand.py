@@ -17,7 +17,7 @@ from __future__ import annotations
 import libcst as cst
 
 from accelopt.agents.offline.facts import slice_extent
-from accelopt.agents.offline.kernel_ir import KernelView, Loop, argument, base_name, names_in
+from accelopt.agents.offline.kernel_ir import KernelView, Loop, argument, base_name, names_in, walk
 from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 
@@ -335,11 +335,4 @@ def _allocation(view: KernelView, name: str) -> cst.CSTNode | None:
 
 
 def _all_names(module: cst.Module) -> list[cst.Name]:
-    found: list[cst.Name] = []
-
-    class _Collect(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            found.append(node)
-
-    module.visit(_Collect())
-    return found
+    return [n for n in walk(module) if isinstance(n, cst.Name)]

@@ -19,7 +19,7 @@ import libcst as cst
 
 from accelopt.agents.offline.affine import arange_size, linear_form
 from accelopt.agents.offline.facts import ALLOCATORS, memory_of_expr
-from accelopt.agents.offline.kernel_ir import KernelView, Loop, argument, base_name
+from accelopt.agents.offline.kernel_ir import KernelView, Loop, argument, base_name, children, walk
 from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 
@@ -180,24 +180,21 @@ def _unexplained_width(view: KernelView, loop: Loop, widening: _Widening) -> str
         scaled.append(mul.left if view.eval_int(mul.left) is not None else mul.right)
     covered = {id(n) for n in scaled}
 
-    class _Widths(cst.CSTVisitor):
-        def __init__(self) -> None:
-            self.found: cst.CSTNode | None = None
-
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            if id(node) in covered or self.found is not None:
-                return False
+    def width_in(stmt: cst.CSTNode) -> bool:
+        stack = [stmt]
+        while stack:
+            node = stack.pop()
+            if id(node) in covered:
+                continue
             if isinstance(node, (cst.Integer, cst.Name)) and view.eval_int(node) == widening.chunk:
-                self.found = node
-                return False
-            return True
+                return True
+            stack.extend(children(node))
+        return False
 
     for stmt in view.statements(loop.node):
         if not isinstance(stmt, cst.SimpleStatementLine):
             continue
-        visitor = _Widths()
-        stmt.visit(visitor)
-        if visitor.found is not None:
+        if width_in(stmt):
             return (
                 f"the tile width {widening.chunk} also appears as `{view.snippet(stmt, 50)}` "
                 f"(line {view.line(stmt)}), which this rewrite cannot interpret"
@@ -430,14 +427,7 @@ def _free_extent(view: KernelView, call: cst.Call) -> cst.BaseExpression | None:
 
 
 def _subscripts(root: cst.CSTNode) -> list[cst.Subscript]:
-    found: list[cst.Subscript] = []
-
-    class _Collect(cst.CSTVisitor):
-        def visit_Subscript(self, node: cst.Subscript) -> None:
-            found.append(node)
-
-    root.visit(_Collect())
-    return found
+    return [n for n in walk(root) if isinstance(n, cst.Subscript)]
 
 
 def _arange_subscripts(view: KernelView, root: cst.CSTNode) -> list[cst.Subscript]:
