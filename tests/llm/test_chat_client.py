@@ -93,6 +93,7 @@ async def test_client_errors_are_not_retried(chat_server):
     await client.aclose()
     assert len(server.requests) == 1
     assert "401" in (reply.error or "") and "not retried" in reply.notes[0]
+    assert "$OPENAI_API_KEY" in (reply.error or "")
 
 
 async def test_reasoning_field_and_think_tags_are_kept_out_of_the_answer(chat_server):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import re
 from typing import Any
@@ -123,7 +124,13 @@ class ChatClient:
             if status == 429 or status == 408 or status == 409 or status >= 500:
                 label = "rate limited" if status == 429 else "server error"
                 raise _Retryable(f"{label} ({status}): {detail}", _retry_after(exc)) from exc
-            raise _Fatal(f"endpoint refused the request ({status}): {detail}") from exc
+            hint = ""
+            if status in (401, 403):
+                variable = self.config.api_key_env
+                hint = f"; the key is read from ${variable}" + (
+                    "" if os.environ.get(variable) else ", which is not set"
+                )
+            raise _Fatal(f"endpoint refused the request ({status}): {detail}{hint}") from exc
         except ValueError as exc:  # the body was not the JSON the API promises (truncated, garbage)
             raise _Retryable(f"malformed reply from the endpoint: {_short(str(exc))}") from exc
 
