@@ -17,6 +17,11 @@ from accelopt.profiling.timeline import ModelOptions, Timeline, schedule
 # profiler field; the roofline's own dominant term is reported as `roofline_bound`.
 SATURATED = 0.6
 
+# For a profile without a schedule (the `neuron` backend's measured summary): the roofline's
+# dominant term is the bound unless the kernel runs below this fraction of its peak, where it is
+# bound by latency instead.
+LATENCY_BOUND_BELOW = 0.2
+
 
 def run_bound(timeline: Timeline) -> Bound:
     total = timeline.total_time
