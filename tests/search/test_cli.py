@@ -75,6 +75,10 @@ def test_optimize_writes_best_kernel_report_and_events(chat_server, tmp_path: Pa
     assert isinstance(finished, Finished) and finished.reason == "completed"
     assert finished.ranked[0].candidate.speedup > 1
     assert "completed" in printed and WIDEN["title"] in printed and "simulated on trn1" in printed
+    assert (
+        "against the baseline" in printed
+        and "+            tile = nl.load(x[i * 128 : (i + 1) * 128, j * 512" in printed
+    )
     report = (out / "report.html").read_text()
     for fragment in (
         "Candidate tree",

@@ -12,6 +12,7 @@ import argparse
 import ast
 import asyncio
 import contextlib
+import difflib
 import signal
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+from rich.syntax import Syntax
 from rich.table import Table
 
 from accelopt.profiling.evaluation import KernelSource
@@ -210,6 +212,7 @@ async def _optimize(args: argparse.Namespace, console: Console) -> int:
         if memory is not None:
             memory.close()
     _print_ranking(console, finished)
+    _print_best_diff(console, kernel, finished)
     _write_outputs(console, out_dir, kernel, events, finished)
     return 0 if finished.reason != "error" else 1
 
@@ -305,6 +308,20 @@ def _print_ranking(console: Console, finished: Finished) -> None:
     console.print(table)
     if finished.ranked and finished.ranked[0].candidate.profile is not None:
         console.print(f"latencies are {finished.ranked[0].candidate.profile.label}")
+
+
+def _print_best_diff(console: Console, baseline: KernelSource, finished: Finished) -> None:
+    if not finished.ranked or finished.ranked[0].candidate.parent_id is None:
+        return
+    best = finished.ranked[0].candidate
+    diff = "\n".join(
+        difflib.unified_diff(
+            baseline.text.splitlines(), best.kernel.text.splitlines(), "baseline", best.id, lineterm=""
+        )
+    )
+    if diff:
+        console.print(f"\n[bold]{best.id} against the baseline[/]")
+        console.print(Syntax(diff, "diff", theme="ansi_dark"))
 
 
 def _write_outputs(

@@ -4,6 +4,10 @@ across runs and kernels.
 Several searches (CLI runs, editor windows) may write at once: the database runs in WAL mode
 with a busy timeout and every write is one short transaction. A file that SQLite cannot read is
 moved aside and rebuilt from the rows that can still be read, with a warning.
+
+An experience's `slow_kernel` is the kernel a plan was applied to and `fast_kernel` the result;
+for a negative lesson (speedup < 1) the "fast" kernel is the slower one: the names follow the
+published slow -> fast pairs, the speedup says which way it went.
 """
 
 from __future__ import annotations
