@@ -111,9 +111,10 @@ class IndexExpr:
         return IndexExpr(sizes, coefs, self.offset + sign * other.offset)
 
     def __add__(self, other: Any) -> IndexExpr:
-        if isinstance(other, IndexExpr):
+        cls = other.__class__
+        if cls is IndexExpr:
             return self._combine(other, 1)
-        if isinstance(other, _INT_TYPES):
+        if cls is int or isinstance(other, _INT_TYPES):
             if self.values is not None:
                 return IndexExpr._materialized(self.values + int(other))
             return IndexExpr(self.sizes, self.coefs, self.offset + int(other))
@@ -164,7 +165,7 @@ class IndexExpr:
     # --- reshaping ---------------------------------------------------------------------------
 
     def __getitem__(self, key: Any) -> IndexExpr:
-        if not isinstance(key, tuple):
+        if key.__class__ is not tuple:
             key = (key,)
         if len(self.sizes) == 1 and self.values is None:
             # fast path for the ubiquitous nl.arange(n)[:, None] / [None, :] / [None, :, None]

@@ -6,12 +6,14 @@ memory/partition rules, emitting the trace record, and (numeric runs only) compu
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from accelopt.nki import dtypes as dt
+from accelopt.nki import ops
 from accelopt.nki.context import KernelContext, current
 from accelopt.nki.dtypes import dname
 from accelopt.nki.indexing import Predicate
@@ -703,8 +705,7 @@ def augmented_assign(target: Any, value: Any, opname: str) -> Any:
         line = ctx.line()
         if dst.tensor.memory is Memory.PSUM and _retarget(ctx, dst, value, line, True, True):
             return _rebind(ctx, target, dst)
-    from accelopt.nki import language, ops
-
+    language = sys.modules["accelopt.nki.language"]  # imports this module: resolved late
     spec = ops.spec(opname)
     line = ctx.line()
     result = language.binary(

@@ -11,6 +11,7 @@ numerics are on.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -76,15 +77,12 @@ def normalize_shape(shape: Any) -> tuple[tuple[int, ...], int]:
 
 
 def _lang() -> Any:
-    from accelopt.nki import language
-
-    return language
+    # resolved late (language imports this module); sys.modules is cheaper than an import
+    return sys.modules["accelopt.nki.language"]
 
 
 def _instr() -> Any:
-    from accelopt.nki import instructions
-
-    return instructions
+    return sys.modules["accelopt.nki.instructions"]
 
 
 class TileOps:
