@@ -74,7 +74,9 @@ async def test_search_streams_candidates_and_the_best_one_is_applied(editor: Edi
     # the ranked candidates are offered as code actions
     actions = await editor.code_actions(uri, editor.line_of(uri, "def silu_kernel("))
     offered = [a.title for a in actions if a.title.startswith("Apply candidate")]
-    assert offered[0].startswith(f"Apply candidate 1: {best['speedup']:.2f}× faster")
+    speed = best["speedup"]
+    label = f"{speed:.2f}× faster" if speed >= 1 else f"{1 / speed:.2f}× slower"
+    assert offered[0].startswith(f"Apply candidate 1: {label}"), offered[0]
 
     applied = await editor.command("accelopt.applyCandidate", search_id, best["id"])
     assert plain_applied(applied) is True
@@ -157,3 +159,20 @@ async def test_a_second_search_on_the_same_kernel_is_refused(editor: Editor):
     search_id = next(s["searchId"] for s in reversed(editor.states) if s["state"] == "started")
     await editor.request("accelopt/cancel", {"searchId": search_id})
     assert (await asyncio.wait_for(first, 60))["reason"] == "cancelled"
+
+
+async def test_the_optimize_command_starts_a_search_with_server_initiated_progress(editor: Editor):
+    uri = editor.open("silu.py")
+    known = set(editor.client.progress_reports)
+    started = await editor.command("accelopt.optimize", uri, "silu_kernel")
+    search_id = started["searchId"]
+    assert search_id
+    (token,) = await wait_until(lambda: set(editor.client.progress_reports) - known, what="a created token")
+    await wait_until(lambda: progress(editor, token), what="progress begin")
+    await editor.request("accelopt/cancel", {"searchId": search_id})
+    await wait_until(lambda: isinstance(progress(editor, token)[-1], types.WorkDoneProgressEnd), 60, "end")
+    finished = [s for s in editor.states if s["searchId"] == search_id and s["state"] == "finished"]
+    assert finished and finished[-1]["message"].startswith("cancelled")
+
+    refused = await editor.command("accelopt.optimize", uri, "no_such_kernel")
+    assert refused["searchId"] is None and "no kernel named" in refused["message"]

@@ -25,7 +25,12 @@ def optimize_action(uri: str, kernel: KernelInfo) -> types.CodeAction:
 
 
 def candidate_title(rank: int, speedup: float | None, percent_of_peak: float | None, title: str) -> str:
-    parts = [f"{speedup:.2f}× faster" if speedup is not None else "untimed"]
+    if speedup is None:
+        parts = ["untimed"]
+    elif speedup >= 1.0:
+        parts = [f"{speedup:.2f}× faster"]
+    else:
+        parts = [f"{1 / speedup:.2f}× slower"]
     if percent_of_peak is not None:
         parts.append(f"{percent_of_peak:.0%} of peak")
     label = f"Apply candidate {rank}: {', '.join(parts)}"

@@ -71,13 +71,13 @@ def _deep_merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]
     for key, value in overlay.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
             merged[key] = _deep_merge(merged[key], value)
-        elif value is not None:
-            merged[key] = value
+        else:
+            merged[key] = value  # null too: "no budget" in a newer layer clears an older budget
     return merged
 
 
 def merge_settings(*layers: dict[str, Any] | None) -> ServerSettings:
-    """Later layers win key by key; None values and missing layers leave earlier ones in place."""
+    """Later layers win key by key (a null value included); a missing layer changes nothing."""
     merged: dict[str, Any] = {}
     for layer in layers:
         if isinstance(layer, dict):

@@ -16,7 +16,8 @@ Notifications (server -> client)
   accelopt/searchState   SearchStateNotification            (started / iteration / finished)
 
 Commands (workspace/executeCommand)
-  accelopt.optimize         [uri, kernelName]               -> starts a search like accelopt/optimize
+  accelopt.optimize         [uri, kernelName]               -> OptimizeStarted (the search runs on, with
+                                                               server-initiated progress)
   accelopt.applyCandidate   [searchId, candidateId]         -> ApplyResult (server sends workspace/applyEdit)
   accelopt.rejectCandidate  [searchId, candidateId]         -> null (drops it; a candidates notification follows)
 """
@@ -60,6 +61,13 @@ class OptimizeResult(WireModel):
     message: str = ""
     best_speedup: float | None = None
     candidates: int = 0
+
+
+class OptimizeStarted(WireModel):
+    """What the `accelopt.optimize` command answers at once (added: the command's result)."""
+
+    search_id: str | None  # None: the search was refused (message says why)
+    message: str = ""
 
 
 class CancelParams(WireModel):

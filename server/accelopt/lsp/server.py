@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections import OrderedDict
 from typing import Any
 
@@ -33,6 +34,7 @@ from accelopt.lsp.protocol import (
     CandidatesParams,
     MemoryParams,
     OptimizeParams,
+    OptimizeStarted,
 )
 from accelopt.profiling.evaluation import KernelSource
 
@@ -385,7 +387,7 @@ def create_server() -> AccelOptServer:
         """Starts a search and answers at once with its id; progress is server-initiated."""
         token: str | None = None
         if ls._client_supports("window", "work_done_progress"):
-            token = f"accelopt-{id(object())}-{kernel_name}"
+            token = f"accelopt-{uuid.uuid4().hex[:12]}"
             await ls.work_done_progress.create_async(token)
         try:
             session = await ls.start_search(
@@ -395,8 +397,8 @@ def create_server() -> AccelOptServer:
             if token is not None:
                 ls.progress(token, types.WorkDoneProgressEnd(message=str(exc)))
             ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=str(exc)))
-            return {"searchId": None, "message": str(exc)}
-        return {"searchId": session.id, "message": ""}
+            return _wire(OptimizeStarted(search_id=None, message=str(exc)))
+        return _wire(OptimizeStarted(search_id=session.id))
 
     @server.command(actions.APPLY_COMMAND)
     async def apply_command(ls: AccelOptServer, search_id: str, candidate_id: str) -> dict[str, Any]:
