@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from accelopt.agents.base import (
+    AgentOutput,
     Agents,
     ExecuteRequest,
     ExecuteResult,
@@ -29,6 +30,7 @@ from accelopt.search.candidate import Plan
 __all__ = ["LLMConfig", "LLMExecutor", "LLMPlanner", "LLMSummarizer", "llm_agents"]
 
 T = TypeVar("T")
+R = TypeVar("R", bound=AgentOutput)
 
 
 class _Tally:
@@ -50,16 +52,18 @@ class _Tally:
         if reply.error:
             self.errors.append(reply.error)
 
-    def fields(self, *, failed: bool) -> dict[str, object]:
-        error = "; ".join(dict.fromkeys(self.errors)) if failed else None
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "dollars": self.dollars,
-            "model": self.model,
-            "notes": self.notes,
-            "error": error,
-        }
+    def result(self, result_type: type[R], *, failed: bool, **payload: Any) -> R:
+        """The agent result with this tally's usage and notes; `error` joins the failures when
+        `failed` (a partly successful call keeps its failures in the notes only)."""
+        return result_type(
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            dollars=self.dollars,
+            model=self.model,
+            notes=self.notes,
+            error="; ".join(dict.fromkeys(self.errors)) if failed else None,
+            **payload,
+        )
 
 
 async def _ask(
@@ -101,7 +105,7 @@ class LLMPlanner:
                 )
             )
         plans: list[Plan] = await _ask_many(calls)
-        return PlanResult(plans=plans, **tally.fields(failed=not plans))  # type: ignore[arg-type]
+        return tally.result(PlanResult, failed=not plans, plans=plans)
 
 
 class LLMExecutor:
@@ -121,7 +125,7 @@ class LLMExecutor:
             for i in range(max(request.samples, 1))
         ]
         kernels = await _ask_many(calls)
-        return ExecuteResult(kernels=kernels, **tally.fields(failed=bool(tally.errors)))  # type: ignore[arg-type]
+        return tally.result(ExecuteResult, failed=bool(tally.errors), kernels=kernels)
 
     async def fix(self, request: FixRequest) -> ExecuteResult:
         tally = _Tally(self.client.config.role("fixer").model)
@@ -133,7 +137,7 @@ class LLMExecutor:
 
         kernel = await _ask(self.client, "fixer", fixer_messages(request), tally, parse)
         kernels = [kernel] if kernel is not None else []
-        return ExecuteResult(kernels=kernels, **tally.fields(failed=not kernels))  # type: ignore[arg-type]
+        return tally.result(ExecuteResult, failed=not kernels, kernels=kernels)
 
 
 class LLMSummarizer:
@@ -150,7 +154,7 @@ class LLMSummarizer:
             tally,
             lambda t: parse_lesson(t, positive),
         )
-        return SummarizeResult(lesson=lesson, **tally.fields(failed=lesson is None))  # type: ignore[arg-type]
+        return tally.result(SummarizeResult, failed=lesson is None, lesson=lesson)
 
 
 def llm_agents(config: LLMConfig) -> Agents:
