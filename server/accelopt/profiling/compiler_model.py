@@ -321,7 +321,9 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
     phys = phys_of.__getitem__
 
     ops: list[PlannedOp] = []
-    spills = _SpillPlanner(logical, hw, phys, physical) if options.spills else None
+    peak = _peak_live(logical, hw)
+    overflow = peak["sbuf"] > _capacity(Memory.SBUF, hw) or peak["psum"] > _capacity(Memory.PSUM, hw)
+    spills = _SpillPlanner(logical, hw, phys, physical) if options.spills and overflow else None
     for idx, accesses in enumerate(per_record):
         if accesses is None:
             continue
@@ -346,7 +348,6 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
             ops.append(PlannedOp(record=idx, kind=rec.opcode, reads=phys_reads, writes=phys_writes))
         if spills is not None:
             spills.after(idx)
-    peak = _peak_live(logical, hw)
     return CompilerPlan(
         ops=ops,
         hoisted=hoisted,
