@@ -112,8 +112,6 @@ _DENIED_EVENTS = frozenset(
         "sys.settrace",
         "sys.setprofile",
         "sys.addaudithook",
-        "sys.unraisablehook",
-        "sys.excepthook",
         "setopencodehook",
         "resource.setrlimit",
         "resource.prlimit",
