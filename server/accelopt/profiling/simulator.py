@@ -7,6 +7,9 @@ One evaluation is up to three sandboxed runs, each in its own worker process:
 2. the *candidate*: the kernel on those inputs (numerics for correctness, or trace-only);
 3. for reference-module tasks, the module's `transform_nki_outputs` on both sides' outputs (it is
    user code, so it runs sandboxed; the candidate's process never sees the reference outputs).
+   Skipped when the function is, read statically, the identity pairing (every shipped module).
+
+Each run has its own wall-clock limit (`EvaluationOptions.timeout_s`) and a matching CPU limit.
 
 The trusted parent compares outputs (`compare.py`) and times the trace
 (`accelopt.profiling.metrics.profile_trace`). Seeds are secret and drawn per task by this
