@@ -52,19 +52,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", metavar="FILE", help="TOML or JSON: [search], [llm], agents, backend, memory"
     )
-    parser.add_argument("--backend", help="profiling backend (default simulator)")
+    parser.add_argument("--backend", metavar="NAME", help="profiling backend (default simulator)")
     parser.add_argument("--hardware", choices=["trn1", "trn2"])
-    parser.add_argument("--iterations", "-T", type=int, help="T (default 16)")
-    parser.add_argument("--beam", "-B", type=int, help="beam width B (default 6)")
-    parser.add_argument("--plans", "-N", type=int, help="plans per beam kernel N (default 12)")
-    parser.add_argument("--samples", "-K", type=int, help="kernels per plan K (default 2)")
-    parser.add_argument("--fix-attempts", "-F", type=int, help="fixer attempts F (default 2)")
-    parser.add_argument("--seeds", type=int, help="random inputs per correctness check (default 5)")
-    parser.add_argument("--budget-usd", type=float, help="stop when the LLM calls have cost this much")
-    parser.add_argument("--max-tokens", type=int, help="stop after this many LLM tokens")
-    parser.add_argument("--max-evaluations", type=int, help="stop after this many backend evaluations")
+    parser.add_argument("--iterations", "-T", type=int, metavar="T", help="T (default 16)")
+    parser.add_argument("--beam", "-B", type=int, metavar="B", help="beam width B (default 6)")
+    parser.add_argument("--plans", "-N", type=int, metavar="N", help="plans per beam kernel N (default 12)")
+    parser.add_argument("--samples", "-K", type=int, metavar="K", help="kernels per plan K (default 2)")
+    parser.add_argument("--fix-attempts", "-F", type=int, metavar="F", help="fixer attempts F (default 2)")
+    parser.add_argument(
+        "--seeds", type=int, metavar="S", help="random inputs per correctness check (default 5)"
+    )
+    parser.add_argument(
+        "--budget-usd", type=float, metavar="USD", help="stop when the LLM calls have cost this much"
+    )
+    parser.add_argument("--max-tokens", type=int, metavar="TOKENS", help="stop after this many LLM tokens")
+    parser.add_argument(
+        "--max-evaluations", type=int, metavar="E", help="stop after this many backend evaluations"
+    )
     parser.add_argument("--wall-time", type=float, metavar="SECONDS", help="stop after this long")
-    parser.add_argument("--patience", type=int, help="stop after P iterations without a faster kernel")
+    parser.add_argument(
+        "--patience", type=int, metavar="P", help="stop after P iterations without a faster kernel"
+    )
     parser.add_argument(
         "--target-peak", type=float, metavar="PERCENT", help="stop at this percent of roofline peak"
     )
@@ -72,9 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-memory", action="store_true", help="neither read nor write the persistent memory"
     )
-    parser.add_argument("--workers", type=int, help="concurrent evaluations (default 2)")
+    parser.add_argument("--workers", type=int, metavar="W", help="concurrent evaluations (default 2)")
     parser.add_argument("--out", metavar="DIR", help="output directory (default accelopt-out/<kernel>)")
-    parser.add_argument("--seed", type=int, help="seed for the agents' choices")
+    parser.add_argument("--seed", type=int, metavar="SEED", help="seed for the agents' choices")
 
 
 def run(args: argparse.Namespace) -> int:
