@@ -36,7 +36,7 @@ def _pad_left(values: tuple[int, ...], ndim: int, fill: int) -> tuple[int, ...]:
 class IndexExpr:
     """An affine index grid: ``offset + sum(coefs[a] * t_a)``, ``t_a in range(sizes[a])``."""
 
-    __slots__ = ("coefs", "offset", "sizes", "values")
+    __slots__ = ("_expanded", "coefs", "offset", "sizes", "values")
     __array_ufunc__ = None  # make numpy defer to our reflected operators
 
     def __init__(
@@ -50,6 +50,8 @@ class IndexExpr:
         self.coefs = coefs
         self.offset = offset
         self.values = values  # materialised grid for non-affine expressions
+        # 1-D grids remember their placements (`[:, None]`, `[None, :]`): grids are immutable
+        self._expanded: dict[tuple[bool, ...], IndexExpr] | None = None
 
     # --- shape -----------------------------------------------------------------------------
 
@@ -169,8 +171,18 @@ class IndexExpr:
             key = (key,)
         if len(self.sizes) == 1 and self.values is None:
             # fast path for the ubiquitous nl.arange(n)[:, None] / [None, :] / [None, :, None]
+            pattern = all_none_or_full(key)
+            cache = self._expanded
+            if cache is not None and pattern is not None:
+                hit = cache.get(pattern)
+                if hit is not None:
+                    return hit
             fast = _expand_1d(self, key)
             if fast is not None:
+                if pattern is not None:
+                    if cache is None:
+                        cache = self._expanded = {}
+                    cache[pattern] = fast
                 return fast
         if self.values is not None:
             return IndexExpr._materialized(self.values[key])
@@ -210,6 +222,8 @@ class IndexExpr:
     # --- comparisons make mask predicates ---------------------------------------------------
 
     def _compare(self, other: Any, op: str) -> Predicate:
+        if other.__class__ is int and other == 0:
+            return Predicate(((self, op),))
         diff = self - other if isinstance(other, (*_INT_TYPES, IndexExpr)) else None
         if diff is None:
             return NotImplemented  # type: ignore[return-value]
@@ -237,6 +251,19 @@ class IndexExpr:
 
 
 _FULL = slice(None)
+
+
+def all_none_or_full(key: tuple[Any, ...]) -> tuple[bool, ...] | None:
+    """The placement pattern of a key made only of None and full slices (else None)."""
+    pattern = []
+    for k in key:
+        if k is None:
+            pattern.append(True)
+        elif k.__class__ is slice and k.start is None and k.stop is None and k.step is None:
+            pattern.append(False)
+        else:
+            return None
+    return tuple(pattern)
 
 
 def _expand_1d(expr: IndexExpr, key: tuple[Any, ...]) -> IndexExpr | None:
