@@ -12,8 +12,12 @@ a switch of `ModelOptions` so its effect can be measured:
   was not written since, runs once; later instances alias the first instance's result;
 - physical buffer reuse: the logical buffers of one allocation site (a tile allocated in a loop
   body, or the blocks of a block-indexed tensor) share a pool of physical buffers twice as large
-  as the most of them live at once (double buffering). Iteration i+2 reuses iteration i's
-  buffer, so it waits for iteration i's readers (write-after-read);
+  as the most of them live at once (double buffering; up to the 8 banks for PSUM accumulators;
+  only once where capacity runs short). Iteration i+2 reuses iteration i's buffer, so it waits
+  for iteration i's readers (write-after-read);
+- PSUM residency: a partition broadcast (a Tensor Engine matmul with ones) that fits a PSUM bank
+  is read from PSUM by its consumers; any other Tensor Engine result the emulator stages in SBUF
+  gets an explicit PSUM->SBUF copy on the Vector or Scalar Engine;
 - spills: when the logical buffers live at a program point exceed SBUF (or PSUM, whole 2 KiB
   banks) capacity, the one used again furthest in the future is saved to HBM and reloaded
   before its next read (Belady's choice, what an allocator that sees the whole program makes).

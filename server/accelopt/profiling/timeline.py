@@ -17,6 +17,13 @@ iteration i+1 cannot start before every compute instruction of iteration i has f
 DMA transfers may still be issued ahead (the compiler prefetches into double buffers, which is
 how a K-blocked matmul in a `sequential_range` reaches 85% of the Tensor Engine, NKI_NOTES §7).
 
+Work the kernel left to the compiler (`Engine.UNASSIGNED`) goes to the legal engine on which
+it would finish first: the least-loaded engine in the sense that matters to the schedule.
+
+Spill transfers (`compiler_model.py` decides which) are not prefetched: each starts only once
+every instruction before it in program order has started, so spilling costs time the way the
+published long-sequence Mamba kernel shows (NKI_NOTES §7).
+
 Trainium1 port conflicts (NKI_NOTES §3): Vector and GpSimd instructions touching SBUF never
 overlap; neither do Vector and Scalar instructions touching PSUM.
 """
