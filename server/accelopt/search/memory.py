@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 IN_MEMORY = ":memory:"
+SELECTION_WINDOW = 2000  # the newest experiences considered when choosing the prompt's lessons
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS experiences (
@@ -94,6 +95,7 @@ class Memory:
         self.path = IN_MEMORY if str(path) == IN_MEMORY else Path(path or default_memory_path())
         self.busy_timeout_s = busy_timeout_s
         self.recovery: RecoveryReport | None = None
+        self._decoded: dict[int, tuple[Experience, frozenset[str]]] = {}
         self._lock = threading.Lock()
         self._conn = self._open()
 
@@ -226,6 +228,27 @@ class Memory:
 
     # -- selection ----------------------------------------------------------------------------
 
+    def _recent_with_tokens(self, window: int) -> list[tuple[Experience, frozenset[str]]]:
+        """The newest `window` experiences with their slow kernels' tokens. Rows are immutable,
+        so each is decoded once per Memory object; the id list is read afresh every time, so
+        rows added or removed by other processes are seen."""
+        with self._locked() as conn:
+            ids = [
+                int(r[0])
+                for r in conn.execute(
+                    "SELECT id FROM experiences ORDER BY created_at DESC, id DESC LIMIT ?", (window,)
+                )
+            ]
+            missing = [i for i in ids if i not in self._decoded]
+            for start in range(0, len(missing), 500):
+                chunk = missing[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for row in conn.execute(f"SELECT id, data FROM experiences WHERE id IN ({marks})", chunk):
+                    exp = _decode(row)
+                    if exp is not None:
+                        self._decoded[exp.id or 0] = (exp, frozenset(source_tokens(exp.slow_kernel)))
+        return [self._decoded[i] for i in ids if i in self._decoded]
+
     def select_for_prompt(
         self,
         kernel: KernelSource,
@@ -247,9 +270,9 @@ class Memory:
         family = kernel_family(kernel.name)
         tokens = source_tokens(kernel.text)
         scored: list[tuple[float, Experience]] = []
-        for exp in self.list(limit=2000):
+        for exp, exp_tokens in self._recent_with_tokens(SELECTION_WINDOW):
             score = 2.0 if exp.kernel_family == family else 0.0
-            score += _jaccard(tokens, source_tokens(exp.slow_kernel))
+            score += _jaccard(tokens, exp_tokens)
             if profile is not None and exp.bound and exp.bound == profile.bound:
                 score += 0.5
             if hardware and exp.hardware == hardware:
@@ -342,7 +365,7 @@ def _is_lock_error(exc: sqlite3.Error) -> bool:
     return "locked" in text or "busy" in text
 
 
-def _jaccard(a: set[str], b: set[str]) -> float:
+def _jaccard(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:
     if not a or not b:
         return 0.0
     return len(a & b) / len(a | b)
