@@ -212,6 +212,7 @@ async def main() -> int:
     parser.add_argument("--load", type=int, default=3, help="concurrent optimizations in the load phase")
     parser.add_argument("--iterations", type=int, default=2, help="search iterations (first candidate, load)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--show-hover", action="store_true", help="print the profiled hover card")
     args = parser.parse_args()
 
     search = {"iterations": args.iterations, "beamWidth": 2, "plansPerCandidate": 3, "samplesPerPlan": 1}
@@ -230,6 +231,8 @@ async def main() -> int:
             uri = bench.open("silu.py")
             figures: dict[str, Any] = {"size": args.size}
             figures["hover"] = await cold_and_warm(bench, uri, "silu_kernel", args.cold, args.hovers)
+            if args.show_hover:
+                print(await bench.until_profiled(uri, "silu_kernel"), end="\n\n")
             figures["optimize"] = await first_candidate(bench, uri, "silu_kernel", search)
             figures["load"] = await under_load(bench, uri, "silu_kernel", args.load, search)
         finally:

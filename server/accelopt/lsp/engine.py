@@ -1,10 +1,9 @@
 """The one place the language server reaches into the engine.
 
 Everything here is a thin adapter: building a `Task` for a kernel in a document, profiling it
-trace-only on a backend, and the backends' lifetimes. Kernel code never runs in this process:
-`Backend.evaluate` runs it in sandboxed worker processes; `task_for_kernel` only reads the
-directive (and the reference module's path) beside the kernel, so it runs in a thread to keep
-file reads off the event loop.
+trace-only on a backend, and the backends' lifetimes. Kernel code never runs in the server (or
+in the profile/search processes): `Backend.evaluate` runs it in sandboxed worker processes;
+`task_for_kernel` only reads the directive (and the reference module's text) beside the kernel.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 from accelopt.lsp.config import ServerSettings
-from accelopt.lsp.loop_thread import LoopThread
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import Evaluation, KernelSource
 
@@ -88,67 +86,62 @@ async def close_backend(backend: Backend) -> None:
         log.exception("closing a backend failed")
 
 
+async def profile_kernel(
+    kernel: KernelSource, settings: ServerSettings, backends: dict[tuple[str, int], Backend]
+) -> ProfileOutcome:
+    """Trace-only emulation + timing of one kernel; never raises. `backends` caches the backends
+    (by name and worker count) of the process this runs in (the profile process)."""
+    started = time.perf_counter()
+    try:
+        task = await asyncio.to_thread(build_task, kernel, settings.input_size)
+    except Exception as exc:
+        from accelopt.profiling.task import TaskError
+
+        if isinstance(exc, TaskError):
+            outcome = ProfileOutcome(kernel_name=kernel.name, task_problem=task_problem_from(exc, kernel))
+        else:
+            log.exception("building the task for %s failed", kernel.name)
+            outcome = ProfileOutcome(kernel_name=kernel.name, error=f"{type(exc).__name__}: {exc}")
+        outcome.elapsed_s = time.perf_counter() - started
+        return outcome
+    options = EvaluationOptions(
+        hardware=settings.hardware,
+        seeds=1,
+        timeout_s=settings.profile_timeout_s,
+        check_correctness=False,
+    )
+    key = (settings.backend, settings.profile_workers)
+    if key not in backends:
+        backends[key] = make_backend(settings, settings.profile_workers)
+    try:
+        evaluation = await backends[key].evaluate(kernel, task, options)
+    except Exception as exc:
+        log.exception("profiling %s failed", kernel.name)
+        return ProfileOutcome(
+            kernel_name=kernel.name,
+            error=f"{type(exc).__name__}: {exc}",
+            elapsed_s=time.perf_counter() - started,
+        )
+    return ProfileOutcome(
+        kernel_name=kernel.name, evaluation=evaluation, elapsed_s=time.perf_counter() - started
+    )
+
+
 class Engine:
-    """Profiles for hover, lens and diagnostics, run on a loop thread of their own (see
-    loop_thread.py) with backends that live there. Searches get their own threads and backends
-    (optimize.py), so a running search never starves a hover of workers either."""
+    """The server's door to profiles: they run in one child process (profile_process.py), so
+    the timing model's CPU work never shares the server's interpreter; searches run in child
+    processes of their own (search_process.py)."""
 
     def __init__(self) -> None:
-        self._thread: LoopThread | None = None
-        self._backends: dict[tuple[str, int], Backend] = {}  # touched only on the profile thread
+        from accelopt.lsp.profile_process import ProfileProcess
+
+        self._profiles = ProfileProcess()
 
     async def profile(self, kernel: KernelSource, settings: ServerSettings) -> ProfileOutcome:
-        """Trace-only emulation + timing of one kernel: never raises."""
-        if self._thread is None:
-            self._thread = LoopThread("accelopt-profiles")
-        return await self._thread.run(self._profile(kernel, settings))
-
-    async def _profile(self, kernel: KernelSource, settings: ServerSettings) -> ProfileOutcome:
-        started = time.perf_counter()
-        try:
-            task = await asyncio.to_thread(build_task, kernel, settings.input_size)
-        except Exception as exc:
-            from accelopt.profiling.task import TaskError
-
-            if isinstance(exc, TaskError):
-                outcome = ProfileOutcome(kernel_name=kernel.name, task_problem=task_problem_from(exc, kernel))
-            else:
-                log.exception("building the task for %s failed", kernel.name)
-                outcome = ProfileOutcome(kernel_name=kernel.name, error=f"{type(exc).__name__}: {exc}")
-            outcome.elapsed_s = time.perf_counter() - started
-            return outcome
-        options = EvaluationOptions(
-            hardware=settings.hardware,
-            seeds=1,
-            timeout_s=settings.profile_timeout_s,
-            check_correctness=False,
-        )
-        key = (settings.backend, settings.profile_workers)
-        if key not in self._backends:
-            self._backends[key] = make_backend(settings, settings.profile_workers)
-        try:
-            evaluation = await self._backends[key].evaluate(kernel, task, options)
-        except Exception as exc:
-            log.exception("profiling %s failed", kernel.name)
-            return ProfileOutcome(
-                kernel_name=kernel.name,
-                error=f"{type(exc).__name__}: {exc}",
-                elapsed_s=time.perf_counter() - started,
-            )
-        return ProfileOutcome(
-            kernel_name=kernel.name, evaluation=evaluation, elapsed_s=time.perf_counter() - started
-        )
-
-    async def _close_backends(self) -> None:
-        backends, self._backends = list(self._backends.values()), {}
-        for backend in backends:
-            await close_backend(backend)
+        outcome = await self._profiles.profile(kernel, settings)
+        if not outcome.kernel_name:
+            outcome.kernel_name = kernel.name
+        return outcome
 
     async def aclose(self) -> None:
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            try:
-                await asyncio.wait_for(thread.run(self._close_backends()), 10)
-            except Exception:
-                log.exception("closing the profile backends failed")
-            await thread.stop()
+        await self._profiles.aclose()

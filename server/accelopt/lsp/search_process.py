@@ -148,7 +148,7 @@ async def search_events(
 # -- the child ---------------------------------------------------------------------------------
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Linux: SIGTERM when the server goes away, however it goes (a kill -9 included)."""
     try:
         import ctypes
@@ -221,7 +221,7 @@ async def _run_child() -> int:
 
 
 def main() -> int:
-    _die_with_parent()
+    die_with_parent()
     if os.getppid() == 1:  # the parent died before we could ask to follow it
         return 1
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="search %(levelname)s %(message)s")
