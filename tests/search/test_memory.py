@@ -147,3 +147,15 @@ def test_damaged_page_keeps_the_intact_rows(tmp_path: Path):
     new_id = memory.add(experience("after recovery"))
     assert memory.get(new_id) is not None
     memory.close()
+
+
+def test_selection_sees_rows_added_and_removed_by_another_connection(tmp_path: Path):
+    path = tmp_path / "m.sqlite"
+    kernel = KernelSource(text="def silu_kernel(x):\n    return x\n", name="silu_kernel")
+    with Memory(path) as mine, Memory(path) as other:
+        first = mine.add(experience("first"))
+        assert [e.id for e in mine.select_for_prompt(kernel)] == [first]
+        second = other.add(experience("second"))
+        assert {e.id for e in mine.select_for_prompt(kernel)} == {first, second}
+        other.remove(first)
+        assert [e.id for e in mine.select_for_prompt(kernel)] == [second]
