@@ -61,11 +61,6 @@ def promote(dtypes: list[np.dtype]) -> np.dtype:
         return float32
 
 
-def compute_dtype(dtype: np.dtype) -> np.dtype:
-    """The dtype arithmetic runs in: fp32 for every float type, the type itself for integers."""
-    return float32 if is_float(dtype) else dtype
-
-
 def nan_fill(dtype: np.dtype) -> Any:
     """What uninitialised memory reads as: NaN for floats (so an unwritten output is visible)."""
     return np.nan if is_float(dtype) else 0

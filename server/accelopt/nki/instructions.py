@@ -38,10 +38,6 @@ TENSOR_ENGINE_OPS = frozenset({"nc_matmul", "matmul", "transpose", "broadcast"})
 # --- operands ------------------------------------------------------------------------------
 
 
-def is_tile(x: Any) -> bool:
-    return isinstance(x, TileOps)
-
-
 def to_view(ctx: KernelContext, x: Any, line: int) -> View:
     """A tile argument as a view; reading it ends its 'fresh' state and checks its scope."""
     if isinstance(x, Tensor):
@@ -320,16 +316,6 @@ def engine_of(
             line,
         )
     return chosen
-
-
-def check_engine_memory(
-    ctx: KernelContext, engine: Engine, views: Sequence[View], out_memory: Memory | None, api: str, line: int
-) -> tuple[Engine, ...]:
-    """GpSimd cannot touch PSUM; returns the engines still legal for an unassigned instruction."""
-    touches_psum = out_memory is Memory.PSUM or any(v.tensor.memory is Memory.PSUM for v in views)
-    if engine is Engine.GPSIMD and touches_psum:
-        raise ctx.error("err_unsupported_memory", f"{api} on the GpSimd engine cannot access PSUM", line)
-    return (Engine.VECTOR, Engine.SCALAR) if touches_psum else (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
 
 
 def unassigned_extra(

@@ -245,10 +245,6 @@ class Tensor(TileOps):
         # the tensor whose memory this one reshapes (itself unless made by reshape)
         self.root: Tensor = self
 
-    @property
-    def partition_size(self) -> int:
-        return self.shape[self.block_dims] if self.shape else 1
-
     def __repr__(self) -> str:
         return f"Tensor(id={self.tid}, shape={self.shape}, dtype={self.dtype.name}, {self.memory.value})"
 
@@ -284,9 +280,6 @@ class Tensor(TileOps):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         return _lang().reshape(self, shape)
-
-    def view_as(self) -> View:
-        return self.full_view()
 
 
 class View(TileOps):
@@ -397,9 +390,6 @@ class View(TileOps):
         if self.oob:
             _check_box(self, box)
         return Region(self.tensor.tid, box)
-
-    def dims_on_axis(self, axis: int) -> list[int]:
-        return [d for d, terms in enumerate(self.terms) if any(a == axis for a, _ in terms)]
 
     def contiguous_run(self, partition_axis: int = 0) -> int:
         """Elements per contiguous chunk of the tensor's row-major memory that this view touches
