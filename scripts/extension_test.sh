@@ -20,9 +20,10 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$lock_hash" ]; then
   echo "$lock_hash" > "$stamp"
 fi
 
-echo "== type-check and compile the tests"
+echo "== type-check, format check, compile the tests"
 rm -rf out
 npx tsc -p .
+npx prettier --check --log-level warn "extension/**/*.{ts,mjs}"
 
 echo "== bundle (esbuild)"
 npm run --silent build -- --production

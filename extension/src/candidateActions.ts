@@ -25,7 +25,12 @@ export function toCandidateRef(args: readonly unknown[]): CandidateRef | undefin
     return { searchId: first, candidateId: second };
   }
   if (first && typeof first === 'object') {
-    const node = first as { kind?: unknown; candidate?: RankedCandidate; searchId?: unknown; candidateId?: unknown };
+    const node = first as {
+      kind?: unknown;
+      candidate?: RankedCandidate;
+      searchId?: unknown;
+      candidateId?: unknown;
+    };
     if (node.kind === 'candidate' && node.candidate) {
       return { searchId: node.candidate.searchId, candidateId: node.candidate.info.id };
     }
@@ -36,7 +41,10 @@ export function toCandidateRef(args: readonly unknown[]): CandidateRef | undefin
   return undefined;
 }
 
-export function resolveCandidate(store: CandidateStore, args: readonly unknown[]): RankedCandidate | undefined {
+export function resolveCandidate(
+  store: CandidateStore,
+  args: readonly unknown[],
+): RankedCandidate | undefined {
   const ref = toCandidateRef(args);
   const candidate = ref && store.find(ref);
   if (!candidate) {
@@ -63,7 +71,10 @@ export async function acceptCandidate(
   const name = uriBasename(candidate.uri);
   let outcome: AcceptOutcome;
   try {
-    const result = await runServerCommand(ServerCommands.applyCandidate, [candidate.searchId, candidate.info.id]);
+    const result = await runServerCommand(ServerCommands.applyCandidate, [
+      candidate.searchId,
+      candidate.info.id,
+    ]);
     if (!isApplyResult(result)) {
       outcome = { applied: false, reason: 'the server gave no answer.', shownByServer: false };
     } else if (!result.applied) {
@@ -78,12 +89,18 @@ export async function acceptCandidate(
       outcome = { applied: true };
     }
   } catch (error) {
-    outcome = { applied: false, reason: error instanceof Error ? error.message : String(error), shownByServer: false };
+    outcome = {
+      applied: false,
+      reason: error instanceof Error ? error.message : String(error),
+      shownByServer: false,
+    };
   }
 
   if (!outcome.applied) {
     if (!outcome.shownByServer) {
-      void vscode.window.showWarningMessage(`AccelOpt did not apply the candidate to ${name}: ${outcome.reason}`);
+      void vscode.window.showWarningMessage(
+        `AccelOpt did not apply the candidate to ${name}: ${outcome.reason}`,
+      );
     }
     return outcome;
   }
@@ -109,6 +126,8 @@ export async function rejectCandidate(
   try {
     await runServerCommand(ServerCommands.rejectCandidate, [ref.searchId, ref.candidateId]);
   } catch (error) {
-    void vscode.window.showWarningMessage(`AccelOpt: the server could not drop the candidate: ${String(error)}`);
+    void vscode.window.showWarningMessage(
+      `AccelOpt: the server could not drop the candidate: ${String(error)}`,
+    );
   }
 }

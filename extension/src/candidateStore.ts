@@ -8,11 +8,7 @@
  * as plain TypeScript.
  */
 
-import type {
-  CandidateInfo,
-  CandidatesNotification,
-  SearchStateNotification,
-} from './protocol';
+import type { CandidateInfo, CandidatesNotification, SearchStateNotification } from './protocol';
 
 /** A candidate as the views show it: its place in the ranking and the search it belongs to. */
 export interface RankedCandidate {

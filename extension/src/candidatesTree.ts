@@ -49,7 +49,10 @@ export class CandidatesTreeProvider implements vscode.TreeDataProvider<Candidate
     switch (node.kind) {
       case 'kernel': {
         const { group } = node;
-        const children: CandidatesNode[] = group.candidates.map((candidate) => ({ kind: 'candidate', candidate }));
+        const children: CandidatesNode[] = group.candidates.map((candidate) => ({
+          kind: 'candidate',
+          candidate,
+        }));
         if (group.failed.length > 0) {
           children.push({ kind: 'failed', group });
         }
@@ -79,7 +82,8 @@ export class CandidatesTreeProvider implements vscode.TreeDataProvider<Candidate
         );
         item.id = `${node.group.searchId}/failed`;
         item.iconPath = new vscode.ThemeIcon('warning');
-        item.tooltip = 'Rewrites that did not compile, crashed, or gave results different from the original kernel. Never offered for accepting.';
+        item.tooltip =
+          'Rewrites that did not compile, crashed, or gave results different from the original kernel. Never offered for accepting.';
         return item;
       }
       case 'message': {
@@ -120,13 +124,19 @@ function kernelItem(group: KernelGroup): vscode.TreeItem {
   item.iconPath = new vscode.ThemeIcon(group.running ? 'sync~spin' : 'symbol-function');
   item.contextValue = group.running ? 'accelopt.kernel.running' : 'accelopt.kernel';
   const tooltip = new vscode.MarkdownString();
-  tooltip.appendMarkdown(`**${escapeMarkdown(group.kernelName)}** in \`${escapeMarkdown(uriBasename(group.uri))}\`\n\n`);
+  tooltip.appendMarkdown(
+    `**${escapeMarkdown(group.kernelName)}** in \`${escapeMarkdown(uriBasename(group.uri))}\`\n\n`,
+  );
   if (group.progress) {
     tooltip.appendMarkdown(
       `Iteration ${group.progress.iteration} of ${group.progress.totalIterations}, cost so far ${formatDollars(group.progress.dollars)}\n\n`,
     );
   }
-  tooltip.appendMarkdown(group.running ? 'The search is running; candidates appear as they pass their checks.' : 'The search is over.');
+  tooltip.appendMarkdown(
+    group.running
+      ? 'The search is running; candidates appear as they pass their checks.'
+      : 'The search is over.',
+  );
   item.tooltip = tooltip;
   return item;
 }

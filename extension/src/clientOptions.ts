@@ -49,7 +49,9 @@ function middleware(currentServerSettings: () => ServerConfiguration): Middlewar
           return answers; // an error from the editor: pass it on
         }
         const server = currentServerSettings();
-        return params.items.map((item, index) => configurationSection(server, item.section) ?? answers[index]);
+        return params.items.map(
+          (item, index) => configurationSection(server, item.section) ?? answers[index],
+        );
       },
     },
   };

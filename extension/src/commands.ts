@@ -11,6 +11,7 @@ import type { CandidateStore, KernelGroup } from './candidateStore';
 import type { CandidatesNode } from './candidatesTree';
 import { ClientCommands } from './clientCommands';
 import { showCandidateDiff } from './diffProvider';
+import { measuredOn } from './format';
 import { findKernels, kernelAtLine } from './kernelPicker';
 import type { MemoryTreeProvider } from './memoryTree';
 import { describeOutcome, runOptimization, sameUri, type OptimizeTarget } from './optimize';
@@ -37,8 +38,12 @@ export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
       try {
         return await handler(...args);
       } catch (error) {
-        deps.output.appendLine(`[client] ${id} failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-        void vscode.window.showErrorMessage(`AccelOpt: ${error instanceof Error ? error.message : String(error)}`);
+        deps.output.appendLine(
+          `[client] ${id} failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+        );
+        void vscode.window.showErrorMessage(
+          `AccelOpt: ${error instanceof Error ? error.message : String(error)}`,
+        );
         return undefined;
       }
     });
@@ -46,7 +51,10 @@ export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
   return [
     register(ClientCommands.optimizeKernel, (...args) => optimizeKernel(deps, args)),
     register(ClientCommands.stopSearch, async (node) => {
-      const group = (node as CandidatesNode | undefined)?.kind === 'kernel' ? (node as { group: KernelGroup }).group : undefined;
+      const group =
+        (node as CandidatesNode | undefined)?.kind === 'kernel'
+          ? (node as { group: KernelGroup }).group
+          : undefined;
       if (group) {
         await connection.cancel(group.searchId);
       }
@@ -77,7 +85,9 @@ export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
     register(ClientCommands.setApiKey, async () => {
       const name = deps.readSettings().server.agents.apiKeyEnv;
       if (await deps.apiKeys.promptAndStore(name)) {
-        void vscode.window.showInformationMessage(`AccelOpt: API key stored; the server now receives it as ${name}.`);
+        void vscode.window.showInformationMessage(
+          `AccelOpt: API key stored; the server now receives it as ${name}.`,
+        );
       }
     }),
     register(ClientCommands.clearApiKey, async () => {
@@ -112,7 +122,8 @@ async function chooseTarget(args: readonly unknown[]): Promise<OptimizeTarget | 
     );
     return undefined;
   }
-  const here = kernelAtLine(kernels, editor.selection.active.line) ?? (kernels.length === 1 ? kernels[0] : undefined);
+  const here =
+    kernelAtLine(kernels, editor.selection.active.line) ?? (kernels.length === 1 ? kernels[0] : undefined);
   if (here) {
     return { uri, kernelName: here.name };
   }
@@ -159,6 +170,7 @@ async function optimizeKernel(deps: CommandDeps, args: readonly unknown[]): Prom
   // The server optimizes the text as it is in the editor, saved or not.
   const settings = deps.readSettings();
   const outcome = await runOptimization(target, toSearchOptions(settings.server), deps.connection, {
+    measuredOn: measuredOn(settings.server.backend, settings.server.hardware),
     log: (line) => deps.output.appendLine(`[client] ${line}`),
   });
   void deps.memory.refresh();

@@ -55,13 +55,22 @@ export function diffTitle(candidate: RankedCandidate): string {
   const { info } = candidate;
   const name = uriBasename(candidate.uri);
   const which = candidate.position > 0 ? `candidate ${candidate.position}` : `candidate ${info.id}`;
-  const figure = info.status === 'ok' ? `${formatSpeedup(info.speedup)} (${measuredOn(info.backend, info.hardware)})` : info.status;
+  const figure =
+    info.status === 'ok'
+      ? `${formatSpeedup(info.speedup)} (${measuredOn(info.backend, info.hardware)})`
+      : info.status;
   return `${name} ↔ ${which}: ${figure}`;
 }
 
 export async function showCandidateDiff(candidate: RankedCandidate): Promise<void> {
   const current = vscode.Uri.parse(candidate.uri);
-  await vscode.commands.executeCommand('vscode.diff', current, candidateUri(candidate), diffTitle(candidate), {
-    preview: true,
-  });
+  await vscode.commands.executeCommand(
+    'vscode.diff',
+    current,
+    candidateUri(candidate),
+    diffTitle(candidate),
+    {
+      preview: true,
+    },
+  );
 }

@@ -42,7 +42,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     output,
     readSettings: currentSettings,
     storedApiKey: () => apiKeys.get(),
-    pythonExtensionInterpreter: () => pythonExtensionInterpreter(vscode.window.activeTextEditor?.document.uri),
+    pythonExtensionInterpreter: () =>
+      pythonExtensionInterpreter(vscode.window.activeTextEditor?.document.uri),
     workspaceFolder,
     attach: (client) => connection.attach(client),
   });
@@ -66,9 +67,23 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     candidates,
     memory,
     memoryView,
-    vscode.window.createTreeView('accelopt.candidates', { treeDataProvider: candidates, showCollapseAll: true }),
-    vscode.workspace.registerTextDocumentContentProvider(CANDIDATE_SCHEME, new CandidateContentProvider(store)),
-    ...registerCommands({ store, connection, launcher: serverLauncher, memory, apiKeys, output, readSettings: currentSettings }),
+    vscode.window.createTreeView('accelopt.candidates', {
+      treeDataProvider: candidates,
+      showCollapseAll: true,
+    }),
+    vscode.workspace.registerTextDocumentContentProvider(
+      CANDIDATE_SCHEME,
+      new CandidateContentProvider(store),
+    ),
+    ...registerCommands({
+      store,
+      connection,
+      launcher: serverLauncher,
+      memory,
+      apiKeys,
+      output,
+      readSettings: currentSettings,
+    }),
     serverLauncher.onDidChangeState((state) => {
       setServerState(state);
       if (state === 'running') {
@@ -108,7 +123,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 }
 
 /** Restarts at once, unless that would kill running searches: then the user decides. */
-async function restartAfterSettingsChange(serverLauncher: ServerLauncher, store: CandidateStore): Promise<void> {
+async function restartAfterSettingsChange(
+  serverLauncher: ServerLauncher,
+  store: CandidateStore,
+): Promise<void> {
   const running = store.runningSearches().length;
   if (running > 0) {
     const choice = await vscode.window.showWarningMessage(

@@ -44,7 +44,11 @@ export async function resolveInterpreter(sources: InterpreterSources): Promise<I
 
 export type ImportCheck =
   | { readonly ok: true; readonly location: string }
-  | { readonly ok: false; readonly problem: 'no-interpreter' | 'no-package' | 'broken'; readonly detail: string };
+  | {
+      readonly ok: false;
+      readonly problem: 'no-interpreter' | 'no-package' | 'broken';
+      readonly detail: string;
+    };
 
 // Prints where the package lives, so the log shows which checkout the server runs from.
 const PROBE = 'import accelopt, os; print(os.path.dirname(accelopt.__file__))';
@@ -86,7 +90,10 @@ function describeSource(source: InterpreterSource): string {
 }
 
 /** One message a person can act on: what is wrong, with which interpreter, and the fix. */
-export function explainImportFailure(interpreter: Interpreter, check: Exclude<ImportCheck, { ok: true }>): string {
+export function explainImportFailure(
+  interpreter: Interpreter,
+  check: Exclude<ImportCheck, { ok: true }>,
+): string {
   const which = `\`${interpreter.command}\` (${describeSource(interpreter.source)})`;
   switch (check.problem) {
     case 'no-interpreter':
@@ -98,7 +105,7 @@ export function explainImportFailure(interpreter: Interpreter, check: Exclude<Im
       return (
         `AccelOpt cannot start its server: the Python interpreter ${which} does not have the accelopt package. ` +
         `Install it there with \`${interpreter.command} -m pip install -e <your AccelOpt checkout>\`, ` +
-        'or set accelopt.pythonPath to an interpreter that has it (for example the checkout\'s .venv/bin/python).'
+        "or set accelopt.pythonPath to an interpreter that has it (for example the checkout's .venv/bin/python)."
       );
     case 'broken':
       return (

@@ -67,7 +67,9 @@ export class MemoryTreeProvider implements vscode.TreeDataProvider<MemoryNode>, 
           .map((experience) => ({ kind: 'experience', experience }));
       }
     } catch (error) {
-      this.nodes = [{ kind: 'message', text: 'Could not read the optimization memory', detail: String(error) }];
+      this.nodes = [
+        { kind: 'message', text: 'Could not read the optimization memory', detail: String(error) },
+      ];
     }
     this.changeEmitter.fire(undefined);
   }
@@ -75,7 +77,10 @@ export class MemoryTreeProvider implements vscode.TreeDataProvider<MemoryNode>, 
 
 /** "1.31× faster · silu · simulated on trn1" */
 export function experienceDescription(experience: ExperienceInfo): string {
-  const effect = experience.speedup > 1 ? `${formatSpeedup(experience.speedup)} faster` : formatSpeedup(experience.speedup);
+  const effect =
+    experience.speedup > 1
+      ? `${formatSpeedup(experience.speedup)} faster`
+      : formatSpeedup(experience.speedup);
   return [effect, experience.kernelFamily, measuredOn(experience.backend, experience.hardware)]
     .filter((part) => part !== '')
     .join(' · ');

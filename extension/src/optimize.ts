@@ -57,7 +57,9 @@ export function progressMessage(state: SearchStateNotification): string {
   if (state.totalIterations > 0) {
     parts.push(`iteration ${state.iteration} of ${state.totalIterations}`);
   }
-  parts.push(state.bestSpeedup === null ? 'no faster kernel yet' : `best ${formatSpeedup(state.bestSpeedup)}`);
+  parts.push(
+    state.bestSpeedup === null ? 'no faster kernel yet' : `best ${formatSpeedup(state.bestSpeedup)}`,
+  );
   parts.push(formatDollars(state.dollars));
   return parts.join(' · ');
 }
@@ -70,10 +72,14 @@ function percentDone(state: SearchStateNotification): number {
 }
 
 function isRequestCancelled(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === REQUEST_CANCELLED;
+  return (
+    typeof error === 'object' && error !== null && (error as { code?: unknown }).code === REQUEST_CANCELLED
+  );
 }
 
 export interface RunOptions {
+  /** Which backend will measure the candidates, for the title ("simulated on trn1"). */
+  readonly measuredOn?: string;
   /** How long to wait for the server to confirm a cancellation before giving up on it. */
   readonly stopTimeoutMs?: number;
   readonly log?: (line: string) => void;
@@ -90,7 +96,7 @@ export function runOptimization(
   return vscode.window.withProgress(
     {
       location: vscode.ProgressLocation.Notification,
-      title: `AccelOpt: optimizing ${target.kernelName}`,
+      title: `AccelOpt: optimizing ${target.kernelName}${run.measuredOn ? ` (${run.measuredOn})` : ''}`,
       cancellable: true,
     },
     async (progress, token) => {
@@ -137,12 +143,20 @@ export function runOptimization(
             if (searchId !== undefined) {
               channel.cancel(searchId).catch((error) => log(`accelopt/cancel failed: ${String(error)}`));
             }
-            cancelTimer = setTimeout(() => resolve({ kind: 'cancelled', searchId, confirmed: false }), stopTimeoutMs);
+            cancelTimer = setTimeout(
+              () => resolve({ kind: 'cancelled', searchId, confirmed: false }),
+              stopTimeoutMs,
+            );
           }),
         );
       });
 
-      const params: OptimizeParams = { uri: target.uri, kernelName: target.kernelName, options, workDoneToken };
+      const params: OptimizeParams = {
+        uri: target.uri,
+        kernelName: target.kernelName,
+        options,
+        workDoneToken,
+      };
       const request = channel.optimize(params, token).then(
         (result): OptimizeOutcome =>
           result.reason === 'cancelled' || token.isCancellationRequested
@@ -186,7 +200,10 @@ export function describeOutcome(
           : `AccelOpt: asked the server to stop the search for ${target.kernelName}, but it has not confirmed yet. Restart the server if it keeps running.`,
       };
     case 'failed':
-      return { severity: 'error', text: `AccelOpt: the search for ${target.kernelName} failed: ${outcome.message}` };
+      return {
+        severity: 'error',
+        text: `AccelOpt: the search for ${target.kernelName} failed: ${outcome.message}`,
+      };
     case 'finished': {
       const { result } = outcome;
       if (result.reason === 'error') {

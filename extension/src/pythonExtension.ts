@@ -46,7 +46,9 @@ export async function pythonExtensionInterpreter(resource?: vscode.Uri): Promise
 }
 
 /** Calls back when the user picks another interpreter in the Python extension. */
-export async function onPythonInterpreterChange(listener: () => void): Promise<vscode.Disposable | undefined> {
+export async function onPythonInterpreterChange(
+  listener: () => void,
+): Promise<vscode.Disposable | undefined> {
   const python = await api().catch(() => undefined);
   return python?.environments?.onDidChangeActiveEnvironmentPath?.(() => listener());
 }

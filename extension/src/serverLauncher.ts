@@ -16,7 +16,12 @@ import {
 } from 'vscode-languageclient/node';
 
 import { buildClientOptions } from './clientOptions';
-import { checkAcceloptImport, explainImportFailure, resolveInterpreter, type Interpreter } from './interpreter';
+import {
+  checkAcceloptImport,
+  explainImportFailure,
+  resolveInterpreter,
+  type Interpreter,
+} from './interpreter';
 import { serverEnvironment, type ClientSettings } from './settings';
 
 export type ServerState = 'stopped' | 'starting' | 'running' | 'failed';
@@ -119,7 +124,11 @@ export class ServerLauncher implements vscode.Disposable {
     }
     output.appendLine(`[client] accelopt package: ${check.location}`);
 
-    const env = serverEnvironment(process.env, settings.server.agents.apiKeyEnv, await this.deps.storedApiKey());
+    const env = serverEnvironment(
+      process.env,
+      settings.server.agents.apiKeyEnv,
+      await this.deps.storedApiKey(),
+    );
     const client = new LanguageClient(
       'accelopt',
       'AccelOpt',

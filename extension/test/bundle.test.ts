@@ -17,7 +17,12 @@ describe('the bundle', () => {
     assert.ok(existsSync(BUNDLE), `${BUNDLE} is missing: run \`npm run build\` first`);
     const source = readFileSync(BUNDLE, 'utf8');
     const external = [...source.matchAll(/require\("([^"./][^"]*)"\)/g)].map((m) => m[1]);
-    const notBuiltIn = external.filter((name) => name !== 'vscode' && !name.startsWith('node:') && !require('node:module').builtinModules.includes(name));
+    const notBuiltIn = external.filter(
+      (name) =>
+        name !== 'vscode' &&
+        !name.startsWith('node:') &&
+        !require('node:module').builtinModules.includes(name),
+    );
     assert.deepEqual([...new Set(notBuiltIn)], [], 'the bundle must not require packages from node_modules');
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const extension = require(BUNDLE) as { activate?: unknown; deactivate?: unknown };

@@ -10,7 +10,12 @@ import { Uri, mock } from './support/vscode';
 
 function storeWith(...ids: string[]): CandidateStore {
   const store = new CandidateStore();
-  store.applyCandidates(candidates('s1', ids.map((id) => candidate(id, { speedup: 1.84, title: `plan ${id}` }))));
+  store.applyCandidates(
+    candidates(
+      's1',
+      ids.map((id) => candidate(id, { speedup: 1.84, title: `plan ${id}` })),
+    ),
+  );
   return store;
 }
 
@@ -48,7 +53,7 @@ describe('candidate actions', () => {
     assert.match(mock.messages[0].text, /no longer available/);
   });
 
-  it('accepts through the server\'s applyCandidate, saves the file and says what was applied', async () => {
+  it("accepts through the server's applyCandidate, saves the file and says what was applied", async () => {
     const store = storeWith('c1');
     const document = openDocument(KERNEL_URI);
     const calls: [string, unknown[]][] = [];
@@ -64,13 +69,20 @@ describe('candidate actions', () => {
     assert.deepEqual(calls, [['accelopt.applyCandidate', ['s1', 'c1']]]);
     assert.equal(document.saved, 1);
     assert.equal(mock.messages[0].severity, 'info');
-    assert.match(mock.messages[0].text, /applied "plan c1" to silu_kernel in silu\.py: 1\.84× faster \(simulated on trn1\)/);
+    assert.match(
+      mock.messages[0].text,
+      /applied "plan c1" to silu_kernel in silu\.py: 1\.84× faster \(simulated on trn1\)/,
+    );
   });
 
   it('does not save when the user asked not to', async () => {
     const store = storeWith('c1');
     const document = openDocument(KERNEL_URI);
-    await acceptCandidate(store.find({ searchId: 's1', candidateId: 'c1' })!, async () => ({ applied: true, message: '' }), false);
+    await acceptCandidate(
+      store.find({ searchId: 's1', candidateId: 'c1' })!,
+      async () => ({ applied: true, message: '' }),
+      false,
+    );
     assert.equal(document.saved, 0);
   });
 
@@ -78,9 +90,14 @@ describe('candidate actions', () => {
     const store = storeWith('c1');
     const ranked = store.find({ searchId: 's1', candidateId: 'c1' })!;
     const document = openDocument(KERNEL_URI);
-    const serverText = 'AccelOpt: silu.py changed since the search on `silu_kernel` started (version 1, now 3).';
+    const serverText =
+      'AccelOpt: silu.py changed since the search on `silu_kernel` started (version 1, now 3).';
 
-    const refused = await acceptCandidate(ranked, async () => ({ applied: false, message: serverText }), true);
+    const refused = await acceptCandidate(
+      ranked,
+      async () => ({ applied: false, message: serverText }),
+      true,
+    );
     assert.deepEqual(refused, { applied: false, reason: serverText, shownByServer: true });
     assert.equal(mock.messages.length, 0, 'the server already showed this; a second toast would repeat it');
 
@@ -88,7 +105,10 @@ describe('candidate actions', () => {
     assert.equal(silent.applied, false);
     assert.equal(mock.messages.length, 1);
     assert.equal(mock.messages[0].severity, 'warning');
-    assert.match(mock.messages[0].text, /did not apply the candidate to silu\.py: silu\.py may have changed after the search started/);
+    assert.match(
+      mock.messages[0].text,
+      /did not apply the candidate to silu\.py: silu\.py may have changed after the search started/,
+    );
     assert.equal(document.saved, 0, 'nothing applied, nothing saved');
   });
 
@@ -106,11 +126,18 @@ describe('candidate actions', () => {
   it('rejects: gone from the view at once, and the server told', async () => {
     const store = storeWith('c1', 'c2');
     const calls: [string, unknown[]][] = [];
-    await rejectCandidate(store.find({ searchId: 's1', candidateId: 'c1' })!, store, async (command, args) => {
-      calls.push([command, args]);
-      return null;
-    });
+    await rejectCandidate(
+      store.find({ searchId: 's1', candidateId: 'c1' })!,
+      store,
+      async (command, args) => {
+        calls.push([command, args]);
+        return null;
+      },
+    );
     assert.deepEqual(calls, [['accelopt.rejectCandidate', ['s1', 'c1']]]);
-    assert.deepEqual(store.kernels()[0].candidates.map((c) => c.info.id), ['c2']);
+    assert.deepEqual(
+      store.kernels()[0].candidates.map((c) => c.info.id),
+      ['c2'],
+    );
   });
 });

@@ -29,7 +29,10 @@ describe('CandidateStore', () => {
       ]),
     );
     store.applyCandidates(
-      candidates('s2', [candidate('c', { speedup: 1.3 })], { uri: 'file:///w/softmax.py', kernelName: 'softmax_kernel' }),
+      candidates('s2', [candidate('c', { speedup: 1.3 })], {
+        uri: 'file:///w/softmax.py',
+        kernelName: 'softmax_kernel',
+      }),
     );
 
     const kernels = store.kernels();
@@ -46,12 +49,15 @@ describe('CandidateStore', () => {
         [2, 'a'],
       ],
     );
-    assert.deepEqual(silu.failed.map((c) => c.info.id), ['broken']);
+    assert.deepEqual(
+      silu.failed.map((c) => c.info.id),
+      ['broken'],
+    );
     assert.equal(store.find({ searchId: 's1', candidateId: 'broken' })?.info.status, 'compile_error');
     assert.equal(store.find({ searchId: 's2', candidateId: 'b' }), undefined, 'ids are per search');
   });
 
-  it('replaces a kernel\'s candidates when a newer search reports, and ignores late news from the older one', () => {
+  it("replaces a kernel's candidates when a newer search reports, and ignores late news from the older one", () => {
     const store = new CandidateStore();
     store.applyCandidates(candidates('old', [candidate('x')]));
     store.applyCandidates(candidates('new', [candidate('y')]));
@@ -60,7 +66,10 @@ describe('CandidateStore', () => {
     const [group] = store.kernels();
     assert.equal(store.kernels().length, 1);
     assert.equal(group.searchId, 'new');
-    assert.deepEqual(group.candidates.map((c) => c.info.id), ['y']);
+    assert.deepEqual(
+      group.candidates.map((c) => c.info.id),
+      ['y'],
+    );
     assert.equal(group.running, true);
   });
 
@@ -81,7 +90,10 @@ describe('CandidateStore', () => {
     store.applyCandidates(candidates('s1', [candidate('a'), candidate('b')]));
     store.remove({ searchId: 's1', candidateId: 'a' });
     store.remove({ searchId: 's1', candidateId: 'not-there' });
-    assert.deepEqual(store.kernels()[0].candidates.map((c) => c.info.id), ['b']);
+    assert.deepEqual(
+      store.kernels()[0].candidates.map((c) => c.info.id),
+      ['b'],
+    );
     assert.equal(changes, 2, 'removing an unknown candidate is not a change');
     subscription.dispose();
     store.clear();

@@ -25,7 +25,13 @@ describe('Candidates tree', () => {
           title: 'hoist the weight load',
           rationale: ['widen the tiles', 'hoist the weight load'],
         }),
-        candidate('c2', { speedup: 2.5, percentOfPeak: 0.05, title: 'fuse the activation', hardware: 'trn2', backend: 'neuron' }),
+        candidate('c2', {
+          speedup: 2.5,
+          percentOfPeak: 0.05,
+          title: 'fuse the activation',
+          hardware: 'trn2',
+          backend: 'neuron',
+        }),
       ]),
     );
 
@@ -56,15 +62,22 @@ describe('Candidates tree', () => {
     const store = new CandidateStore();
     const tree = new CandidatesTreeProvider(store);
     store.applyCandidates(
-      candidates('s1', [
-        candidate('good'),
-        candidate('bad', { status: 'incorrect', speedup: null, title: 'drop the bounds check' }),
-      ], { running: false }),
+      candidates(
+        's1',
+        [
+          candidate('good'),
+          candidate('bad', { status: 'incorrect', speedup: null, title: 'drop the bounds check' }),
+        ],
+        { running: false },
+      ),
     );
     const [kernel] = tree.getChildren();
     assert.match(String(tree.getTreeItem(kernel).description), /1 candidate$/);
     const children = tree.getChildren(kernel);
-    assert.deepEqual(children.map((node) => node.kind), ['candidate', 'failed']);
+    assert.deepEqual(
+      children.map((node) => node.kind),
+      ['candidate', 'failed'],
+    );
     const failedItem = tree.getTreeItem(children[1]);
     assert.equal(failedItem.label, '1 candidate failed their checks');
     assert.equal(failedItem.collapsibleState, TreeItemCollapsibleState.Collapsed);

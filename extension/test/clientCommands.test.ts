@@ -4,10 +4,17 @@ import { describe, it } from 'node:test';
 import { ClientCommands, redirectCommand, redirectCommandsOf } from '../src/clientCommands';
 
 describe('server commands in code lenses and code actions', () => {
-  it('point Optimize, Apply and Reject at the client\'s own commands, keeping the arguments', () => {
+  it("point Optimize, Apply and Reject at the client's own commands, keeping the arguments", () => {
     const lenses = [
       { range: 1, command: { title: '61% of peak · HBM-bound', command: '' } },
-      { range: 2, command: { title: 'Optimize', command: 'accelopt.optimize', arguments: ['file:///k.py', 'silu_kernel'] } },
+      {
+        range: 2,
+        command: {
+          title: 'Optimize',
+          command: 'accelopt.optimize',
+          arguments: ['file:///k.py', 'silu_kernel'],
+        },
+      },
       { range: 3 },
     ];
     redirectCommandsOf(lenses);
@@ -19,7 +26,11 @@ describe('server commands in code lenses and code actions', () => {
     assert.equal(lenses[0].command?.command, '', 'other commands are untouched');
 
     const actions: unknown[] = [
-      { title: 'Apply candidate 1', kind: 'refactor.rewrite', command: { title: 'Apply', command: 'accelopt.applyCandidate', arguments: ['s', 'c'] } },
+      {
+        title: 'Apply candidate 1',
+        kind: 'refactor.rewrite',
+        command: { title: 'Apply', command: 'accelopt.applyCandidate', arguments: ['s', 'c'] },
+      },
       { title: 'Reject', command: 'accelopt.rejectCandidate', arguments: ['s', 'c'] },
       { title: 'Other', command: 'python.sortImports' },
     ];
@@ -32,6 +43,10 @@ describe('server commands in code lenses and code actions', () => {
   it('leaves nothing to rewrite alone', () => {
     assert.equal(redirectCommand(undefined), undefined);
     assert.equal(redirectCommandsOf(null), null);
-    assert.deepEqual(redirectCommand({ command: 'toString' }), { command: 'toString' }, 'no prototype lookups');
+    assert.deepEqual(
+      redirectCommand({ command: 'toString' }),
+      { command: 'toString' },
+      'no prototype lookups',
+    );
   });
 });

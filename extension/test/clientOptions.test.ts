@@ -10,7 +10,10 @@ import { buildClientOptions } from '../src/clientOptions';
 import { readSettings, type ClientSettings } from '../src/settings';
 
 function settingsWith(values: Record<string, unknown>): ClientSettings {
-  return readSettings({ get: <T>(key: string) => values[key] as T | undefined }, { workspaceFolder: '/w', home: '/h' });
+  return readSettings(
+    { get: <T>(key: string) => values[key] as T | undefined },
+    { workspaceFolder: '/w', home: '/h' },
+  );
 }
 
 const output = { name: 'AccelOpt' } as never;
@@ -41,20 +44,44 @@ describe('language client options', () => {
     assert.deepEqual(answers, [current.server, { tabSize: 4 }, 9]);
 
     const failure = new Error('no workspace');
-    assert.equal(await middleware.workspace!.configuration!({ items: [] }, noToken, async () => failure as never), failure);
+    assert.equal(
+      await middleware.workspace!.configuration!({ items: [] }, noToken, async () => failure as never),
+      failure,
+    );
   });
 
-  it('routes the server\'s Optimize lens and Apply action through the client\'s commands', async () => {
-    const middleware = buildClientOptions(settingsWith({}), output, () => settingsWith({}).server).middleware as Middleware;
-    const lenses = await middleware.provideCodeLenses!({} as never, noToken, async () => [
-      { range: {}, command: { title: 'Optimize', command: 'accelopt.optimize', arguments: ['file:///k.py', 'k'] } },
-    ] as never);
-    assert.equal((lenses as { command: { command: string } }[])[0].command.command, ClientCommands.optimizeKernel);
+  it("routes the server's Optimize lens and Apply action through the client's commands", async () => {
+    const middleware = buildClientOptions(settingsWith({}), output, () => settingsWith({}).server)
+      .middleware as Middleware;
+    const lenses = await middleware.provideCodeLenses!(
+      {} as never,
+      noToken,
+      async () =>
+        [
+          {
+            range: {},
+            command: { title: 'Optimize', command: 'accelopt.optimize', arguments: ['file:///k.py', 'k'] },
+          },
+        ] as never,
+    );
+    assert.equal(
+      (lenses as { command: { command: string } }[])[0].command.command,
+      ClientCommands.optimizeKernel,
+    );
 
-    const resolved = await middleware.resolveCodeAction!({ title: 'Apply candidate 1' } as never, noToken, async (action) => ({
-      ...action,
-      command: { title: 'Apply', command: 'accelopt.applyCandidate', arguments: ['s', 'c'] },
-    }) as never);
-    assert.deepEqual((resolved as { command: unknown }).command, { title: 'Apply', command: ClientCommands.accept, arguments: ['s', 'c'] });
+    const resolved = await middleware.resolveCodeAction!(
+      { title: 'Apply candidate 1' } as never,
+      noToken,
+      async (action) =>
+        ({
+          ...action,
+          command: { title: 'Apply', command: 'accelopt.applyCandidate', arguments: ['s', 'c'] },
+        }) as never,
+    );
+    assert.deepEqual((resolved as { command: unknown }).command, {
+      title: 'Apply',
+      command: ClientCommands.accept,
+      arguments: ['s', 'c'],
+    });
   });
 });

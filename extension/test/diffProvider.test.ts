@@ -33,7 +33,9 @@ describe('candidate documents', () => {
 
   it('serves the candidate text, and says so when the candidate is gone', () => {
     const store = new CandidateStore();
-    store.applyCandidates(candidates('s1', [candidate('c1', { text: 'def silu_kernel(x):\n    return x\n' })]));
+    store.applyCandidates(
+      candidates('s1', [candidate('c1', { text: 'def silu_kernel(x):\n    return x\n' })]),
+    );
     const provider = new CandidateContentProvider(store);
     const uri = candidateUri(store.find({ searchId: 's1', candidateId: 'c1' })!);
     assert.equal(provider.provideTextDocumentContent(uri), 'def silu_kernel(x):\n    return x\n');

@@ -4,7 +4,12 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
 
-import { DEFAULT_PYTHON, checkAcceloptImport, explainImportFailure, resolveInterpreter } from '../src/interpreter';
+import {
+  DEFAULT_PYTHON,
+  checkAcceloptImport,
+  explainImportFailure,
+  resolveInterpreter,
+} from '../src/interpreter';
 
 const REPO = resolve(__dirname, '../../..');
 /** The project's interpreter, which has accelopt installed (as the test script guarantees). */
@@ -12,15 +17,24 @@ const PYTHON = process.env.ACCELOPT_PYTHON ?? join(REPO, '.venv/bin/python');
 
 describe('interpreter discovery', () => {
   it('prefers the explicit setting, then the Python extension, then python3', async () => {
-    const fromAll = await resolveInterpreter({ setting: () => '/opt/py/bin/python', pythonExtension: async () => '/env/bin/python' });
+    const fromAll = await resolveInterpreter({
+      setting: () => '/opt/py/bin/python',
+      pythonExtension: async () => '/env/bin/python',
+    });
     assert.deepEqual(fromAll, { command: '/opt/py/bin/python', source: 'setting' });
-    const fromExtension = await resolveInterpreter({ setting: () => undefined, pythonExtension: async () => '/env/bin/python' });
+    const fromExtension = await resolveInterpreter({
+      setting: () => undefined,
+      pythonExtension: async () => '/env/bin/python',
+    });
     assert.deepEqual(fromExtension, { command: '/env/bin/python', source: 'python-extension' });
-    const fallback = await resolveInterpreter({ setting: () => undefined, pythonExtension: async () => undefined });
+    const fallback = await resolveInterpreter({
+      setting: () => undefined,
+      pythonExtension: async () => undefined,
+    });
     assert.deepEqual(fallback, { command: DEFAULT_PYTHON, source: 'default' });
   });
 
-  it('falls back to python3 when the Python extension\'s API throws', async () => {
+  it("falls back to python3 when the Python extension's API throws", async () => {
     const result = await resolveInterpreter({
       setting: () => undefined,
       pythonExtension: () => Promise.reject(new Error('extension host hiccup')),
@@ -50,7 +64,10 @@ describe('checking that the interpreter can import accelopt (real subprocesses)'
     const check = await checkAcceloptImport(join(scratch, 'no-such-python'));
     assert.equal(check.ok, false);
     assert.ok(!check.ok && check.problem === 'no-interpreter');
-    const text = explainImportFailure({ command: '/nope/python', source: 'setting' }, check as Exclude<typeof check, { ok: true }>);
+    const text = explainImportFailure(
+      { command: '/nope/python', source: 'setting' },
+      check as Exclude<typeof check, { ok: true }>,
+    );
     assert.match(text, /no Python interpreter at `\/nope\/python` \(from the setting accelopt\.pythonPath\)/);
     assert.match(text, /Set accelopt\.pythonPath/);
   });

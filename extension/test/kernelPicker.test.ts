@@ -15,7 +15,7 @@ const SOURCE = [
   'def silu_kernel(x):', // 8
   '    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)', // 9
   '', // 10
-  '    # a comment at the body\'s indentation', // 11
+  "    # a comment at the body's indentation", // 11
   '    return out', // 12
   '', // 13
   'TILE = 128', // 14
@@ -53,7 +53,9 @@ describe('finding kernels in a file', () => {
   });
 
   it('handles CRLF files and files without kernels', () => {
-    assert.deepEqual(findKernels('@nki.jit\r\ndef k(x):\r\n    return x\r\n'), [{ name: 'k', startLine: 0, endLine: 2 }]);
+    assert.deepEqual(findKernels('@nki.jit\r\ndef k(x):\r\n    return x\r\n'), [
+      { name: 'k', startLine: 0, endLine: 2 },
+    ]);
     assert.deepEqual(findKernels('def f():\n    pass\n'), []);
   });
 });

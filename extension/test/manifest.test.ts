@@ -28,7 +28,10 @@ describe('package.json', () => {
     for (const command of contributes.commands) {
       assert.equal(command.category, 'AccelOpt', command.command);
       assert.ok(command.title, command.command);
-      assert.ok((Object.values(ClientCommands) as string[]).includes(command.command), `${command.command} is declared but never registered`);
+      assert.ok(
+        (Object.values(ClientCommands) as string[]).includes(command.command),
+        `${command.command} is declared but never registered`,
+      );
     }
   });
 
@@ -49,7 +52,10 @@ describe('package.json', () => {
 
   it('declares every setting the client reads, and reads every setting it declares', () => {
     const read = new Set<string>();
-    readSettings({ get: (key: string) => (read.add(`accelopt.${key}`), undefined) }, { workspaceFolder: undefined, home: '/h' });
+    readSettings(
+      { get: (key: string) => (read.add(`accelopt.${key}`), undefined) },
+      { workspaceFolder: undefined, home: '/h' },
+    );
     read.add('accelopt.trace.server'); // read by vscode-languageclient itself, from the client id "accelopt"
     assert.deepEqual([...read].sort(), [...properties].sort());
     for (const key of properties) {

@@ -36,7 +36,10 @@ describe('Memory tree', () => {
     assert.equal(refreshes, 1);
     assert.equal(tree.path, '/home/me/.accelopt/memory.sqlite');
     const items = tree.getChildren().map((node) => tree.getTreeItem(node));
-    assert.deepEqual(items.map((item) => item.label), ['lesson 3', 'lesson 2', 'lesson 1']);
+    assert.deepEqual(
+      items.map((item) => item.label),
+      ['lesson 3', 'lesson 2', 'lesson 1'],
+    );
     assert.equal(items[0].description, '0.80× (slower) · silu · simulated on trn1');
     assert.equal((items[0].iconPath as ThemeIcon).id, 'arrow-down');
     assert.equal(items[1].description, '1.30× faster · silu · simulated on trn1');
@@ -69,6 +72,9 @@ describe('Memory tree', () => {
   });
 
   it('describes a lesson without a family', () => {
-    assert.equal(experienceDescription(experience(1, { kernelFamily: '', backend: 'neuron' })), '1.30× faster · measured on trn1');
+    assert.equal(
+      experienceDescription(experience(1, { kernelFamily: '', backend: 'neuron' })),
+      '1.30× faster · measured on trn1',
+    );
   });
 });

@@ -6,7 +6,13 @@ import { beforeEach, describe, it } from 'node:test';
 import { describeOutcome, progressMessage, runOptimization, type SearchChannel } from '../src/optimize';
 import type { OptimizeParams, OptimizeResult, SearchStateNotification } from '../src/protocol';
 import { KERNEL_URI, searchState } from './support/fixtures';
-import { Disposable, EventEmitter, mock, type CancellationToken, type ProgressRecord } from './support/vscode';
+import {
+  Disposable,
+  EventEmitter,
+  mock,
+  type CancellationToken,
+  type ProgressRecord,
+} from './support/vscode';
 
 /**
  * A server connection the test drives by hand: it records the request, lets the test push
@@ -77,9 +83,11 @@ describe('optimize', () => {
   it('sends the request with the search options and a work-done token, and shows iteration, best speedup and cost', async () => {
     const channel = new ScriptedChannel();
     const progress = started();
-    const outcome = runOptimization(target, { iterations: 4, beamWidth: 2 }, channel);
+    const outcome = runOptimization(target, { iterations: 4, beamWidth: 2 }, channel, {
+      measuredOn: 'simulated on trn1',
+    });
     const record = await progress;
-    assert.equal(record.title, 'AccelOpt: optimizing silu_kernel');
+    assert.equal(record.title, 'AccelOpt: optimizing silu_kernel (simulated on trn1)');
     assert.equal(record.cancellable, true);
     assert.equal(channel.params?.uri, KERNEL_URI);
     assert.equal(channel.params?.kernelName, 'silu_kernel');
@@ -88,7 +96,9 @@ describe('optimize', () => {
 
     channel.states.fire(searchState('s1', { state: 'started', iteration: 0 }));
     channel.states.fire(searchState('other', { kernelName: 'softmax_kernel', iteration: 3 }));
-    channel.states.fire(searchState('s1', { iteration: 2, totalIterations: 4, bestSpeedup: 1.3149, dollars: 0.0421 }));
+    channel.states.fire(
+      searchState('s1', { iteration: 2, totalIterations: 4, bestSpeedup: 1.3149, dollars: 0.0421 }),
+    );
     channel.finish(result('completed'));
 
     assert.deepEqual(await outcome, { kind: 'finished', result: result('completed') });
@@ -115,7 +125,7 @@ describe('optimize', () => {
     assert.equal(record.reports.at(-1)?.message, 'stopping…');
   });
 
-  it('treats the server\'s RequestCancelled error as a confirmed stop', async () => {
+  it("treats the server's RequestCancelled error as a confirmed stop", async () => {
     const channel = new ScriptedChannel();
     channel.onTokenCancelled = 'error-cancelled';
     const progress = started();
@@ -148,7 +158,10 @@ describe('optimize', () => {
 
 describe('what the user reads', () => {
   it('formats progress before and after the first faster kernel', () => {
-    assert.equal(progressMessage(searchState('s', { iteration: 1, totalIterations: 16 })), 'iteration 1 of 16 · no faster kernel yet · $0.00');
+    assert.equal(
+      progressMessage(searchState('s', { iteration: 1, totalIterations: 16 })),
+      'iteration 1 of 16 · no faster kernel yet · $0.00',
+    );
     assert.equal(progressMessage(searchState('s', { state: 'started' })), 'profiling the original kernel…');
   });
 
@@ -159,12 +172,21 @@ describe('what the user reads', () => {
       'AccelOpt: the search for silu_kernel finished: best candidate 1.84× faster (simulated on trn1); 3 candidates in the AccelOpt view.',
     );
     assert.match(
-      describeOutcome({ kind: 'finished', result: result('budget', { bestSpeedup: 1.0 }) }, target, 1, sim).text,
+      describeOutcome({ kind: 'finished', result: result('budget', { bestSpeedup: 1.0 }) }, target, 1, sim)
+        .text,
       /reached its budget: no faster kernel found \(simulated on trn1\); 1 candidate in/,
     );
-    const error = describeOutcome({ kind: 'finished', result: result('error', { message: 'endpoint unreachable' }) }, target, 0, sim);
+    const error = describeOutcome(
+      { kind: 'finished', result: result('error', { message: 'endpoint unreachable' }) },
+      target,
+      0,
+      sim,
+    );
     assert.equal(error.severity, 'error');
     assert.match(error.text, /endpoint unreachable/);
-    assert.match(describeOutcome({ kind: 'cancelled', searchId: 's1', confirmed: true }, target, 2, sim).text, /stopped the search for silu_kernel; 2 candidates/);
+    assert.match(
+      describeOutcome({ kind: 'cancelled', searchId: 's1', confirmed: true }, target, 2, sim).text,
+      /stopped the search for silu_kernel; 2 candidates/,
+    );
   });
 });

@@ -127,7 +127,10 @@ describe('settings', () => {
   it('expands ~, ${userHome} and ${workspaceFolder}, leaving the latter alone with no folder open', () => {
     assert.equal(expandPath('~', paths), '/home/me');
     assert.equal(expandPath('${userHome}/x', paths), '/home/me/x');
-    assert.equal(expandPath('${workspaceFolder}/m.db', { ...paths, workspaceFolder: undefined }), '${workspaceFolder}/m.db');
+    assert.equal(
+      expandPath('${workspaceFolder}/m.db', { ...paths, workspaceFolder: undefined }),
+      '${workspaceFolder}/m.db',
+    );
     assert.equal(expandPath('/abs/~/path', paths), '/abs/~/path');
   });
 
@@ -143,8 +146,10 @@ describe('settings', () => {
 
   it('restarts the server for the interpreter and the key variable, and has it re-read the rest', () => {
     // What vscode.ConfigurationChangeEvent.affectsConfiguration answers for a changed key.
-    const changed = (...keys: string[]) => (section: string) =>
-      keys.some((key) => key === section || key.startsWith(`${section}.`));
+    const changed =
+      (...keys: string[]) =>
+      (section: string) =>
+        keys.some((key) => key === section || key.startsWith(`${section}.`));
     assert.equal(changeEffect(changed('accelopt.pythonPath')), 'restart');
     assert.equal(changeEffect(changed('accelopt.llm.apiKeyEnvVar')), 'restart');
     assert.equal(changeEffect(changed('accelopt.llm.apiKeyEnvVar', 'accelopt.search.iterations')), 'restart');
@@ -164,6 +169,10 @@ describe('settings', () => {
     assert.equal(withKey.PATH, '/usr/bin');
     const without = serverEnvironment(base, 'VLLM_KEY', undefined);
     assert.equal('VLLM_KEY' in without, false);
-    assert.equal((base as Record<string, string>).VLLM_KEY, undefined, 'the editor\'s own environment is untouched');
+    assert.equal(
+      (base as Record<string, string>).VLLM_KEY,
+      undefined,
+      "the editor's own environment is untouched",
+    );
   });
 });

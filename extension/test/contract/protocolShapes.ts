@@ -13,16 +13,28 @@ const isString: Check = (v) => typeof v === 'string';
 const isNumber: Check = (v) => typeof v === 'number' && Number.isFinite(v);
 const isInteger: Check = (v) => Number.isInteger(v);
 const isBoolean: Check = (v) => typeof v === 'boolean';
-const nullable = (check: Check): Check => (v) => v === null || check(v);
-const oneOf = (...values: string[]): Check => (v) => typeof v === 'string' && values.includes(v);
-const arrayOf = (check: Check): Check => (v) => Array.isArray(v) && v.every(check);
+const nullable =
+  (check: Check): Check =>
+  (v) =>
+    v === null || check(v);
+const oneOf =
+  (...values: string[]): Check =>
+  (v) =>
+    typeof v === 'string' && values.includes(v);
+const arrayOf =
+  (check: Check): Check =>
+  (v) =>
+    Array.isArray(v) && v.every(check);
 
 export function assertShape(value: unknown, shape: Shape, what: string): void {
   assert.ok(value !== null && typeof value === 'object', `${what}: not an object: ${JSON.stringify(value)}`);
   const record = value as Record<string, unknown>;
   for (const [field, check] of Object.entries(shape)) {
     assert.ok(field in record, `${what}: missing field "${field}" in ${JSON.stringify(value).slice(0, 300)}`);
-    assert.ok(check(record[field]), `${what}.${field}: unexpected value ${JSON.stringify(record[field])?.slice(0, 200)}`);
+    assert.ok(
+      check(record[field]),
+      `${what}.${field}: unexpected value ${JSON.stringify(record[field])?.slice(0, 200)}`,
+    );
   }
 }
 
@@ -32,7 +44,16 @@ const candidateInfo: Shape = {
   speedup: nullable(isNumber),
   latencyMs: nullable(isNumber),
   percentOfPeak: nullable(isNumber),
-  status: oneOf('ok', 'syntax_error', 'compile_error', 'runtime_error', 'incorrect', 'timeout', 'rejected', 'pending'),
+  status: oneOf(
+    'ok',
+    'syntax_error',
+    'compile_error',
+    'runtime_error',
+    'incorrect',
+    'timeout',
+    'rejected',
+    'pending',
+  ),
   title: isString,
   rationale: arrayOf(isString),
   text: isString,
@@ -54,7 +75,9 @@ export function assertCandidatesNotification(value: unknown): void {
     },
     'CandidatesNotification',
   );
-  (value as { candidates: unknown[] }).candidates.forEach((c, i) => assertShape(c, candidateInfo, `candidates[${i}]`));
+  (value as { candidates: unknown[] }).candidates.forEach((c, i) =>
+    assertShape(c, candidateInfo, `candidates[${i}]`),
+  );
 }
 
 export function assertSearchState(value: unknown): void {

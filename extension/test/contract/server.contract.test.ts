@@ -31,7 +31,10 @@ const TINY_SEARCH: Record<string, unknown> = {
 };
 
 function settings(overrides: Record<string, unknown>): ClientSettings {
-  return readSettings({ get: <T>(key: string) => overrides[key] as T | undefined }, { workspaceFolder: undefined, home: '/nonexistent' });
+  return readSettings(
+    { get: <T>(key: string) => overrides[key] as T | undefined },
+    { workspaceFolder: undefined, home: '/nonexistent' },
+  );
 }
 
 describe('the extension against the real language server', { timeout: 240_000 }, () => {
@@ -56,7 +59,7 @@ describe('the extension against the real language server', { timeout: 240_000 },
     assert.equal(code, 0, `the server did not exit cleanly\n${server?.stderr.join('')}`);
   });
 
-  it('initializes with the extension\'s settings and offers the commands the client relies on', async () => {
+  it("initializes with the extension's settings and offers the commands the client relies on", async () => {
     const capabilities = await server.initialize();
     const commands = (capabilities.executeCommandProvider as { commands: string[] }).commands;
     for (const command of Object.values(ServerCommands)) {
@@ -79,7 +82,10 @@ describe('the extension against the real language server', { timeout: 240_000 },
 
     // the progress notification the user watches
     const messages = record!.reports.map((step) => step.message ?? '');
-    assert.ok(messages.some((m) => /^iteration 1 of 1 · (best \d+\.\d\d×|no faster kernel yet) · \$0\.00$/.test(m)), messages.join(' | '));
+    assert.ok(
+      messages.some((m) => /^iteration 1 of 1 · (best \d+\.\d\d×|no faster kernel yet) · \$0\.00$/.test(m)),
+      messages.join(' | '),
+    );
     // the server also reported work-done progress on the token the client made
     const workDone = [...server.progress.values()].find((values) => values[0]?.kind === 'begin');
     assert.ok(workDone && workDone.at(-1)?.kind === 'end', JSON.stringify([...server.progress.entries()]));
@@ -89,7 +95,10 @@ describe('the extension against the real language server', { timeout: 240_000 },
     assert.equal(states.at(-1), 'finished');
 
     const lists = server.candidates.filter((n) => n.searchId === firstSearch);
-    assert.ok(lists.some((n) => n.running && n.candidates.length > 0), 'candidates must arrive while the search runs');
+    assert.ok(
+      lists.some((n) => n.running && n.candidates.length > 0),
+      'candidates must arrive while the search runs',
+    );
     lists.forEach((n) => store.applyCandidates(n));
     server.states.forEach((s) => store.applySearchState(s));
     const group = store.kernel(target.uri, target.kernelName);
@@ -102,7 +111,10 @@ describe('the extension against the real language server', { timeout: 240_000 },
     assert.equal(best.backend, 'simulator');
     assert.equal(best.hardware, 'trn1');
     assert.ok(best.speedup !== null && best.speedup > 0 && best.latencyMs !== null && best.latencyMs > 0);
-    assert.ok(best.percentOfPeak !== null && best.percentOfPeak > 0 && best.percentOfPeak <= 1, 'a fraction of peak');
+    assert.ok(
+      best.percentOfPeak !== null && best.percentOfPeak > 0 && best.percentOfPeak <= 1,
+      'a fraction of peak',
+    );
     assert.ok(best.text.includes('def silu_kernel(') && best.text !== silu);
     assert.ok(best.diff.startsWith('--- '));
     assert.equal(result.candidates, lists.at(-1)!.candidates.length);
@@ -111,28 +123,49 @@ describe('the extension against the real language server', { timeout: 240_000 },
     assert.match(summary.text, /simulated on trn1/);
   });
 
-  it('accepts the best candidate through the server, which edits the document at the search\'s version', async () => {
+  it("accepts the best candidate through the server, which edits the document at the search's version", async () => {
     const best = ranked[0];
-    const outcome = await acceptCandidate(best, async (command, args) => {
-      const answer = await server.executeCommand(command, ...args);
-      assertApplyResult(answer);
-      return answer;
-    }, false);
+    const outcome = await acceptCandidate(
+      best,
+      async (command, args) => {
+        const answer = await server.executeCommand(command, ...args);
+        assertApplyResult(answer);
+        return answer;
+      },
+      false,
+    );
     assert.deepEqual(outcome, { applied: true });
     assert.equal(server.text(target.uri), best.info.text, 'the document is now the candidate');
     assert.equal(server.version(target.uri), 2);
-    assert.match(mock.messages.at(-1)!.text, /applied ".*" to silu_kernel in silu\.py: \d+\.\d\d× faster \(simulated on trn1\)/);
+    assert.match(
+      mock.messages.at(-1)!.text,
+      /applied ".*" to silu_kernel in silu\.py: \d+\.\d\d× faster \(simulated on trn1\)/,
+    );
   });
 
-  it('refuses a candidate made from the old text, saying so once (the server\'s own message)', async () => {
+  it("refuses a candidate made from the old text, saying so once (the server's own message)", async () => {
     const stale = ranked[ranked.length > 1 ? 1 : 0];
     const shownBefore = mock.messages.length;
-    const outcome = await acceptCandidate(stale, (command, args) => server.executeCommand(command, ...args), false);
+    const outcome = await acceptCandidate(
+      stale,
+      (command, args) => server.executeCommand(command, ...args),
+      false,
+    );
     assert.equal(outcome.applied, false);
-    assert.ok(!outcome.applied && outcome.shownByServer && /changed since the search/.test(outcome.reason), JSON.stringify(outcome));
-    await server.waitFor(() => server.messages.find((m) => /changed since the search/.test(m.message)), 'the server\'s warning');
+    assert.ok(
+      !outcome.applied && outcome.shownByServer && /changed since the search/.test(outcome.reason),
+      JSON.stringify(outcome),
+    );
+    await server.waitFor(
+      () => server.messages.find((m) => /changed since the search/.test(m.message)),
+      "the server's warning",
+    );
     assert.equal(mock.messages.length, shownBefore, 'no second toast from the client');
-    assert.equal(server.text(target.uri), ranked[0].info.text, 'a stale candidate never clobbers the document');
+    assert.equal(
+      server.text(target.uri),
+      ranked[0].info.text,
+      'a stale candidate never clobbers the document',
+    );
   });
 
   it('rejects a candidate: the server drops it from the list it sends', async () => {
@@ -143,7 +176,10 @@ describe('the extension against the real language server', { timeout: 240_000 },
       () => server.candidates.slice(before).find((n) => n.searchId === firstSearch),
       'a candidates notification after the reject',
     );
-    assert.ok(!update.candidates.some((c) => c.id === victim.info.id), 'the rejected candidate is still listed');
+    assert.ok(
+      !update.candidates.some((c) => c.id === victim.info.id),
+      'the rejected candidate is still listed',
+    );
     store.applyCandidates(update);
     assert.equal(store.find({ searchId: firstSearch, candidateId: victim.info.id }), undefined);
   });
@@ -159,8 +195,13 @@ describe('the extension against the real language server', { timeout: 240_000 },
     const asked = server.configurationRequests;
     server.configuration = moved.server;
     // what ServerLauncher.reloadConfiguration sends
-    await server.connection.sendNotification('workspace/didChangeConfiguration', { settings: { accelopt: moved.server } });
-    await server.waitFor(() => server.configurationRequests > asked, 'the server to ask for its settings again');
+    await server.connection.sendNotification('workspace/didChangeConfiguration', {
+      settings: { accelopt: moved.server },
+    });
+    await server.waitFor(
+      () => server.configurationRequests > asked,
+      'the server to ask for its settings again',
+    );
     // The answer is applied by the server as it arrives; ask until it shows (a few ms at most).
     const wanted = join(server.root, 'moved', 'memory.sqlite');
     let path = '';
@@ -172,7 +213,9 @@ describe('the extension against the real language server', { timeout: 240_000 },
     }
     assert.equal(path, wanted);
     server.configuration = config.server;
-    await server.connection.sendNotification('workspace/didChangeConfiguration', { settings: { accelopt: config.server } });
+    await server.connection.sendNotification('workspace/didChangeConfiguration', {
+      settings: { accelopt: config.server },
+    });
   });
 
   it('stops a search when the progress notification is cancelled, and stays responsive', async () => {
@@ -181,7 +224,10 @@ describe('the extension against the real language server', { timeout: 240_000 },
     let cancelledAt = 0;
     mock.onProgressStart = (record) => {
       void server
-        .waitFor(() => server.states.slice(statesBefore).find((s) => s.state === 'started'), 'the search to start')
+        .waitFor(
+          () => server.states.slice(statesBefore).find((s) => s.state === 'started'),
+          'the search to start',
+        )
         .then(() => {
           cancelledAt = Date.now();
           record.source.cancel();

@@ -137,7 +137,9 @@ export class ServerHarness {
       this.messages.push(message);
       this.wake();
     });
-    c.onUnhandledProgress((params) => this.recordProgress(String(params.token), params.value as ProgressValue));
+    c.onUnhandledProgress((params) =>
+      this.recordProgress(String(params.token), params.value as ProgressValue),
+    );
     // Everything else the server may ask of an editor (progress creation, refreshes, capability
     // registration) succeeds with no answer, as in VS Code.
     c.onRequest(() => null);
@@ -146,26 +148,29 @@ export class ServerHarness {
 
   /** initialize + initialized; resolves with the server's capabilities. */
   async initialize(): Promise<Record<string, unknown>> {
-    const result = await this.connection.sendRequest<{ capabilities: Record<string, unknown> }>('initialize', {
-      processId: process.pid,
-      rootUri: pathToFileURL(this.root).toString(),
-      workspaceFolders: [{ uri: pathToFileURL(this.root).toString(), name: 'contract' }],
-      initializationOptions: this.configuration,
-      capabilities: {
-        window: { workDoneProgress: true, showMessage: {} },
-        workspace: {
-          configuration: true,
-          applyEdit: true,
-          workspaceEdit: { documentChanges: true },
-          didChangeConfiguration: { dynamicRegistration: true },
-        },
-        textDocument: {
-          hover: { contentFormat: ['markdown', 'plaintext'] },
-          codeAction: { resolveSupport: { properties: ['edit', 'command'] } },
-          synchronization: { didSave: true },
+    const result = await this.connection.sendRequest<{ capabilities: Record<string, unknown> }>(
+      'initialize',
+      {
+        processId: process.pid,
+        rootUri: pathToFileURL(this.root).toString(),
+        workspaceFolders: [{ uri: pathToFileURL(this.root).toString(), name: 'contract' }],
+        initializationOptions: this.configuration,
+        capabilities: {
+          window: { workDoneProgress: true, showMessage: {} },
+          workspace: {
+            configuration: true,
+            applyEdit: true,
+            workspaceEdit: { documentChanges: true },
+            didChangeConfiguration: { dynamicRegistration: true },
+          },
+          textDocument: {
+            hover: { contentFormat: ['markdown', 'plaintext'] },
+            codeAction: { resolveSupport: { properties: ['edit', 'command'] } },
+            synchronization: { didSave: true },
+          },
         },
       },
-    });
+    );
     await this.connection.sendNotification('initialized', {});
     return result.capabilities;
   }
@@ -221,7 +226,11 @@ export class ServerHarness {
       };
       const timer = setTimeout(() => {
         this.waiters.delete(check);
-        reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}\nserver log:\n${this.stderr.join('')}`));
+        reject(
+          new Error(
+            `timed out after ${timeoutMs} ms waiting for ${what}\nserver log:\n${this.stderr.join('')}`,
+          ),
+        );
       }, timeoutMs);
       if (!check()) {
         this.waiters.add(check);
@@ -244,7 +253,8 @@ export class ServerHarness {
   searchChannel(): SearchChannel {
     const c = this.connection;
     return {
-      optimize: (params: OptimizeParams, token) => c.sendRequest<OptimizeResult>(Methods.optimize, params, token),
+      optimize: (params: OptimizeParams, token) =>
+        c.sendRequest<OptimizeResult>(Methods.optimize, params, token),
       cancel: async (searchId: string) => {
         await c.sendRequest(Methods.cancel, { searchId });
       },

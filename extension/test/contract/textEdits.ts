@@ -25,7 +25,11 @@ function offsetOf(text: string, position: Position): number {
 
 export function applyTextEdits(text: string, edits: readonly TextEdit[]): string {
   const located = edits
-    .map((edit) => ({ start: offsetOf(text, edit.range.start), end: offsetOf(text, edit.range.end), newText: edit.newText }))
+    .map((edit) => ({
+      start: offsetOf(text, edit.range.start),
+      end: offsetOf(text, edit.range.end),
+      newText: edit.newText,
+    }))
     .sort((a, b) => b.start - a.start || b.end - a.end);
   let result = text;
   for (const edit of located) {

@@ -277,7 +277,9 @@ export const workspace = {
   get workspaceFolders(): { uri: URI }[] {
     return mock.workspaceFolders;
   },
-  onDidChangeConfiguration(listener: (event: { affectsConfiguration(section: string): boolean }) => unknown): Disposable {
+  onDidChangeConfiguration(
+    listener: (event: { affectsConfiguration(section: string): boolean }) => unknown,
+  ): Disposable {
     return mock.configurationListeners.event(listener);
   },
   registerTextDocumentContentProvider(scheme: string, provider: unknown): Disposable {
