@@ -63,6 +63,8 @@ class KernelContext:
         self._next_tensor_id = 0
         self._loop_ids: dict[tuple[Any, ...], int] = {}
         self._names: dict[int, str] = {}
+        # tensor id -> (tensor, name, line, is_input, alloc loop frames), until finish()/info()
+        self._pending: dict[int, tuple[Any, ...]] = {}
         self.loop_reduce_state: dict[tuple[Any, ...], Any] = {}
         self.program_ids: tuple[int, ...] = ()
 
@@ -96,32 +98,57 @@ class KernelContext:
 
     # --- tensors ---------------------------------------------------------------------------
 
-    def register_tensor(self, tensor: Tensor, name: str, line: int, is_input: bool = False) -> None:
+    def register_tensor(
+        self,
+        tensor: Tensor,
+        name: str,
+        line: int,
+        is_input: bool = False,
+        alloc_loops: tuple[LoopFrame, ...] | None = None,
+    ) -> None:
+        """Give a tensor its id. Its TensorInfo is built when the run finishes (or when asked
+        for): most tiles are op results that end up retargeted and forgotten."""
         tid = self._next_tensor_id
         self._next_tensor_id = tid + 1
         tensor.tid = tid
         tensor.alloc_scopes = self.scope_tuple
-        self.trace.tensors[tid] = TensorInfo(
-            tensor_id=tid,
-            name=name,
-            shape=tensor.shape,
-            dtype=dname(tensor.dtype),
-            memory=tensor.memory,
-            line=line,
-            block_dims=tensor.block_dims,
-            is_input=is_input,
-            alloc_loops=self.frames,
+        self._pending[tid] = (
+            tensor,
+            name,
+            line,
+            is_input,
+            self.frames if alloc_loops is None else alloc_loops,
         )
 
     def forget_tensor(self, tensor: Tensor) -> None:
-        self.trace.tensors.pop(tensor.tid, None)
+        if self._pending.pop(tensor.tid, None) is None:
+            self.trace.tensors.pop(tensor.tid, None)
+
+    def info(self, tid: int) -> TensorInfo | None:
+        """The TensorInfo of a registered tensor (None if it was forgotten)."""
+        pending = self._pending.pop(tid, None)
+        if pending is not None:
+            self.trace.tensors[tid] = _tensor_info(tid, *pending)
+        return self.trace.tensors.get(tid)
+
+    def tensor_name(self, tensor: Tensor) -> str:
+        info = self.info(tensor.tid)
+        return info.name if info is not None else str(tensor.tid)
+
+    def finish(self) -> Trace:
+        """Complete the trace: every registered tensor's info, in id order."""
+        for tid, pending in self._pending.items():
+            self.trace.tensors[tid] = _tensor_info(tid, *pending)
+        self._pending.clear()
+        self.trace.tensors = dict(sorted(self.trace.tensors.items()))
+        return self.trace
 
     def check_in_scope(self, tensor: Tensor, line: int) -> None:
         for scope in tensor.alloc_scopes:
             if not scope.active and scope.nki_scope:
                 raise NkiError(
                     "err_local_variable_used_out_of_scope",
-                    f"tile '{self.trace.tensors[tensor.tid].name if tensor.tid in self.trace.tensors else tensor.tid}' "
+                    f"tile '{self.tensor_name(tensor)}' "
                     "was allocated inside a loop and is used after the loop ended; "
                     "declare it before the loop",
                     self.kernel_path,
@@ -201,7 +228,7 @@ class KernelContext:
                     "err_unexpected_output_dependencies",
                     f"iterations 0 and {scope.iteration} of an affine_range loop (line "
                     f"{self.trace.loops[scope.loop_id].line}) write the same elements of "
-                    f"'{self.trace.tensors[tensor.tid].name if tensor.tid in self.trace.tensors else tensor.tid}'; "
+                    f"'{self.tensor_name(tensor)}'; "
                     "index the write by the loop variable, accumulate with +=, or use nl.sequential_range",
                     self.kernel_path,
                     line,
@@ -247,6 +274,22 @@ class KernelContext:
         self.scope_tuple = tuple(self.scopes)
         if scope in self.affine_scopes:
             self.affine_scopes.remove(scope)
+
+
+def _tensor_info(
+    tid: int, tensor: Tensor, name: str, line: int, is_input: bool, alloc_loops: tuple[LoopFrame, ...]
+) -> TensorInfo:
+    return TensorInfo(
+        tensor_id=tid,
+        name=name,
+        shape=tensor.shape,
+        dtype=dname(tensor.dtype),
+        memory=tensor.memory,
+        line=line,
+        block_dims=tensor.block_dims,
+        is_input=is_input,
+        alloc_loops=alloc_loops,
+    )
 
 
 _ACTIVE: KernelContext | None = None

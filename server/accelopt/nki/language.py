@@ -1030,9 +1030,8 @@ def loop_reduce(
         acc = Tensor(
             view.shape, out_dtype, SBUF, 0, new_data(view.shape, out_dtype) if ctx.numerics else None
         )
-        ctx.register_tensor(acc, ctx.name_at(line, "loop_reduce"), line)
+        ctx.register_tensor(acc, ctx.name_at(line, "loop_reduce"), line, alloc_loops=outer)
         acc.alloc_scopes = tuple(s for s in ctx.scopes if s.loop_id not in loop_ids)
-        ctx.trace.tensors[acc.tid].alloc_loops = outer
         ctx.loop_reduce_state[key] = acc
         region = region_of(acc.full_view(), minfo)
         record = ctx.emit(

@@ -174,7 +174,7 @@ def run_kernel(
             returned = [a for a in args if isinstance(a, Tensor) and a.written and _was_stored(ctx, a)]
             single = len(returned) == 1
         for tensor in returned:
-            info = ctx.trace.tensors.get(tensor.tid)
+            info = ctx.info(tensor.tid)
             if info is not None:
                 info.is_output = True
             if tensor.memory is Memory.HBM and not tensor.root.written:
@@ -186,7 +186,7 @@ def run_kernel(
                     info.line if info else line,
                 )
     outputs = [_output_array(t, numerics) for t in returned]
-    return KernelRun(outputs=outputs, trace=ctx.trace, single=single)
+    return KernelRun(outputs=outputs, trace=ctx.finish(), single=single)
 
 
 def _was_stored(ctx: KernelContext, tensor: Tensor) -> bool:
