@@ -18,7 +18,7 @@ import re
 from collections import defaultdict
 
 from accelopt.agents.base import PlanRequest, PlanResult
-from accelopt.agents.offline.catalogue import all_sites, title_for
+from accelopt.agents.offline.catalogue import all_sites, get_rewrite, title_for
 from accelopt.agents.offline.rewrites.base import Params, Site
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Experience, Plan
@@ -115,7 +115,7 @@ class OfflinePlanner:
         memory = memory_scores(text, request.experiences)
         scored: list[tuple[float, Site]] = []
         for site in sites:
-            score = 1.0 + profile_score(site, request.profile)
+            score = 1.0 + get_rewrite(site.rewrite).prior + profile_score(site, request.profile)
             learned = memory.get(site.rewrite)
             if learned is not None:
                 score += 8.0 * learned[0]  # log-speedup: +0.1 -> +0.8

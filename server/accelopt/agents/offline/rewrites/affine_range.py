@@ -20,6 +20,7 @@ from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site
 
 class AffineRange(Rewrite):
     name = "affine_range"
+    prior = 0.3
     summary = "turn a sequential loop whose iterations are independent into nl.affine_range"
 
     def analyse(self, view: KernelView) -> list[Site | Refusal]:

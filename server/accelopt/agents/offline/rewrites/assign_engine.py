@@ -23,6 +23,7 @@ ENGINE_CHOICE_APIS = {"tensor_scalar", "tensor_copy", "memset"}
 
 class AssignEngine(Rewrite):
     name = "assign_engine"
+    prior = 0.2
     summary = "place compiler-chosen elementwise work on an explicit, less-loaded engine"
 
     def analyse(self, view: KernelView) -> list[Site | Refusal]:

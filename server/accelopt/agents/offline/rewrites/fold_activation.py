@@ -29,6 +29,7 @@ from accelopt.agents.offline.rewrites.fuse_silu import _expressions
 
 class FoldActivation(Rewrite):
     name = "fold_activation"
+    prior = 0.6
     summary = "fold scale and bias into the activation instruction that consumes them"
 
     def analyse(self, view: KernelView) -> list[Site | Refusal]:

@@ -20,6 +20,7 @@ from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site
 
 class FuseSilu(Rewrite):
     name = "fuse_silu"
+    prior = 1.0
     summary = "replace x * sigmoid(x) by a single silu activation"
 
     def analyse(self, view: KernelView) -> list[Site | Refusal]:

@@ -24,6 +24,7 @@ from accelopt.agents.offline.rewrites.fuse_silu import _expressions
 
 class FuseTensorScalar(Rewrite):
     name = "fuse_tensor_scalar"
+    prior = 0.5
     summary = "fuse two scalar operations on a tile into one two-op tensor_scalar"
 
     def analyse(self, view: KernelView) -> list[Site | Refusal]:

@@ -50,6 +50,7 @@ def describe_work(view: KernelView, value: cst.BaseExpression, target: str) -> t
 
 class HoistInvariant(Rewrite):
     name = "hoist_invariant"
+    prior = 0.4
     summary = "move a loop-invariant load, transpose or computation in front of its loop"
 
     def analyse(self, view: KernelView) -> list[Site | Refusal]:

@@ -27,6 +27,7 @@ def _is_filler(stmt: cst.BaseStatement) -> bool:
 
 class LoopInterchange(Rewrite):
     name = "loop_interchange"
+    prior = 0.0
     summary = "swap a perfect nest of two independent loops"
 
     def analyse(self, view: KernelView) -> list[Site | Refusal]:

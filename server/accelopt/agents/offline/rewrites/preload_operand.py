@@ -26,6 +26,7 @@ SBUF_PARTITION_BYTES = 180_224  # usable SBUF bytes per partition on Trainium1 (
 
 class PreloadOperand(Rewrite):
     name = "preload_operand"
+    prior = 1.0
     summary = "load an operand once before an outer loop it does not depend on, into a block buffer"
 
     def analyse(self, view: KernelView) -> list[Site | Refusal]:

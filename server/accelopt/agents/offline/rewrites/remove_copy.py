@@ -30,6 +30,7 @@ NOT_PSUM_READERS_NL = {"store", "matmul", "transpose", "load", "copy"}
 
 class RemoveCopy(Rewrite):
     name = "remove_copy"
+    prior = 0.5
     summary = "remove a PSUM->SBUF or SBUF->SBUF copy whose reader can read the original"
 
     def analyse(self, view: KernelView) -> list[Site | Refusal]:

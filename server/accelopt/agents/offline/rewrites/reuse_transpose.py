@@ -40,6 +40,7 @@ def _squash(text: str) -> str:
 
 class ReuseTranspose(Rewrite):
     name = "reuse_transpose"
+    prior = 0.5
     summary = "reuse an earlier transpose of the same tile instead of transposing it again"
 
     def analyse(self, view: KernelView) -> list[Site | Refusal]:

@@ -41,6 +41,7 @@ class _Widening:
 
 class WidenFreeDim(Rewrite):
     name = "widen_free_dim"
+    prior = 1.0
     summary = "make each iteration of a free-axis tiling loop cover a wider tile"
 
     def analyse(self, view: KernelView) -> list[Site | Refusal]:

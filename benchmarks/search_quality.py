@@ -1,0 +1,273 @@
+"""Search quality of the offline agents on NKIBench, on the simulated Trainium1.
+
+Runs the AccelOpt beam search with the offline (rewrite-catalogue) agents on every NKIBench task
+and prints, per task and as a geometric mean: baseline and best latency, speedup, percent of
+roofline peak before and after, and the evaluations used. The same evaluation budget is spent
+three ways, side by side:
+
+  beam+memory        beam search; one optimization memory shared by the tasks in suite order
+                     (lessons from earlier tasks steer the planner on later ones)
+  beam               the same beam search with the memory disabled (no experiences shown)
+  sampling           plain repeated sampling: one round of one-step plans from the baseline
+
+and, per task, how many evaluations each way needed to first reach the speedup both beam runs
+reached (so the memory's saving is measured on a common target).
+
+Budget (default; fits a shared 2-core machine in about an hour with 2 evaluation workers):
+`small` task sizes (NKIBench "small" shapes: every loop still has 2+ tiles), correctness on 2
+seeds per candidate, at most 24 backend evaluations per task and mode; beam width 3, 4 plans
+per kernel, 2 samples per plan, 4 iterations. The sampling mode spends the same 24 evaluations
+on 12 plans x 2 samples from the baseline. Full sizes are supported (`--size full`) but one
+full-size matmul evaluation alone takes minutes in the emulator, so the suite would take hours.
+
+    .venv/bin/python benchmarks/search_quality.py                  # all 14 tasks, 3 modes
+    .venv/bin/python benchmarks/search_quality.py --tasks silu,bmm --evaluations 16
+    .venv/bin/python benchmarks/search_quality.py --modes beam+memory --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from accelopt.agents.offline import offline_agents
+from accelopt.profiling.nkibench import bench_task, load_index
+from accelopt.profiling.simulator import SimulatorBackend
+from accelopt.search.beam import run_search
+from accelopt.search.config import Budget, SearchConfig
+from accelopt.search.events import CandidateEvent, Finished, Started
+from accelopt.search.memory import Memory
+
+MODES = ("beam+memory", "beam", "sampling")
+
+
+@dataclass
+class TaskResult:
+    task: str
+    mode: str
+    baseline_ms: float | None = None
+    best_ms: float | None = None
+    speedup: float = 1.0
+    peak_before: float | None = None
+    peak_after: float | None = None
+    evaluations: int = 0
+    reason: str = ""
+    best_plan: list[str] = field(default_factory=list)
+    # (evaluations so far, best speedup so far) after every evaluated candidate
+    curve: list[tuple[int, float]] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    def evaluations_to_reach(self, target: float) -> int | None:
+        for count, best in self.curve:
+            if best >= target - 1e-9:
+                return count
+        return None
+
+
+def config_for(mode: str, args: argparse.Namespace) -> SearchConfig:
+    budget = Budget(max_evaluations=args.evaluations)
+    common = dict(
+        seeds=args.seeds,
+        budget=budget,
+        hardware="trn1",
+        evaluation_timeout_s=args.timeout,
+        max_concurrent_evaluations=args.workers,
+        seed=args.seed,
+    )
+    if mode == "sampling":
+        plans = max(1, args.evaluations // args.samples)
+        return SearchConfig(
+            beam_width=1,
+            plans_per_kernel=plans,
+            samples_per_plan=args.samples,
+            iterations=1,
+            memory_in_prompt=0,
+            **common,
+        )
+    return SearchConfig(
+        beam_width=args.beam,
+        plans_per_kernel=args.plans,
+        samples_per_plan=args.samples,
+        iterations=args.iterations,
+        memory_in_prompt=16 if mode == "beam+memory" else 0,
+        **common,
+    )
+
+
+async def run_task(
+    name: str, mode: str, args: argparse.Namespace, backend: SimulatorBackend, memory: Memory | None
+) -> TaskResult:
+    kernel, task = bench_task(name, args.size)
+    result = TaskResult(task=name, mode=mode)
+    started = time.monotonic()
+    seen: set[str] = set()
+    best = 1.0
+    async for event in run_search(
+        kernel, task, offline_agents(seed=args.seed), backend, config_for(mode, args), memory=memory
+    ):
+        if isinstance(event, Started):
+            base = event.baseline
+            result.baseline_ms = base.latency_ms
+            result.peak_before = base.percent_of_peak
+        elif isinstance(event, CandidateEvent):
+            candidate = event.candidate
+            if candidate.status == "pending" or candidate.id in seen or candidate.plan is None:
+                continue
+            seen.add(candidate.id)
+            if candidate.status == "ok" and candidate.speedup is not None:
+                best = max(best, candidate.speedup)
+            result.curve.append((len(seen), best))
+        elif isinstance(event, Finished):
+            result.reason = event.reason
+            result.evaluations = event.evaluations
+            if event.ranked:
+                top = event.ranked[0].candidate
+                result.best_ms = top.latency_ms
+                result.peak_after = top.percent_of_peak
+                result.speedup = top.speedup or 1.0
+                result.best_plan = [p.title for p in top.rationale]
+    result.wall_s = time.monotonic() - started
+    return result
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def percent(value: float | None) -> str:
+    return "   -  " if value is None else f"{100 * value:5.1f}%"
+
+
+def print_mode_table(mode: str, rows: list[TaskResult]) -> None:
+    print(f"\n== {mode} (simulated trn1) ==")
+    print(
+        f"{'task':24} {'baseline ms':>12} {'best ms':>10} {'speedup':>8} {'peak before':>11} {'after':>7} {'evals':>6}"
+    )
+    for r in rows:
+        base = f"{r.baseline_ms:12.4f}" if r.baseline_ms is not None else f"{'-':>12}"
+        best = f"{r.best_ms:10.4f}" if r.best_ms is not None else f"{'-':>10}"
+        print(
+            f"{r.task:24} {base} {best} {r.speedup:7.3f}x {percent(r.peak_before):>11} {percent(r.peak_after):>7} {r.evaluations:6d}"
+        )
+    peaks_before = [r.peak_before for r in rows if r.peak_before]
+    peaks_after = [r.peak_after for r in rows if r.peak_after]
+    print(
+        f"{'geomean':24} {'':12} {'':10} {geomean([r.speedup for r in rows]):7.3f}x "
+        f"{percent(sum(peaks_before) / len(peaks_before) if peaks_before else None):>11} "
+        f"{percent(sum(peaks_after) / len(peaks_after) if peaks_after else None):>7} "
+        f"{sum(r.evaluations for r in rows):6d}   (peak: arithmetic mean)"
+    )
+
+
+def print_reach_table(results: dict[str, dict[str, TaskResult]]) -> None:
+    """Evaluations each mode needed to first reach the speedup both beam runs reached."""
+    if "beam+memory" not in results or "beam" not in results:
+        return
+    print("\n== evaluations to reach the common final speedup (min of the two beam runs) ==")
+    header = "".join(f"{m:>14}" for m in MODES if m in results)
+    print(f"{'task':24} {'target':>8}{header}")
+    totals = {m: 0 for m in results}
+    counted = 0
+    for name, with_memory in results["beam+memory"].items():
+        without = results["beam"].get(name)
+        if without is None:
+            continue
+        target = min(with_memory.speedup, without.speedup)
+        if target <= 1.0 + 1e-9:
+            continue
+        cells = []
+        reached_all = True
+        for mode in MODES:
+            if mode not in results or name not in results[mode]:
+                continue
+            needed = results[mode][name].evaluations_to_reach(target)
+            cells.append(f"{needed if needed is not None else 'never':>14}")
+            if mode in ("beam+memory", "beam"):
+                reached_all &= needed is not None
+                totals[mode] += needed or 0
+            elif needed is not None:
+                totals[mode] += needed
+        counted += 1
+        print(f"{name:24} {target:7.3f}x" + "".join(cells))
+    if counted and totals["beam"]:
+        saving = 1 - totals["beam+memory"] / totals["beam"]
+        print(
+            f"{'total':24} {'':8}"
+            + "".join(f"{totals[m]:>14}" for m in MODES if m in totals)
+            + f"\nmemory saves {100 * saving:.1f}% of the evaluations needed (beam+memory vs beam)"
+        )
+
+
+async def main(args: argparse.Namespace) -> int:
+    tasks = [t.name for t in load_index()]
+    if args.tasks:
+        wanted = args.tasks.split(",")
+        unknown = sorted(set(wanted) - set(tasks))
+        if unknown:
+            print(f"unknown tasks: {', '.join(unknown)}", file=sys.stderr)
+            return 2
+        tasks = [t for t in tasks if t in wanted]
+    modes = args.modes.split(",") if args.modes else list(MODES)
+    print(
+        f"offline agents on {len(tasks)} NKIBench tasks, size={args.size}, budget={args.evaluations} evaluations "
+        f"per task and mode, seeds={args.seeds}; beam {args.beam}x{args.plans} plans x{args.samples} samples, "
+        f"{args.iterations} iterations"
+    )
+    results: dict[str, dict[str, TaskResult]] = {}
+    backend = SimulatorBackend(max_workers=args.workers)
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            for mode in modes:
+                memory = Memory(Path(scratch) / "memory.sqlite") if mode == "beam+memory" else None
+                results[mode] = {}
+                for name in tasks:
+                    row = await run_task(name, mode, args, backend, memory)
+                    results[mode][name] = row
+                    print(
+                        f"[{mode}] {name}: {row.speedup:.3f}x in {row.evaluations} evaluations "
+                        f"({row.reason}, {row.wall_s:.0f}s) via {' -> '.join(row.best_plan) or 'baseline'}",
+                        flush=True,
+                    )
+                if memory is not None:
+                    memory.close()
+    finally:
+        await backend.aclose()
+    for mode in modes:
+        print_mode_table(mode, list(results[mode].values()))
+    print_reach_table(results)
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({m: {t: asdict(r) for t, r in rows.items()} for m, rows in results.items()}, indent=1)
+        )
+    return 0
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--size", choices=("small", "full"), default="small")
+    parser.add_argument("--tasks", help="comma-separated task names (default: all)")
+    parser.add_argument("--modes", help=f"comma-separated subset of {', '.join(MODES)}")
+    parser.add_argument("--evaluations", type=int, default=24, help="backend evaluations per task and mode")
+    parser.add_argument("--beam", type=int, default=3)
+    parser.add_argument("--plans", type=int, default=4)
+    parser.add_argument("--samples", type=int, default=2)
+    parser.add_argument("--iterations", type=int, default=4)
+    parser.add_argument("--seeds", type=int, default=2, help="random inputs per correctness check")
+    parser.add_argument("--workers", type=int, default=2, help="concurrent evaluations")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per evaluation")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", help="also write every result (with curves) to this file")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(parse_args())))
