@@ -360,3 +360,18 @@ def test_integer_tiles_with_float_scalars_become_fp32(kernel):
     )
     (out,) = k.run("k", np.zeros(1, np.float32)).outputs
     np.testing.assert_array_equal(out, np.arange(32).reshape(4, 8) * 0.5)
+
+
+def test_fp8_results_round_like_ml_dtypes(kernel, rng):
+    k = kernel(
+        """
+        def k(x):
+            out = nl.ndarray(x.shape, dtype=nl.float8_e4m3, buffer=nl.shared_hbm)
+            nl.store(out, value=nl.multiply(nl.load(x), 3.0, dtype=nl.float8_e4m3))
+            return out
+        """
+    )
+    x = rng.standard_normal((4, 16)).astype(np.float32)
+    (out,) = k.run("k", x).outputs
+    assert out.dtype == ml_dtypes.float8_e4m3
+    np.testing.assert_array_equal(out.view(np.uint8), (x * 3).astype(ml_dtypes.float8_e4m3).view(np.uint8))

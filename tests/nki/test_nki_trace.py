@@ -235,3 +235,17 @@ def mixed(x, row):
                 shape = run.trace.tensors[region.tensor_id].shape
                 assert len(region.box) == len(shape)
                 assert all(0 <= lo <= hi <= n for (lo, hi), n in zip(region.box, shape))
+
+
+def test_bf16_matmul_flops_are_not_doubled(kernel):
+    k = kernel(
+        """
+        def k(a, b):
+            acc = nl.zeros((32, 64), dtype=nl.float32, buffer=nl.psum)
+            acc += nisa.nc_matmul(nl.load(a), nl.load(b))
+            return a
+        """
+    )
+    run = k.run("k", np.zeros((16, 32), "bfloat16"), np.zeros((16, 64), "bfloat16"), numerics=False)
+    (mm,) = [r for r in run.trace.records if r.opcode == "nc_matmul"]
+    assert mm.flops == 2 * 16 * 32 * 64 and mm.dtype == "bfloat16" and mm.out_dtype == "float32"
