@@ -12,11 +12,13 @@ from collections import Counter
 
 from chat_server import ChatRequest, Reply
 from scripted_endpoint import ScriptedEndpoint, code, lesson_reply, proposal
-from search_fixtures import collect, finished_of, small_config
+from search_fixtures import SESSION_LOOP, collect, finished_of, small_config
 from silu_variants import WIDE
 
 from accelopt.search.beam import run_search
 from accelopt.search.events import CandidateEvent
+
+pytestmark = SESSION_LOOP
 
 TRUNCATED = b'{"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assis'
 

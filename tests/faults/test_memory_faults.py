@@ -9,13 +9,15 @@ from pathlib import Path
 
 from chat_server import ChatRequest, Reply
 from scripted_endpoint import WIDEN, ScriptedEndpoint, code, lesson_reply
-from search_fixtures import collect, finished_of, small_config
+from search_fixtures import SESSION_LOOP, collect, finished_of, small_config
 from silu_variants import WIDE
 
 from accelopt.search.beam import run_search
 from accelopt.search.candidate import Experience, Lesson
 from accelopt.search.events import LessonEvent
 from accelopt.search.memory import Memory
+
+pytestmark = SESSION_LOOP
 
 
 def steady(role: str, request: ChatRequest) -> Reply:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from chat_server import ChatRequest, Reply
 from scripted_endpoint import ONE_TILE, WIDEN, ScriptedEndpoint, code, lesson_reply, proposal, variant
-from search_fixtures import PRICE, collect, finished_of, small_config
+from search_fixtures import PRICE, SESSION_LOOP, collect, finished_of, small_config
 from silu_variants import MEDIUM, TOO_TALL, TOO_TALL_LINE, WIDE, WRONG
 
 from accelopt.profiling.evaluation import KernelSource
@@ -24,6 +24,8 @@ from accelopt.search.beam import run_search
 from accelopt.search.candidate import Candidate
 from accelopt.search.events import CandidateEvent, CostEvent, IterationEvent, LessonEvent, Started
 from accelopt.search.memory import Memory
+
+pytestmark = SESSION_LOOP
 
 
 def answer(role: str, request: ChatRequest) -> Reply:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 from chat_server import ChatServer, Responder
 from silu_variants import BASELINE
 
@@ -41,7 +42,12 @@ def chat_server() -> Iterator[Callable[[Responder], ChatServer]]:
         server.stop()
 
 
-@pytest.fixture
+# One simulator for the session (its event loop too): it keeps the SiLU task's reference outputs,
+# so each test pays only for its own candidates. Modules using it run in the session loop.
+SESSION_LOOP = pytest.mark.asyncio(loop_scope="session")
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def simulator() -> AsyncIterator[object]:
     backend = get_backend("simulator", max_workers=2)
     yield backend
@@ -49,10 +55,9 @@ async def simulator() -> AsyncIterator[object]:
 
 
 @pytest.fixture
-def silu(tmp_path: Path) -> tuple[KernelSource, Task]:
-    path = tmp_path / "silu_test.py"
-    path.write_text(BASELINE)
-    kernel = KernelSource(text=BASELINE, name="silu_kernel", path=str(path))
+def silu() -> tuple[KernelSource, Task]:
+    """The SiLU baseline task (inputs declared beside the kernel: nothing to read from disk)."""
+    kernel = KernelSource(text=BASELINE, name="silu_kernel", path="silu_test.py")
     return kernel, task_for_kernel(kernel)
 
 
@@ -70,7 +75,7 @@ def llm_config(base_url: str, **overrides: object) -> LLMConfig:
     return LLMConfig(**values)  # type: ignore[arg-type]
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")
 async def make_llm_agents() -> AsyncIterator[Callable[..., Agents]]:
     made: list[Agents] = []
 

@@ -3,12 +3,14 @@ unchanged: plans name their rewrite, costs stay zero, the ranking is measured by
 
 from __future__ import annotations
 
-from search_fixtures import collect, finished_of, small_config
+from search_fixtures import SESSION_LOOP, collect, finished_of, small_config
 
 from accelopt.agents.factory import make_agents
 from accelopt.agents.llm_config import LLMConfig
 from accelopt.search.beam import run_search
 from accelopt.search.events import CandidateEvent, CostEvent
+
+pytestmark = SESSION_LOOP
 
 
 async def test_search_with_the_offline_agents(simulator, silu):

@@ -11,13 +11,15 @@ import threading
 import pytest
 from chat_server import ChatRequest, Reply
 from scripted_endpoint import WIDEN, ScriptedEndpoint, code, lesson_reply
-from search_fixtures import PRICE, collect, finished_of, small_config
+from search_fixtures import PRICE, SESSION_LOOP, collect, finished_of, small_config
 from silu_variants import MEDIUM, WIDE, silu
 
 from accelopt.search.beam import run_search
 from accelopt.search.candidate import Candidate
 from accelopt.search.config import Budget
 from accelopt.search.events import CandidateEvent, Finished, IterationEvent
+
+pytestmark = SESSION_LOOP
 
 # Distinct correct kernels, so that every executor reply costs a real evaluation.
 VARIANTS = [
