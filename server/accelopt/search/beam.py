@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
@@ -325,7 +326,7 @@ class _Search:
                 limit=self.config.memory_in_prompt,
                 hardware=self.config.hardware,
             )
-        except (MemoryUnavailable, OSError) as exc:
+        except (MemoryUnavailable, sqlite3.Error, OSError) as exc:
             log.warning("optimization memory unavailable, planning without it: %s", exc)
             return []
 
@@ -517,7 +518,7 @@ class _Search:
         experience_id: int | None
         try:
             experience_id = await asyncio.to_thread(self.memory.add, experience)
-        except (MemoryUnavailable, OSError) as exc:
+        except (MemoryUnavailable, sqlite3.Error, OSError) as exc:
             log.warning("lesson not saved to the optimization memory: %s", exc)
             experience_id = None
         self._emit(
