@@ -1,5 +1,5 @@
 """accelopt/optimize end to end: progress, streamed candidates, accept (and the stale refusal),
-cancellation through $/cancelRequest and through the progress, responsiveness during a search."""
+reject, cancellation through $/cancelRequest and through the progress, responsiveness during a search."""
 
 from __future__ import annotations
 
@@ -96,6 +96,14 @@ async def test_search_streams_candidates_and_the_best_one_is_applied(editor: Edi
     assert editor.text(uri) == best["text"], "a stale candidate must never clobber the document"
     assert any("changed since the search" in m.message for m in editor.client.messages)
 
+    # rejecting drops a candidate from the list (and the client hears about it)
+    listed = await editor.request("accelopt/candidates", {"searchId": search_id})
+    dropped = listed["candidates"][0]["id"]
+    await editor.command("accelopt.rejectCandidate", search_id, dropped)
+    after = await editor.request("accelopt/candidates", {"searchId": search_id})
+    assert dropped not in [c["id"] for c in after["candidates"]]
+    assert editor.candidates[-1]["candidates"] == after["candidates"]
+
     # the memory view lists what the search learned (and where it is kept)
     memory = await editor.request("accelopt/memory", {"limit": 10})
     assert memory["path"].endswith("memory.sqlite")
@@ -104,18 +112,6 @@ async def test_search_streams_candidates_and_the_best_one_is_applied(editor: Edi
 
 def plain_applied(answer: Any) -> bool:
     return answer["applied"] if isinstance(answer, dict) else answer.applied
-
-
-async def test_reject_drops_a_candidate(editor: Editor):
-    uri = editor.open("silu.py")
-    result = await editor.request("accelopt/optimize", optimize_params(uri, None))
-    listed = await editor.request("accelopt/candidates", {"searchId": result["searchId"]})
-    ids = [c["id"] for c in listed["candidates"]]
-    assert ids
-    await editor.command("accelopt.rejectCandidate", result["searchId"], ids[0])
-    after = await editor.request("accelopt/candidates", {"searchId": result["searchId"]})
-    assert ids[0] not in [c["id"] for c in after["candidates"]]
-    assert editor.candidates[-1]["candidates"] == after["candidates"]
 
 
 async def test_cancel_request_stops_the_search(editor: Editor):

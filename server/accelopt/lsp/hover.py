@@ -59,10 +59,10 @@ def profile_markdown(name: str, profile: Profile) -> str:
     ]
     if profile.lines:
         rows += ["", "Costliest lines:", ""]
-        for cost in profile.lines[:3]:
+        for rank, cost in enumerate(profile.lines[:3], start=1):
             snippet = cost.text.strip()
             code = f" `{snippet}`" if snippet else ""
-            rows.append(f"1. line {cost.line} — {cost.fraction:.0%} ({format_time(cost.time_ms)}){code}")
+            rows.append(f"{rank}. line {cost.line} — {cost.fraction:.0%} ({format_time(cost.time_ms)}){code}")
     return "\n".join(rows)
 
 

@@ -67,6 +67,7 @@ class ProfileStore:
         content_key = self._by_doc.get(doc_key)
         if content_key is None:
             content_key = self._content_key(kernel, self._settings())
+            self._drop_superseded(uri, version, kernel.name, content_key)
             self._by_doc[doc_key] = content_key
         entry = self._by_content.get(content_key)
         if entry is None:
@@ -80,6 +81,21 @@ class ProfileStore:
             return self._result(entry)
         entry.waiters.add((uri, version))
         return None
+
+    def _drop_superseded(self, uri: str, version: int, name: str, content_key: ContentKey) -> None:
+        """Someone typing makes a new version every keystroke: a profile still running for an
+        older version of this kernel, that no other document shares, is no longer wanted."""
+        for (doc_uri, doc_version, doc_name), old_key in list(self._by_doc.items()):
+            if doc_uri != uri or doc_name != name or doc_version >= version or old_key == content_key:
+                continue
+            entry = self._by_content.get(old_key)
+            if entry is None or entry.task.done():
+                continue
+            if any(k == old_key for d, k in self._by_doc.items() if (d[0], d[2]) != (uri, name)):
+                continue
+            entry.task.cancel()
+            del self._by_content[old_key]
+            del self._by_doc[(doc_uri, doc_version, doc_name)]
 
     def peek(self, uri: str, version: int, name: str) -> ProfileOutcome | None:
         content_key = self._by_doc.get((uri, version, name))
