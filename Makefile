@@ -16,8 +16,13 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# A small budget so the demo finishes in a few minutes on a laptop; drop the flags for the
+# published defaults (B=6, N=12, K=2, T=16).
 demo: setup
 	$(VENV)/bin/accelopt profile kernels_examples/silu.py --kernel silu_kernel
+	$(VENV)/bin/accelopt optimize kernels_examples/silu.py --kernel silu_kernel --agents offline \
+		--iterations 3 --beam 2 --plans 4 --samples 1 --seeds 3 --memory .cache/demo-memory.sqlite \
+		--out accelopt-out/demo
 
 lint: setup
 	$(VENV)/bin/ruff check server tests benchmarks kernels_examples nkibench
