@@ -80,7 +80,7 @@ async def test_measures_with_the_documented_toolchain_interface(fake_host, tmp_p
     assert profile.latency_ms == pytest.approx(statistics.median(times) * 1e3)
     # roofline from the task's work() (silu 256 x 1024: 8 bytes per element at 440.2 GB/s)
     assert profile.work.hbm_bytes == 8 * 256 * 1024
-    assert profile.bound == "hbm"
+    assert profile.bound == "hbm" and profile.roofline_bound == "hbm"
     assert profile.percent_of_peak == pytest.approx(profile.peak_latency_ms / profile.latency_ms)
     assert profile.hbm_read_bytes == 256 * 1024 * 4 and profile.hbm_write_bytes == 256 * 1024 * 4
 

@@ -43,7 +43,10 @@ class TaskResult(BaseModel):
     latency_ms: float | None = None
     peak_latency_ms: float | None = None
     percent_of_peak: float | None = Field(None, description="peak latency / latency, a fraction")
-    bound: Bound | None = None
+    bound: Bound | None = Field(
+        None, description="what bounded this run (busiest saturated resource, or latency)"
+    )
+    roofline_bound: Bound | None = Field(None, description="the roofline's dominant term for the task's work")
     max_error: float | None = None
     wall_time_s: float = 0.0
     profile: Profile | None = None
@@ -190,6 +193,7 @@ async def run_bench(
             result.peak_latency_ms = profile.peak_latency_ms
             result.percent_of_peak = profile.percent_of_peak
             result.bound = profile.bound
+            result.roofline_bound = profile.roofline_bound
         if on_done is not None:
             on_done(result)
         return result
@@ -256,12 +260,13 @@ def render_table(report: BenchReport) -> None:
     kind = report.latency_kind
     title = f"NKIBench ({report.size} shapes) on {report.hardware}, {kind} by the {report.backend} backend"
     table = Table(title=title, show_footer=True)
-    table.add_column("task", footer="geometric mean")
+    table.add_column("task", footer="geometric mean", no_wrap=True)
     table.add_column(f"latency ms ({kind})", justify="right")
     table.add_column("roofline peak ms", justify="right")
     geomean = report.geomean_percent_of_peak
     table.add_column("% of peak", justify="right", footer="-" if geomean is None else f"{100 * geomean:.1f}%")
-    table.add_column("bound")
+    table.add_column("roofline term")
+    table.add_column("run bound by")
     table.add_column("status")
     for r in report.tasks:
         status = (
@@ -272,12 +277,13 @@ def render_table(report: BenchReport) -> None:
             _num(r.latency_ms, ".3f"),
             _num(r.peak_latency_ms, ".3f"),
             "-" if r.percent_of_peak is None else f"{100 * r.percent_of_peak:.1f}%",
+            r.roofline_bound or "-",
             r.bound or "-",
             status,
         )
     console = Console()
     if not console.is_terminal:
-        console = Console(width=120)  # a file or pipe: room for the whole table on one line per task
+        console = Console(width=132)  # a file or pipe: room for the whole table on one line per task
     console.print(table)
     console.print(f"suite profiled in {report.wall_time_s:.1f} s with {report.jobs} job(s)")
 

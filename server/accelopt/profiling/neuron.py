@@ -294,7 +294,13 @@ def profile_from_summary(result: NeuronResult, task: Task, hardware: str) -> Pro
         percent = peak_s / latency_s
         bound: Bound = roof_bound if percent >= LATENCY_BOUND_BELOW and peak_s > 0 else "latency"
         profile = profile.model_copy(
-            update={"work": work, "peak_latency_ms": peak_s * 1e3, "percent_of_peak": percent, "bound": bound}
+            update={
+                "work": work,
+                "peak_latency_ms": peak_s * 1e3,
+                "percent_of_peak": percent,
+                "bound": bound,
+                "roofline_bound": roof_bound if peak_s > 0 else None,
+            }
         )
     return profile
 
