@@ -102,19 +102,6 @@ class ProfileStore:
         entry = self._by_content.get(content_key) if content_key else None
         return self._result(entry) if entry and entry.task.done() else None
 
-    def pending(self, uri: str, version: int, name: str) -> bool:
-        content_key = self._by_doc.get((uri, version, name))
-        entry = self._by_content.get(content_key) if content_key else None
-        return entry is not None and not entry.task.done()
-
-    async def wait(self, uri: str, version: int, kernel: KernelSource) -> ProfileOutcome:
-        """The profile, waiting for it if needed (used by code actions that need the verdict)."""
-        outcome = self.request(uri, version, kernel)
-        if outcome is not None:
-            return outcome
-        entry = self._by_content[self._by_doc[(uri, version, kernel.name)]]
-        return await asyncio.shield(entry.task)
-
     def forget_document(self, uri: str) -> None:
         for key in [k for k in self._by_doc if k[0] == uri]:
             del self._by_doc[key]

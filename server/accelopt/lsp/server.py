@@ -72,7 +72,7 @@ class AccelOptServer(LanguageServer):
         self.engine = Engine()
         self.profiles = ProfileStore(self.engine, lambda: self.settings, self._profile_landed)
         self.searches = SearchManager(lambda: self.settings, self)
-        self._kernel_cache: OrderedDict[tuple[str, int | None], list[KernelInfo]] = OrderedDict()
+        self._kernel_cache: OrderedDict[tuple[str, int | None, int], list[KernelInfo]] = OrderedDict()
         self._debounce: dict[str, asyncio.Task[None]] = {}
 
     # -- documents and kernels -----------------------------------------------------------------
@@ -81,7 +81,7 @@ class AccelOptServer(LanguageServer):
         return self.workspace.get_text_document(uri)
 
     def kernels(self, doc: TextDocument) -> list[KernelInfo]:
-        key = (doc.uri, doc.version)
+        key = (doc.uri, doc.version, hash(doc.source))  # a re-opened file restarts at version 1
         if key not in self._kernel_cache:
             self._kernel_cache[key] = find_kernels(doc.source)
             if len(self._kernel_cache) > 64:
@@ -302,6 +302,7 @@ def create_server() -> AccelOptServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: AccelOptServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.profiles.forget_document(params.text_document.uri)  # versions restart at each open
         ls.schedule_diagnostics(params.text_document.uri, 0.0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
