@@ -254,75 +254,53 @@ class Definition:
 
 def single_use_definition(view: KernelView, use: cst.BaseExpression) -> Definition | None:
     """If `use` (a Name, or a buffer indexed exactly as it was written) is the only reader of a
-    value defined by an earlier statement in the same block, and nothing the value depends on
-    changes in between, return that definition."""
+    value defined by an earlier statement of the same block, and nothing the value depends on
+    changes in between, return that definition. Only the same block: inlining a value into a
+    nested loop would recompute it every iteration."""
     use_stmt = view.statement_of(use)
-    if use_stmt is None:
-        return None
-    # the use may sit inside a nested statement: climb to the statement sharing a block with the def
     name = base_name(use)
-    if name is None or (not isinstance(use, cst.Name) and not isinstance(use, cst.Subscript)):
+    if use_stmt is None or name is None or not isinstance(use, (cst.Name, cst.Subscript)):
         return None
     if isinstance(use, cst.Subscript) and not isinstance(use.value, cst.Name):
         return None
-    uses = view.name_uses(name)
-    # Only a definition in the same block as the using statement: inlining into a nested loop
-    # would recompute the value every iteration.
-    for anchor in [use_stmt]:
-        siblings = view.siblings(anchor)
-        if not siblings:
-            continue
-        position = next(i for i, s in enumerate(siblings) if s is anchor)
-        for index in range(position - 1, -1, -1):
-            candidate = siblings[index]
-            if not isinstance(candidate, cst.SimpleStatementLine) or len(candidate.body) != 1:
-                if name in view.access(candidate).writes:
-                    return None
-                continue
-            small = candidate.body[0]
-            if not isinstance(small, cst.Assign) or len(small.targets) != 1:
-                if name in view.access(candidate).writes:
-                    return None
-                continue
-            target = small.targets[0].target
-            if base_name(target) != name:
-                continue
-            if isinstance(use, cst.Name) != isinstance(target, cst.Name):
-                return None
-            if isinstance(use, cst.Subscript) and view.code(target) != view.code(use):
-                return None
-            between = siblings[index + 1 : position]
-            deps = names_in(small.value) | (names_in(target) - {name})
-            for stmt in between:
-                acc = view.access(stmt)
-                if acc.writes & deps or name in acc.writes or name in acc.reads:
-                    return None
-            if acc_writes_in(view, anchor, use_stmt, deps):
-                return None
-            alloc = None
-            expected = 2  # the definition's target and the use
-            if isinstance(use, cst.Subscript):
-                alloc = _allocation_of(view, name)
-                if alloc is None:
-                    return None
-                expected = 3
-            if len(uses) != expected:
-                return None
-            if view.destination_of_calls(small.value):
-                return None
-            return Definition(candidate, small.value, alloc)
+    siblings = view.siblings(use_stmt)
+    if not siblings:
         return None
+    position = next(i for i, s in enumerate(siblings) if s is use_stmt)
+    for index in range(position - 1, -1, -1):
+        candidate = siblings[index]
+        small = (
+            candidate.body[0]
+            if isinstance(candidate, cst.SimpleStatementLine) and len(candidate.body) == 1
+            else None
+        )
+        if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+            if name in view.access(candidate).writes:
+                return None
+            continue
+        target = small.targets[0].target
+        if base_name(target) != name:
+            continue
+        if isinstance(use, cst.Name) != isinstance(target, cst.Name):
+            return None
+        if isinstance(use, cst.Subscript) and view.code(target) != view.code(use):
+            return None
+        deps = names_in(small.value) | (names_in(target) - {name})
+        for stmt in siblings[index + 1 : position]:
+            acc = view.access(stmt)
+            if acc.writes & deps or name in acc.writes or name in acc.reads:
+                return None
+        alloc = None
+        expected = 2  # the definition's target and the use
+        if isinstance(use, cst.Subscript):
+            alloc = _allocation_of(view, name)
+            if alloc is None:
+                return None
+            expected = 3
+        if len(view.name_uses(name)) != expected or view.destination_of_calls(small.value):
+            return None
+        return Definition(candidate, small.value, alloc)  # type: ignore[arg-type]
     return None
-
-
-def acc_writes_in(
-    view: KernelView, anchor: cst.BaseStatement, use_stmt: cst.BaseStatement, deps: set[str]
-) -> bool:
-    """Whether anything inside `anchor` that runs before the use could change `deps` (when the use
-    sits in a nested block of `anchor`, a loop header or an earlier statement there could)."""
-    if anchor is use_stmt:
-        return False
-    return bool(view.access(anchor).writes & deps)
 
 
 def _allocation_of(view: KernelView, name: str) -> cst.SimpleStatementLine | None:

@@ -9,7 +9,7 @@ every untouched byte (formatting and comments) as it was.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -606,15 +606,3 @@ class _Replacer(cst.CSTTransformer):
         if isinstance(replacement, list):
             return cst.FlattenSentinel(replacement)
         return replacement
-
-
-def parse_expr(text: str) -> cst.BaseExpression:
-    return cst.parse_expression(text)
-
-
-def parse_stmt(text: str) -> cst.BaseStatement:
-    return cst.parse_statement(text)
-
-
-def any_in(names: Iterable[str], pool: set[str]) -> bool:
-    return any(n in pool for n in names)
