@@ -13,7 +13,7 @@
 import * as vscode from 'vscode';
 
 import type { CandidateRef, CandidateStore, RankedCandidate } from './candidateStore';
-import { formatSpeedup, measuredOn, uriBasename } from './format';
+import { measuredOn, speedupPhrase, uriBasename } from './format';
 import { ServerCommands, type ApplyResult } from './protocol';
 
 /** Runs a server command (workspace/executeCommand); undefined when the server is not running. */
@@ -111,7 +111,7 @@ export async function acceptCandidate(
   }
   const { info } = candidate;
   void vscode.window.showInformationMessage(
-    `AccelOpt: applied "${info.title}" to ${candidate.kernelName} in ${name}: ${formatSpeedup(info.speedup)} faster (${measuredOn(info.backend, info.hardware)}). Undo restores the previous kernel.`,
+    `AccelOpt: applied "${info.title}" to ${candidate.kernelName} in ${name}: ${speedupPhrase(info.speedup)}, ${measuredOn(info.backend, info.hardware)}. Undo restores the previous kernel.`,
   );
   return outcome;
 }

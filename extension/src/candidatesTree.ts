@@ -175,7 +175,7 @@ export function candidateTooltip(candidate: RankedCandidate): vscode.MarkdownStr
   md.appendMarkdown(`**${escapeMarkdown(info.title.trim() || 'baseline')}**\n\n`);
   if (info.status === 'ok') {
     const figures = [
-      `${formatSpeedup(info.speedup)} faster than the original`,
+      `speedup ${formatSpeedup(info.speedup)}`,
       formatLatency(info.latencyMs),
       formatPercentOfPeak(info.percentOfPeak),
     ].filter((part): part is string => Boolean(part));

@@ -3,13 +3,32 @@
  * notification and the messages, so the same figure always reads the same way.
  */
 
-/** "1.84×", or "0.93× (slower)" when the candidate lost time. */
+/** "1.84×", or "0.93× (slower)" when the candidate lost time (as far as two decimals show). */
 export function formatSpeedup(speedup: number | null | undefined): string {
   if (speedup === null || speedup === undefined || !Number.isFinite(speedup)) {
     return 'no timing';
   }
   const text = `${speedup.toFixed(2)}×`;
-  return speedup < 1 ? `${text} (slower)` : text;
+  return Number(speedup.toFixed(2)) < 1 ? `${text} (slower)` : text;
+}
+
+/** A speedup in a sentence: "1.84× faster", "1.00× (no faster)", "0.93× (slower)". */
+export function speedupPhrase(speedup: number | null | undefined): string {
+  if (speedup === null || speedup === undefined || !Number.isFinite(speedup)) {
+    return 'no timing';
+  }
+  const text = `${speedup.toFixed(2)}×`;
+  if (isFaster(speedup)) {
+    return `${text} faster`;
+  }
+  return Number(speedup.toFixed(2)) < 1 ? `${text} (slower)` : `${text} (no faster)`;
+}
+
+/** Faster by a margin that shows in the figure (1.004 reads "1.00×": not faster). */
+export function isFaster(speedup: number | null | undefined): boolean {
+  return (
+    speedup !== null && speedup !== undefined && Number.isFinite(speedup) && Number(speedup.toFixed(2)) > 1
+  );
 }
 
 /** Percent of roofline peak from the protocol's fraction: 0.612 -> "61% of peak". */

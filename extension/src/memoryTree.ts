@@ -5,7 +5,7 @@
 
 import * as vscode from 'vscode';
 
-import { formatSpeedup, measuredOn } from './format';
+import { formatSpeedup, measuredOn, speedupPhrase } from './format';
 import type { ExperienceInfo, MemoryResult } from './protocol';
 
 export type MemoryNode =
@@ -77,11 +77,11 @@ export class MemoryTreeProvider implements vscode.TreeDataProvider<MemoryNode>, 
 
 /** "1.31× faster · silu · simulated on trn1" */
 export function experienceDescription(experience: ExperienceInfo): string {
-  const effect =
-    experience.speedup > 1
-      ? `${formatSpeedup(experience.speedup)} faster`
-      : formatSpeedup(experience.speedup);
-  return [effect, experience.kernelFamily, measuredOn(experience.backend, experience.hardware)]
+  return [
+    speedupPhrase(experience.speedup),
+    experience.kernelFamily,
+    measuredOn(experience.backend, experience.hardware),
+  ]
     .filter((part) => part !== '')
     .join(' · ');
 }

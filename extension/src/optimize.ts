@@ -10,7 +10,7 @@
 
 import * as vscode from 'vscode';
 
-import { formatDollars, formatSpeedup, measuredOn, pluralize } from './format';
+import { formatDollars, formatSpeedup, isFaster, measuredOn, pluralize } from './format';
 import type { OptimizeParams, OptimizeResult, SearchOptions, SearchStateNotification } from './protocol';
 
 export interface OptimizeTarget {
@@ -218,10 +218,9 @@ export function describeOutcome(
         early_stop: 'stopped early (no further improvement)',
         target_reached: 'reached the target percent of peak',
       };
-      const best =
-        result.bestSpeedup !== null && result.bestSpeedup > 1
-          ? `best candidate ${formatSpeedup(result.bestSpeedup)} faster${where}`
-          : `no faster kernel found${where}`;
+      const best = isFaster(result.bestSpeedup)
+        ? `best candidate ${formatSpeedup(result.bestSpeedup)} faster${where}`
+        : `no faster kernel found${where}`;
       return {
         severity: 'info',
         text: `AccelOpt: the search for ${target.kernelName} ${why[result.reason] ?? result.reason}: ${best}; ${kept}.`,

@@ -6,6 +6,8 @@ import {
   formatLatency,
   formatPercentOfPeak,
   formatSpeedup,
+  isFaster,
+  speedupPhrase,
   measuredOn,
   statusLabel,
   uriBasename,
@@ -15,6 +17,13 @@ describe('formatting', () => {
   it('speedups, with slower ones called slower', () => {
     assert.equal(formatSpeedup(1.8449), '1.84×');
     assert.equal(formatSpeedup(0.5), '0.50× (slower)');
+    assert.equal(formatSpeedup(0.9954), '1.00×', 'not called slower when the figure reads 1.00×');
+    assert.equal(isFaster(1.004), false);
+    assert.equal(isFaster(1.006), true);
+    assert.equal(isFaster(null), false);
+    assert.equal(speedupPhrase(1.8449), '1.84× faster');
+    assert.equal(speedupPhrase(1.001), '1.00× (no faster)');
+    assert.equal(speedupPhrase(0.8), '0.80× (slower)');
     assert.equal(formatSpeedup(null), 'no timing');
     assert.equal(formatSpeedup(Number.POSITIVE_INFINITY), 'no timing');
   });
