@@ -131,3 +131,17 @@ CASES["cg_transpose"] = Case(
     lambda r: [_normal(r, 128, 128)],
     lambda x: [x.T, x.T],
 )
+CASES["hw_axpy"] = Case(
+    "hw_axpy.py",
+    "axpy_kernel",
+    "hand-written",
+    lambda r: [_normal(r, 256, 256), _normal(r, 256, 256)],
+    lambda x, y: [2.0 * x + y],
+)
+CASES["cg_axpy"] = Case(
+    "cg_axpy.py",
+    "ymx_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 256, 256), _normal(r, 256, 256)],
+    lambda x, y: [y - 2.0 * x],
+)

@@ -8,6 +8,7 @@ from accelopt.agents.offline.rewrites.assign_engine import AssignEngine
 from accelopt.agents.offline.rewrites.base import Params, Rewrite, Site
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.rewrites.fold_activation import FoldActivation
+from accelopt.agents.offline.rewrites.fuse_scalar_tensor_tensor import FuseScalarTensorTensor
 from accelopt.agents.offline.rewrites.fuse_silu import FuseSilu
 from accelopt.agents.offline.rewrites.fuse_tensor_scalar import FuseTensorScalar
 from accelopt.agents.offline.rewrites.hoist_invariant import HoistInvariant
@@ -26,6 +27,7 @@ REWRITES: tuple[Rewrite, ...] = (
     FuseSilu(),
     FoldActivation(),
     FuseTensorScalar(),
+    FuseScalarTensorTensor(),
     RemoveCopy(),
     ReuseTranspose(),
     AssignEngine(),

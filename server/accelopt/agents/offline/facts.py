@@ -196,8 +196,16 @@ def is_tile(view: KernelView, expr: cst.BaseExpression) -> bool:
     return memory in ("sbuf", "psum")
 
 
-def column_shape(view: KernelView, expr: cst.BaseExpression) -> tuple[int | None, int | None] | None:
-    """(partitions, free) for a 2-D tile when the source states it; None when it does not."""
+ELEMENTWISE_KEEPING_SHAPE = {*ACTIVATION_FUNCTIONS, *BINARY_FUNCTIONS, "reciprocal", "activation", "tensor_scalar"}
+
+
+def column_shape(
+    view: KernelView, expr: cst.BaseExpression, depth: int = 0
+) -> tuple[int | None, int | None] | None:
+    """(partitions, free) for a 2-D tile when the source states it; None when it does not.
+    Elementwise results keep the shape of their first tile operand."""
+    if depth > 6:
+        return None
     name = base_name(expr)
     if isinstance(expr, cst.Name) and name is not None:
         value = single_assignment(view, name)
@@ -218,6 +226,37 @@ def column_shape(view: KernelView, expr: cst.BaseExpression) -> tuple[int | None
             keep = keyword(value, "keepdims")
             if keep is not None and dotted(keep.value) == "True":
                 return (None, 1)
+        if callee.namespace in ("nl", "nisa") and callee.name in ELEMENTWISE_KEEPING_SHAPE:
+            operands = [a.value for a in value.args if a.keyword is None or a.keyword.value == "data"]
+            if callee.name == "activation":
+                operands = [v for v in [argument(value, 1, "data")] if v is not None]
+            for operand in operands:
+                if isinstance(operand, (cst.Name, cst.Call)) and not is_scalar(view, operand):
+                    inner = column_shape(view, operand, depth + 1) if isinstance(operand, cst.Name) else None
+                    if inner is None and isinstance(operand, cst.Call):
+                        inner = _call_shape(view, operand, depth + 1)
+                    return inner
+    return None
+
+
+def _call_shape(view: KernelView, call: cst.Call, depth: int) -> tuple[int | None, int | None] | None:
+    """The shape of an elementwise call's result, from its first tile operand."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value not in ("data", "data1"):
+            continue
+        value = arg.value
+        if is_scalar(view, value):
+            continue
+        if isinstance(value, cst.Name):
+            return column_shape(view, value, depth + 1)
+        if isinstance(value, cst.Call):
+            callee = view.callee(value)
+            if callee.name in ("sum", "max", "min", "mean", "tensor_reduce", "prod"):
+                keep = keyword(value, "keepdims")
+                return (None, 1) if keep is not None and dotted(keep.value) == "True" else None
+            if callee.name in ELEMENTWISE_KEEPING_SHAPE:
+                return _call_shape(view, value, depth + 1)
+        return None
     return None
 
 
