@@ -1,0 +1,252 @@
+// End-to-end test of the AccelOpt extension in a real editor (code-server), driven by headless
+// Chromium through playwright-core. It does what a new user does, in order, and keeps a
+// screenshot of every step. scripts/editor_e2e.sh prepares the editor and starts this with:
+//   E2E_URL        the workbench URL with the workspace folder
+//   E2E_WORKSPACE  the workspace directory (holds silu.py and silu_ref.py)
+//   E2E_ARTIFACTS  where screenshots go
+//   NODE_PATH      the directory holding playwright-core;  CHROMIUM  the browser binary
+
+import assert from 'node:assert/strict';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+
+const require = createRequire(path.join(process.env.NODE_PATH ?? '.', 'noop.js'));
+const { chromium } = require('playwright-core');
+
+const url = requireEnv('E2E_URL');
+const workspace = requireEnv('E2E_WORKSPACE');
+const artifacts = requireEnv('E2E_ARTIFACTS');
+const kernelFile = path.join(workspace, 'silu.py');
+const original = readFileSync(kernelFile, 'utf8');
+
+// The machine is shared and slow: waits are generous, but every wait polls for what a person
+// would look for and returns as soon as it is there.
+const SERVER_READY_MS = 240_000;
+const SEARCH_MS = 600_000;
+const UI_MS = 30_000;
+
+function requireEnv(name) {
+  const value = process.env[name];
+  if (!value) {
+    throw new Error(`${name} is not set; run this through scripts/editor_e2e.sh`);
+  }
+  return value;
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+  args: [
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+    '--no-first-run',
+    '--disable-quic',
+  ],
+});
+const context = await browser.newContext({ viewport: { width: 1600, height: 1000 } });
+await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(url).origin });
+const page = await context.newPage();
+mkdirSync(artifacts, { recursive: true });
+
+let shot = 0;
+const timings = [];
+
+/** Runs one user step, times it and keeps a screenshot of what the screen shows afterwards. */
+async function step(name, action) {
+  const started = Date.now();
+  process.stdout.write(`• ${name} … `);
+  await action();
+  const seconds = (Date.now() - started) / 1000;
+  timings.push({ name, seconds });
+  shot += 1;
+  const file = `${String(shot).padStart(2, '0')}-${name.replace(/[^a-z0-9]+/gi, '-').toLowerCase()}.png`;
+  await page.screenshot({ path: path.join(artifacts, file) });
+  console.log(`${seconds.toFixed(1)} s  (${file})`);
+}
+
+/** Polls `probe` until it returns a truthy value; fails with `what` after `timeoutMs`. */
+async function until(what, probe, timeoutMs = UI_MS, intervalMs = 250) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) {
+      return value;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
+    }
+    await page.waitForTimeout(intervalMs);
+  }
+}
+
+async function toastTexts() {
+  return page.locator('.notifications-toasts .notification-toast').allInnerTexts();
+}
+
+/** Waits for a notification whose text matches `pattern` and returns that text. */
+async function toast(pattern, timeoutMs) {
+  return until(
+    `a notification matching ${pattern}`,
+    async () => (await toastTexts()).find((text) => pattern.test(text)),
+    timeoutMs,
+  );
+}
+
+async function runCommand(title) {
+  await page.keyboard.press('F1');
+  const input = page.locator('.quick-input-widget input');
+  await input.waitFor({ state: 'visible', timeout: UI_MS });
+  await input.fill(`>${title}`);
+  const row = page.locator('.quick-input-widget .monaco-list-row', { hasText: title }).first();
+  await row.waitFor({ state: 'visible', timeout: UI_MS });
+  await input.press('Enter');
+}
+
+/** The editor line holding `text`, once it is rendered. */
+function editorLine(text) {
+  return page.locator('.editor-instance .monaco-editor .view-line', { hasText: text }).first();
+}
+
+const sidebar = page.locator('#workbench\\.parts\\.sidebar');
+const candidateRows = sidebar.locator('.monaco-list-row[role="treeitem"]').filter({ hasText: /^\s*\d+\.\s/ });
+const kernelRow = sidebar.locator('.monaco-list-row[role="treeitem"]', { hasText: 'silu_kernel' }).first();
+
+/** The text of the read-only candidate side of the open diff, as the editor holds it. */
+async function diffRightSide() {
+  const modified = page.locator('.monaco-diff-editor .editor.modified');
+  await modified.locator('.view-lines').click();
+  await page.keyboard.press('Control+A');
+  await page.keyboard.press('Control+C');
+  return until('the clipboard to hold the candidate', () => page.evaluate(() => navigator.clipboard.readText()));
+}
+
+function normalize(text) {
+  return text.replace(/\r\n/g, '\n').replace(/\n*$/, '\n');
+}
+
+let failed = false;
+try {
+  await step('workspace opened', async () => {
+    await page.goto(url);
+    await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
+    await sidebar.getByText('silu.py', { exact: true }).waitFor({ timeout: 60_000 });
+  });
+
+  await step('kernel file opened', async () => {
+    await page.keyboard.press('Control+P');
+    const input = page.locator('.quick-input-widget input');
+    await input.waitFor({ state: 'visible', timeout: UI_MS });
+    await input.fill('silu.py');
+    await page.locator('.quick-input-widget .monaco-list-row', { hasText: 'silu.py' }).first().waitFor();
+    await input.press('Enter');
+    await editorLine('def silu_kernel').waitFor({ timeout: UI_MS });
+  });
+
+  let lensText = '';
+  await step('code lens', async () => {
+    const lens = page.locator('.editor-instance .codelens-decoration').filter({ hasText: /% of peak/ }).first();
+    await lens.waitFor({ timeout: SERVER_READY_MS });
+    lensText = await lens.innerText();
+    assert.match(lensText, /Optimize/, `the code lens offers no Optimize action: ${lensText}`);
+  });
+  console.log(`  code lens: ${lensText.replace(/\s+/g, ' ')}`);
+
+  let hoverText = '';
+  await step('hover', async () => {
+    const name = editorLine('def silu_kernel').locator('span > span', { hasText: /^silu_kernel$/ });
+    await name.click(); // the cursor in the kernel is what the Optimize command acts on
+    await name.hover();
+    const hover = page.locator('.monaco-hover:visible').filter({ hasText: /of peak/ }).first();
+    await hover.waitFor({ timeout: UI_MS });
+    hoverText = await hover.innerText();
+    assert.match(hoverText, /simulated/, `the hover does not say its figures are simulated: ${hoverText}`);
+  });
+  console.log(`  hover: ${hoverText.split('\n').slice(0, 3).join(' | ')}`);
+  await page.keyboard.press('Escape');
+
+  await step('optimizing', async () => {
+    await runCommand('AccelOpt: Optimize Kernel');
+    await toast(/optimizing silu_kernel/, UI_MS);
+  });
+
+  let searchSummary = '';
+  await step('candidates arrive', async () => {
+    await page.locator('.activitybar .action-item .action-label[aria-label^="AccelOpt"]').click();
+    await candidateRows.first().waitFor({ timeout: SEARCH_MS });
+  });
+
+  await step('search finished', async () => {
+    searchSummary = await toast(/the search for silu_kernel (finished|reached|stopped early)/, SEARCH_MS);
+    await until('the kernel row to stop searching', async () => !/searching/.test(await kernelRow.innerText()));
+  });
+  console.log(`  ${searchSummary.split('\n')[0]}`);
+  console.log(`  best candidate: ${(await candidateRows.first().innerText()).replace(/\s+/g, ' ')}`);
+
+  // Make the next search long enough to be worth stopping; the editor picks the file up
+  // while the diff and the accept below happen.
+  mkdirSync(path.join(workspace, '.vscode'), { recursive: true });
+  writeFileSync(
+    path.join(workspace, '.vscode', 'settings.json'),
+    JSON.stringify({ 'accelopt.search.iterations': 40 }, null, 2),
+  );
+
+  let candidateText = '';
+  await step('diff', async () => {
+    await candidateRows.first().click();
+    await page.locator('.monaco-diff-editor').first().waitFor({ timeout: UI_MS });
+    await page.locator('.monaco-diff-editor .editor.modified .view-line', { hasText: 'def silu_kernel' }).waitFor();
+    candidateText = normalize(await diffRightSide());
+    assert.notEqual(candidateText, normalize(original), 'the candidate side of the diff equals the original file');
+    assert.match(candidateText, /def silu_kernel\(/);
+  });
+
+  await step('accepted', async () => {
+    const row = candidateRows.first();
+    await row.hover();
+    await row.locator('.action-label[aria-label="Accept Candidate"]').click();
+    await toast(/AccelOpt: applied/, UI_MS);
+    const onDisk = await until('silu.py on disk to change', () => {
+      const text = readFileSync(kernelFile, 'utf8');
+      return text !== original && text;
+    });
+    assert.equal(normalize(onDisk), candidateText, 'the file on disk is not the candidate shown in the diff');
+    const tab = page.locator('.tabs-container .tab', { hasText: /^silu\.py/ }).first();
+    await until('the accepted file to be saved', async () => !(await tab.getAttribute('class')).includes('dirty'));
+  });
+
+  await step('cancelling', async () => {
+    await page.locator('.tabs-container .tab', { hasText: /^silu\.py/ }).first().click();
+    await editorLine('def silu_kernel').locator('span > span', { hasText: /^silu_kernel$/ }).click();
+    await runCommand('AccelOpt: Optimize Kernel');
+    const progress = page.locator('.notifications-toasts .notification-toast', { hasText: /optimizing silu_kernel/ });
+    await progress.waitFor({ timeout: UI_MS });
+    // Stop it once it is really searching: an iteration is under way.
+    await until('the second search to start iterating', async () => /iteration \d+ of 40/.test(await progress.innerText()), SERVER_READY_MS);
+    await progress.hover();
+    await progress.getByRole('button', { name: 'Cancel' }).click();
+  });
+
+  await step('stopped', async () => {
+    await toast(/stopped the search for silu_kernel/, 60_000);
+    await until(
+      'the progress notification to close',
+      async () => (await toastTexts()).every((text) => !/optimizing silu_kernel/.test(text)),
+    );
+    await until('the kernel row to stop searching', async () => !/searching/.test(await kernelRow.innerText()));
+  });
+} catch (error) {
+  failed = true;
+  console.log('FAILED');
+  console.error(error);
+  await page.screenshot({ path: path.join(artifacts, 'failure.png') }).catch(() => undefined);
+  console.error(`notifications on screen: ${JSON.stringify(await toastTexts().catch(() => []))}`);
+} finally {
+  await browser.close();
+}
+
+const total = timings.reduce((sum, { seconds }) => sum + seconds, 0);
+console.log(`editor e2e steps took ${total.toFixed(1)} s in all`);
+process.exit(failed ? 1 : 0);
