@@ -76,6 +76,8 @@ describe('package.json', () => {
 
   it('activates on Python files, runs the bundle, and targets the VS Code API it is typed against', () => {
     assert.ok(manifest.activationEvents.includes('onLanguage:python'));
+    // it runs the workspace's kernels and the interpreter its settings name: trusted folders only
+    assert.equal(manifest.capabilities.untrustedWorkspaces.supported, false);
     assert.equal(manifest.main, './dist/extension.js');
     const bundler = readFileSync(join(ROOT, 'extension/esbuild.mjs'), 'utf8');
     assert.match(bundler, /outfile: 'dist\/extension\.js'/);
