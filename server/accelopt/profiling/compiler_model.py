@@ -238,9 +238,17 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
             lid = alias[lid]
         return lid
 
+    cache = resolver.cache
+    resolve = resolver.resolve
     for position, rec in enumerate(trace.records):
-        reads = [access for region in rec.reads for access in resolver.resolve(region)]
-        writes = [access for region in rec.writes for access in resolver.resolve(region)]
+        reads = []
+        for region in rec.reads:
+            found = cache.get((region.tensor_id, region.box))
+            reads.extend(found if found is not None else resolve(region))
+        writes = []
+        for region in rec.writes:
+            found = cache.get((region.tensor_id, region.box))
+            writes.extend(found if found is not None else resolve(region))
         if alias:
             reads = [(canon(lid), box) for lid, box in reads]
             writes = [(canon(lid), box) for lid, box in writes]

@@ -154,50 +154,71 @@ _SCAN = 16  # below this many boxes a linear scan beats the index
 
 
 class _BoxMap:
-    """Boxes of one physical buffer -> (end time, engine, op), indexed by their first dimension
-    so that a buffer with thousands of disjoint tiles (a kernel output) answers overlap
-    queries without scanning all of them."""
+    """Boxes of one physical buffer -> (end time, engine, op). Small maps are scanned; past
+    `_SCAN` boxes an index on the first dimension is built, so that a buffer with thousands of
+    disjoint tiles (a kernel output) answers overlap queries without scanning all of them."""
 
     __slots__ = ("buckets", "entries", "wide")
 
     def __init__(self) -> None:
         self.entries: dict[Box, tuple[float, str, int]] = {}
-        self.buckets: dict[int, set[Box]] = {}
+        self.buckets: dict[int, set[Box]] | None = None  # built lazily, see _index
         self.wide: set[Box] = set()
 
     def overlapping(self, box: Box) -> list[Box]:
         entries = self.entries
-        if len(entries) <= _SCAN or not box:
-            return [b for b in entries if _overlaps(box, b)]
+        if self.buckets is None or not box:
+            if len(box) == 2:  # the common case, inlined: [partition, free] tiles
+                (a0, a1), (b0, b1) = box
+                return [e for e in entries if e[0][0] < a1 and a0 < e[0][1] and e[1][0] < b1 and b0 < e[1][1]]
+            return [e for e in entries if _overlaps(box, e)]
         lo, hi = box[0]
         first, last = lo // _BUCKET, (hi - 1) // _BUCKET
         if last - first > 4 * _WIDE:
-            return [b for b in entries if _overlaps(box, b)]
-        found = [b for b in self.wide if _overlaps(box, b)]
+            return [e for e in entries if _overlaps(box, e)]
+        found = [e for e in self.wide if _overlaps(box, e)]
         buckets = self.buckets
         seen: set[Box] = set()
         for bucket in range(first, last + 1):
-            for b in buckets.get(bucket, ()):
-                if b not in seen:
-                    seen.add(b)
-                    if _overlaps(box, b):
-                        found.append(b)
+            for e in buckets.get(bucket, ()):
+                if e not in seen:
+                    seen.add(e)
+                    if _overlaps(box, e):
+                        found.append(e)
         return found
 
     def put(self, box: Box, entry: tuple[float, str, int]) -> None:
-        if box not in self.entries and box:
-            lo, hi = box[0]
-            first, last = lo // _BUCKET, (hi - 1) // _BUCKET
-            if last - first > _WIDE:
-                self.wide.add(box)
-            else:
-                for bucket in range(first, last + 1):
-                    self.buckets.setdefault(bucket, set()).add(box)
-        self.entries[box] = entry
+        entries = self.entries
+        if box not in entries:
+            if self.buckets is not None:
+                self._index(box)
+            elif len(entries) >= _SCAN:
+                self.buckets = {}
+                for old in entries:
+                    self._index(old)
+                self._index(box)
+        entries[box] = entry
+
+    def _index(self, box: Box) -> None:
+        if not box:
+            return
+        lo, hi = box[0]
+        first, last = lo // _BUCKET, (hi - 1) // _BUCKET
+        if last - first > _WIDE:
+            self.wide.add(box)
+        else:
+            buckets = self.buckets
+            assert buckets is not None
+            for bucket in range(first, last + 1):
+                members = buckets.get(bucket)
+                if members is None:
+                    buckets[bucket] = {box}
+                else:
+                    members.add(box)
 
     def remove(self, box: Box) -> None:
         del self.entries[box]
-        if not box:
+        if self.buckets is None or not box:
             return
         if box in self.wide:
             self.wide.discard(box)
