@@ -41,7 +41,8 @@ async def test_hover_answers_at_once_then_shows_the_profile_from_cache(editor: E
     # warm: the same document version answers from the cache, on the decorator line too
     started = time.perf_counter()
     warm = await editor.hover(uri, editor.line_of(uri, "@nki.jit"), 2)
-    assert time.perf_counter() - started < 0.5
+    elapsed = time.perf_counter() - started
+    assert elapsed < 1.0, f"a warm hover took {elapsed:.2f} s"
     assert warm == card
 
     # a hover off the kernel's header answers nothing

@@ -40,7 +40,10 @@ async def test_search_streams_candidates_and_the_best_one_is_applied(editor: Edi
     started = time.perf_counter()
     card = await editor.hover_kernel(uri, "silu_kernel")
     assert not search.done(), "the search finished before the concurrent hover could be checked"
-    assert time.perf_counter() - started < 1.0
+    # generous bound: a loaded CI machine may not schedule the server for a while; the figures
+    # under load are measured by benchmarks/lsp_latency.py
+    elapsed = time.perf_counter() - started
+    assert elapsed < 3.0, f"hover took {elapsed:.2f} s while the search ran"
     assert "percent of peak" in card
 
     result = await asyncio.wait_for(search, 120)
@@ -78,7 +81,11 @@ async def test_search_streams_candidates_and_the_best_one_is_applied(editor: Edi
     label = f"{speed:.2f}× faster" if speed >= 1 else f"{1 / speed:.2f}× slower"
     assert offered[0].startswith(f"Apply candidate 1: {label}"), offered[0]
 
-    applied = await editor.command("accelopt.applyCandidate", search_id, best["id"])
+    first = next(a for a in actions if a.title.startswith("Apply candidate 1"))
+    resolved = await editor.client.code_action_resolve_async(first)
+    assert resolved.command.command == "accelopt.applyCandidate"
+    assert list(resolved.command.arguments) == [search_id, best["id"]]
+    applied = await editor.command(resolved.command.command, *resolved.command.arguments)
     assert plain_applied(applied) is True
     assert editor.text(uri) == best["text"]
     edit_request = editor.applied[-1]
