@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from accelopt.agents.offline.kernel_ir import KernelView
+from accelopt.agents.offline.kernel_ir import view_of
 from accelopt.agents.offline.rewrites.affine_range import AffineRange
 from accelopt.agents.offline.rewrites.assign_engine import AssignEngine
 from accelopt.agents.offline.rewrites.base import Params, Rewrite, Site
@@ -45,7 +45,7 @@ def get_rewrite(name: str | None) -> Rewrite:
 def all_sites(source: str, kernel_name: str) -> list[Site]:
     """Every legal site of every rewrite, in catalogue order."""
     try:
-        view = KernelView(source, kernel_name)
+        view = view_of(source, kernel_name)
     except NotApplicable:
         return []
     found: list[Site] = []

@@ -4,6 +4,8 @@ original kernel with a variant that has not been tried."""
 
 from __future__ import annotations
 
+import asyncio
+
 from accelopt.agents.base import ExecuteRequest, ExecuteResult, FixRequest
 from accelopt.agents.offline.catalogue import get_rewrite
 from accelopt.agents.offline.rewrites.base import Params, Site
@@ -32,7 +34,15 @@ def _variants(plan: Plan, site: Site) -> list[Params]:
 
 
 class OfflineExecutor:
+    """Source rewriting is CPU work: both calls run in a worker thread, off the event loop."""
+
     async def execute(self, request: ExecuteRequest) -> ExecuteResult:
+        return await asyncio.to_thread(self.execute_now, request)
+
+    async def fix(self, request: FixRequest) -> ExecuteResult:
+        return await asyncio.to_thread(self.fix_now, request)
+
+    def execute_now(self, request: ExecuteRequest) -> ExecuteResult:
         try:
             site = _site(request.plan, request.kernel)
         except NotApplicable as exc:
@@ -54,7 +64,7 @@ class OfflineExecutor:
             kernels=kernels, error=None if kernels else "; ".join(errors) or "no variant applied"
         )
 
-    async def fix(self, request: FixRequest) -> ExecuteResult:
+    def fix_now(self, request: FixRequest) -> ExecuteResult:
         """Try the plan's other parameter variants on the original kernel; an offline rewrite
         cannot repair a kernel, only choose differently."""
         try:

@@ -196,7 +196,13 @@ def is_tile(view: KernelView, expr: cst.BaseExpression) -> bool:
     return memory in ("sbuf", "psum")
 
 
-ELEMENTWISE_KEEPING_SHAPE = {*ACTIVATION_FUNCTIONS, *BINARY_FUNCTIONS, "reciprocal", "activation", "tensor_scalar"}
+ELEMENTWISE_KEEPING_SHAPE = {
+    *ACTIVATION_FUNCTIONS,
+    *BINARY_FUNCTIONS,
+    "reciprocal",
+    "activation",
+    "tensor_scalar",
+}
 
 
 def column_shape(

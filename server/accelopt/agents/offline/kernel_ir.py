@@ -9,6 +9,8 @@ every untouched byte (formatting and comments) as it was.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -190,6 +192,28 @@ def argument(call: cst.Call, index: int, name: str) -> cst.BaseExpression | None
     return pos[index].value if index < len(pos) else None
 
 
+_VIEWS: OrderedDict[tuple[str, str], KernelView] = OrderedDict()
+_VIEWS_LIMIT = 64
+_VIEWS_LOCK = threading.Lock()
+
+
+def view_of(source: str, kernel_name: str) -> KernelView:
+    """The (cached) view of a kernel source. Views are never mutated after analysis (rendering
+    builds a new tree), so the planner, the executor and the fixer share one per source."""
+    key = (kernel_name, source)
+    with _VIEWS_LOCK:
+        view = _VIEWS.get(key)
+        if view is not None:
+            _VIEWS.move_to_end(key)
+            return view
+    view = KernelView(source, kernel_name)
+    with _VIEWS_LOCK:
+        _VIEWS[key] = view
+        while len(_VIEWS) > _VIEWS_LIMIT:
+            _VIEWS.popitem(last=False)
+    return view
+
+
 class KernelView:
     """One parsed module and the kernel function in it."""
 
@@ -200,6 +224,9 @@ class KernelView:
             raise NotApplicable(f"the kernel does not parse: {exc.message} (line {exc.raw_line})") from exc
         self.source = source
         self.kernel_name = kernel_name
+        # Analyses of one view run one at a time (agents call in from worker threads).
+        self.lock = threading.RLock()
+        self.analyses: dict[str, list[object]] = {}
         self.wrapper = MetadataWrapper(parsed, unsafe_skip_copy=True)
         self.module = self.wrapper.module
         self._positions = self.wrapper.resolve(PositionProvider)

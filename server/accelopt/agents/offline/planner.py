@@ -11,6 +11,7 @@ Plans are then taken round-robin over rewrites (best site of each rewrite first)
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import math
 import random
@@ -104,6 +105,10 @@ class OfflinePlanner:
         self.seed = seed
 
     async def plan(self, request: PlanRequest) -> PlanResult:
+        # Source analysis is CPU work: keep it off the event loop so evaluations go on meanwhile.
+        return await asyncio.to_thread(self.plan_now, request)
+
+    def plan_now(self, request: PlanRequest) -> PlanResult:
         text = request.kernel.text
         sites = all_sites(text, request.kernel.name)
         if not sites:

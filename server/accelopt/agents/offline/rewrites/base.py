@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 import libcst as cst
 
-from accelopt.agents.offline.kernel_ir import KernelView
+from accelopt.agents.offline.kernel_ir import KernelView, view_of
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 
 Params = dict[str, int | float | str | bool]
@@ -58,23 +58,34 @@ class Rewrite(ABC):
 
     # --- the public surface ----------------------------------------------------------------
 
+    def analysed(self, view: KernelView) -> list[Site | Refusal]:
+        """`analyse`, once per view."""
+        with view.lock:
+            if self.name not in view.analyses:
+                view.analyses[self.name] = list(self.analyse(view))
+            return view.analyses[self.name]  # type: ignore[return-value]
+
     def sites(self, source: str, kernel_name: str) -> list[Site]:
         try:
-            view = KernelView(source, kernel_name)
+            view = view_of(source, kernel_name)
         except NotApplicable:
             return []
         return self.sites_in(view)
 
     def sites_in(self, view: KernelView) -> list[Site]:
-        return [s for s in self.analyse(view) if isinstance(s, Site)]
+        return [s for s in self.analysed(view) if isinstance(s, Site)]
 
     def refusals(self, source: str, kernel_name: str) -> list[Refusal]:
-        view = KernelView(source, kernel_name)
-        return [s for s in self.analyse(view) if isinstance(s, Refusal)]
+        view = view_of(source, kernel_name)
+        return [s for s in self.analysed(view) if isinstance(s, Refusal)]
 
     def apply(self, source: str, kernel_name: str, site_id: str, params: Params | None = None) -> str:
-        view = KernelView(source, kernel_name)
-        for item in self.analyse(view):
+        view = view_of(source, kernel_name)
+        with view.lock:
+            return self._apply(view, source, site_id, params)
+
+    def _apply(self, view: KernelView, source: str, site_id: str, params: Params | None) -> str:
+        for item in self.analysed(view):
             if item.id != site_id:
                 continue
             if isinstance(item, Refusal):

@@ -33,9 +33,16 @@ class FuseScalarTensorTensor(Rewrite):
         for stmt in view.simple_statements():
             for expr in _expressions(stmt):
                 outer = as_binary(view, expr)
-                if outer is None or is_column_or_scalar(view, outer.left) or is_column_or_scalar(view, outer.right):
+                if (
+                    outer is None
+                    or is_column_or_scalar(view, outer.left)
+                    or is_column_or_scalar(view, outer.right)
+                ):
                     continue
-                for side, other, y_on_right in ((outer.left, outer.right, False), (outer.right, outer.left, True)):
+                for side, other, y_on_right in (
+                    (outer.left, outer.right, False),
+                    (outer.right, outer.left, True),
+                ):
                     resolved = resolve(view, side)
                     inner = as_binary(view, resolved.expr)
                     step = scalar_operand(view, inner) if inner is not None else None
@@ -50,7 +57,9 @@ class FuseScalarTensorTensor(Rewrite):
                         found.append(Refusal(self.name, sid, line, f"cannot {title}: both tiles are in PSUM"))
                         break
                     if inner.kwargs.get("mask") is not None and "mask" not in outer.kwargs:
-                        found.append(Refusal(self.name, sid, line, f"cannot {title}: only the inner op is masked"))
+                        found.append(
+                            Refusal(self.name, sid, line, f"cannot {title}: only the inner op is masked")
+                        )
                         break
                     found.append(
                         Site(
@@ -89,4 +98,3 @@ class FuseScalarTensorTensor(Rewrite):
         edits = removal_edits(definitions)
         edits[id(outer.node)] = new
         return render_with(view, emit, edits)
-

@@ -33,26 +33,39 @@ class PreloadOperand(Rewrite):
         found: list[Site | Refusal] = []
         for stmt in view.simple_statements():
             assign = _load_assign(view, stmt)
-            if assign is None:
-                continue
+            loads: list[cst.Assign | cst.Call] = [assign] if assign is not None else _inline_loads(view, stmt)
+            for load in loads:
+                found.extend(self._sites_for(view, stmt, load))
+        return found
+
+    def _sites_for(
+        self, view: KernelView, stmt: cst.SimpleStatementLine, load: cst.Assign | cst.Call
+    ) -> list[Site | Refusal]:
+        found: list[Site | Refusal] = []
+        call = load.value if isinstance(load, cst.Assign) else load
+        if True:
             inner = view.loop_of_node(stmt)
             if inner is None or not any(s is stmt for s in inner.body):
-                continue
+                return found
             chain: list[Loop] = []
             current = inner.parent
             while current is not None:
                 chain.append(current)
                 current = current.parent
             for outer in chain:
-                outcome = _plan(view, stmt, assign, inner, outer)
+                outcome = _plan(view, stmt, load, inner, outer)
                 if outcome is None:
                     continue
                 line = view.line(stmt)
-                src = base_name(argument(assign.value, 0, "src") or assign.value) or "operand"
+                src = base_name(argument(call, 0, "src") or call) or "operand"
                 title = (
                     f"load {src} once before the {outer.var} loop instead of in every {outer.var} iteration"
                 )
-                sid = site_id(self.name, line, outer.line)
+                sid = (
+                    site_id(self.name, line, outer.line)
+                    if isinstance(load, cst.Assign)
+                    else site_id(self.name, view.where(load), outer.line)
+                )
                 if isinstance(outcome, str):
                     found.append(Refusal(self.name, sid, line, f"cannot {title}: {outcome}"))
                     continue
@@ -76,6 +89,15 @@ class PreloadOperand(Rewrite):
         return view.render(site.payload)
 
 
+def _inline_loads(view: KernelView, stmt: cst.SimpleStatementLine) -> list[cst.Call]:
+    """`nl.load(...)` calls used directly as operands (`nc_matmul(a, nl.load(w[...]))`)."""
+    return [
+        c
+        for c in view.calls_in(stmt)
+        if view.is_call(c, "nl", "load") and isinstance(view.parent(c), cst.Arg)
+    ]
+
+
 def _load_assign(view: KernelView, stmt: cst.SimpleStatementLine) -> cst.Assign | None:
     if len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Assign):
         return None
@@ -86,7 +108,7 @@ def _load_assign(view: KernelView, stmt: cst.SimpleStatementLine) -> cst.Assign 
 
 
 def _plan(
-    view: KernelView, stmt: cst.SimpleStatementLine, assign: cst.Assign, inner: Loop, outer: Loop
+    view: KernelView, stmt: cst.SimpleStatementLine, load: cst.Assign | cst.Call, inner: Loop, outer: Loop
 ) -> dict[int, object] | str | None:
     """The edits that preload `stmt` before `outer`, a refusal reason, or None when the load
     depends on `outer` (nothing to gain, nothing to say)."""
@@ -97,11 +119,13 @@ def _plan(
     while current is not None and current is not outer:
         between.insert(0, current)
         current = current.parent
-    target = assign.targets[0].target
-    written = base_name(target)
-    if written is None:
+    inline = isinstance(load, cst.Call)
+    value = load if isinstance(load, cst.Call) else load.value
+    target = None if isinstance(load, cst.Call) else load.targets[0].target
+    written = base_name(target) if target is not None else None
+    if not inline and written is None:
         return None
-    value_reads = names_in(assign.value)
+    value_reads = names_in(value)
 
     # Index definitions in the copied loops' bodies that the load needs (`cols = slice(...)`).
     copied_defs: dict[int, list[cst.SimpleStatementLine]] = {}
@@ -152,6 +176,17 @@ def _plan(
         if lp.trip_expr is None:
             return f"the {lp.var} loop has a start or step"
 
+    if inline:
+        inline_edits: dict[int, object] = {}
+        parts = _tile_edits(view, stmt, value, None, kept, inline_edits)
+        if isinstance(parts, str):
+            return parts
+        new_alloc, new_moved = parts
+        inline_nest = _nest(kept, copied_defs, between, new_moved)
+        inline_edits[id(outer.node)] = lambda updated: [*new_alloc, inline_nest, updated]
+        return inline_edits
+    assert isinstance(load, cst.Assign) and written is not None
+    assign = load
     allocation = _allocation(view, written) if isinstance(target, cst.Subscript) else None
     uses = [
         u
@@ -171,7 +206,7 @@ def _plan(
         moved = edits.pop("moved")  # type: ignore[call-overload]
         alloc: list[cst.BaseStatement] = []
     else:
-        reason_or_parts = _tile_edits(view, stmt, assign, written, kept, edits)
+        reason_or_parts = _tile_edits(view, stmt, assign.value, written, kept, edits)
         if isinstance(reason_or_parts, str):
             return reason_or_parts
         alloc, moved = reason_or_parts
@@ -216,12 +251,15 @@ def _buffer_edits(
 def _tile_edits(
     view: KernelView,
     stmt: cst.SimpleStatementLine,
-    assign: cst.Assign,
-    name: str,
+    load: cst.BaseExpression,
+    name: str | None,
     kept: list[Loop],
     edits: dict[int, object],
 ) -> tuple[list[cst.BaseStatement], cst.SimpleStatementLine] | str:
-    src = argument(assign.value, 0, "src")  # type: ignore[arg-type]
+    """A block buffer for the loaded tiles; `name = nl.load(...)` (or the inline load when `name`
+    is None) becomes a view of the buffer."""
+    assert isinstance(load, cst.Call)
+    src = argument(load, 0, "src")
     if not isinstance(src, cst.Subscript):
         return "the loaded region is not a subscript"
     extents: list[str] = []
@@ -252,7 +290,7 @@ def _tile_edits(
     if static_bytes > SBUF_PARTITION_BYTES // 2:
         return f"the preloaded tiles would need {static_bytes:,} bytes per partition of SBUF"
     taken = {n.value for n in _all_names(view.module)}
-    new = f"{name}_all"
+    new = f"{name}_all" if name is not None else f"{base_name(src)}_tiles"
     while new in taken:
         new += "_"
     nl = view.alias_for("nl")
@@ -262,12 +300,10 @@ def _tile_edits(
     shape = ", ".join([*trips, f"{nl}.par_dim({extents[0]})", extents[1]])
     alloc = cst.parse_statement(f"{new} = {nl}.ndarray(({shape}), dtype={table}.dtype, buffer={nl}.sbuf)\n")
     block = ", ".join([lp.var for lp in kept] + [":", ":"])
-    moved = stmt.with_changes(
-        body=[assign.with_changes(targets=[cst.AssignTarget(cst.parse_expression(f"{new}[{block}]"))])]
+    moved = cst.SimpleStatementLine(
+        body=[cst.Assign(targets=[cst.AssignTarget(cst.parse_expression(f"{new}[{block}]"))], value=load)]
     )
-    edits[id(stmt)] = stmt.with_changes(
-        body=[assign.with_changes(value=cst.parse_expression(f"{new}[{block}]"))]
-    )
+    edits[id(load)] = cst.parse_expression(f"{new}[{block}]")
     return [alloc], moved
 
 
