@@ -46,7 +46,6 @@ class ComputeWork:
     """A compute record: legal engines with the seconds each would take."""
 
     options: tuple[tuple[str, float], ...]
-    tiny: bool  # at the minimum initiation interval: pays the static overhead regardless
 
 
 @dataclass(slots=True)
@@ -162,7 +161,7 @@ def lower_compute(
     compiler_model)."""
     if is_tensor_engine(rec):
         seconds = tensor_engine_cycles(rec, hw) / hw.tensor_clock_hz
-        return ComputeWork(options=(("tensor", seconds),), tiny=False)
+        return ComputeWork(options=(("tensor", seconds),))
     engines = _legal_engines(rec, memory)
     if not balance:
         engines = engines[:1]
@@ -187,18 +186,17 @@ def lower_compute(
             # dependent 512-element Vector instructions per state at ≈10N cycles in total.
             cycles += hw.static_overhead_cycles
         options.append((engine, cycles / hw.engine_clock_hz(engine)))
-    return ComputeWork(options=tuple(options), tiny=tiny)
+    return ComputeWork(options=tuple(options))
 
 
 def staging_copy(free_size: int, hw: HardwareSpec, balance: bool) -> ComputeWork:
     """The PSUM -> SBUF copy that lands a Tensor Engine result the kernel uses from SBUF (§4:
     `nl.matmul` = transpose + copy + matmul), on the Vector or the Scalar Engine."""
     cycles = max(hw.min_initiation_cycles, free_size) + hw.access_init_cycles
-    tiny = free_size <= hw.min_initiation_cycles
-    if tiny:
+    if free_size <= hw.min_initiation_cycles:
         cycles += hw.static_overhead_cycles
     engines = ("vector", "scalar") if balance else ("vector",)
-    return ComputeWork(options=tuple((e, cycles / hw.engine_clock_hz(e)) for e in engines), tiny=tiny)
+    return ComputeWork(options=tuple((e, cycles / hw.engine_clock_hz(e)) for e in engines))
 
 
 def chunk_efficiency(chunk_bytes: float, hw: HardwareSpec) -> float:
