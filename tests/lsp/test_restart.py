@@ -84,7 +84,7 @@ async def test_restart_mid_search_starts_clean_and_keeps_the_memory(tmp_path: Pa
     await wait_until(lambda: not any(alive(pid) for pid in workers), 15, "the workers to exit")
 
     restarted = await config.start()
-    editor = await start_session(restarted, root, options)
+    editor = await start_session(restarted, root, {**options, "prestartSearchProcess": False})
     listed = await editor.request("accelopt/candidates", {"searchId": search_id})
     assert listed is None, "a restarted server knows no searches"
     memory = await editor.request("accelopt/memory", {"limit": 50})
