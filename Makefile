@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip >/dev/null
-	$(PY) -m pip install -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)
