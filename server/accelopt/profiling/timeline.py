@@ -291,6 +291,11 @@ class _Scheduler:
         self.seq_keys: dict[tuple[object, ...], list[tuple[tuple[object, ...], int]]] = {}
         self.sem = hw.semaphore_latency_s
         self.lowered: dict[tuple[object, ...], tuple[ComputeWork, bool, bool]] = {}
+        self.dma_lowered: dict[tuple[object, ...], DmaWork] = {}
+        # on-chip tensor -> index of its partition axis (after the block dimensions)
+        self.partition_axis = {
+            tid: info.block_dims for tid, info in trace.tensors.items() if info.memory is not Memory.HBM
+        }
         self.memory = {
             tid: Memory.PSUM if tid in psum_resident else info.memory for tid, info in trace.tensors.items()
         }
@@ -433,7 +438,7 @@ class _Scheduler:
             else:
                 self.counters["sbuf_write"] += op.spill_bytes
         else:
-            work = lower_dma(rec, self.trace, hw)
+            work = self._lower_dma(rec)
             line = rec.line
             self._count_on_chip(rec)
         pieces = []
@@ -537,6 +542,31 @@ class _Scheduler:
             self._count_on_chip(rec)
         self._record(op, end, engine, op_id)
         self.ops.append(ScheduledOp(op.record, op.kind, engine, start, end, duration, rec.line))
+
+    def _lower_dma(self, rec: TraceRecord) -> DmaWork:
+        """`lower_dma`, cached on what it depends on (a loop body repeats a few shapes)."""
+        if not rec.bytes:
+            return lower_dma(rec, self.trace, self.hw)
+        span = None
+        axis_of = self.partition_axis
+        for region in (*rec.writes, *rec.reads):
+            axis = axis_of.get(region.tensor_id)
+            if axis is not None and axis < len(region.box):
+                span = region.box[axis]
+                break
+        key = (
+            rec.opcode,
+            rec.bytes,
+            rec.dma_chunk_bytes,
+            rec.partitions,
+            span,
+            id(rec.src_memory),
+            id(rec.dst_memory),
+        )
+        found = self.dma_lowered.get(key)
+        if found is None:
+            found = self.dma_lowered[key] = lower_dma(rec, self.trace, self.hw)
+        return found
 
     def _lower(self, rec: TraceRecord) -> tuple[ComputeWork, bool, bool]:
         """Lowering of a compute record (cached: a loop body repeats the same few shapes) and
