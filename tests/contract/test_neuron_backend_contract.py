@@ -19,7 +19,13 @@ import pytest
 
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import KernelSource
-from accelopt.profiling.neuron import COMPILE_OPTIONS, NeuronBackend, NeuronUnavailable
+from accelopt.profiling.neuron import (
+    COMPILE_OPTIONS,
+    NeuronBackend,
+    NeuronResult,
+    NeuronUnavailable,
+    read_summary,
+)
 from accelopt.profiling.task import task_for_kernel
 
 pytestmark = pytest.mark.contract
@@ -163,3 +169,36 @@ async def test_policy_and_syntax_are_checked_before_anything_runs(fake_host):
         and syntax.line == kernel.text.splitlines().index("def silu_kernel(x):") + 1
     )
     assert not log.exists()  # nothing was compiled or run
+
+
+async def test_compiler_error_codes_become_compile_errors_at_the_kernel_line(fake_host):
+    env, devices, _ = fake_host
+    backend = NeuronBackend(env=env, device_glob=devices)
+    kernel, task = _silu(lambda text: text.replace("TILE_ROWS = 128", "TILE_ROWS = 256"))
+    evaluation = await backend.evaluate(kernel, task, EvaluationOptions(seeds=1))
+    await backend.aclose()
+    assert evaluation.status == "compile_error"
+    assert evaluation.error_code == "err_num_partition_exceed_arch_limit"
+    load_line = next(i for i, t in enumerate(kernel.text.splitlines(), 1) if "tile = nl.load(" in t)
+    assert evaluation.line == load_line
+
+
+def test_summary_json_must_have_one_top_level_key_and_total_time(tmp_path):
+    def profiler_printing(payload: dict) -> str:
+        script = tmp_path / f"profiler{len(list(tmp_path.iterdir()))}"
+        script.write_text(f"#!/bin/sh\ncat <<'JSON'\n{json.dumps(payload)}\nJSON\n")
+        script.chmod(0o755)
+        return str(script)
+
+    neff, ntff = tmp_path / "k.neff", tmp_path / "k.ntff"
+    good = profiler_printing(
+        {"k": {"total_time": 1.5e-5, "hbm_read_bytes": 4096, "label": "text is dropped"}}
+    )
+    assert read_summary(good, neff, ntff) == {"total_time": 1.5e-5, "hbm_read_bytes": 4096.0}
+    with pytest.raises(ValueError, match="one top-level key"):
+        read_summary(profiler_printing({"a": {"total_time": 1.0}, "b": {"total_time": 2.0}}), neff, ntff)
+    with pytest.raises(ValueError, match="no total_time"):
+        read_summary(profiler_printing({"k": {"hbm_read_bytes": 1}}), neff, ntff)
+    # a worker's long compiler output keeps its end, where the error is
+    long = NeuronResult(status="compile_error", message="x" * 20000 + " err_tail")
+    assert len(long.message) <= 8000 and long.message.endswith("err_tail")

@@ -25,6 +25,7 @@ import asyncio
 import glob
 import json
 import os
+import re
 import secrets
 import shutil
 import statistics
@@ -35,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import EvalStatus, Evaluation, KernelSource
@@ -51,6 +52,9 @@ WARMUP_RUNS = 2
 MEASURED_RUNS = 10
 MAX_SPREAD = 0.01  # re-measure when (max - min) / min exceeds this
 MAX_BATCHES = 3
+MAX_MESSAGE = 8000
+# The compiler's error codes (NKI_NOTES §2) are part of its messages; agents learn from them.
+_ERROR_CODE = re.compile(r"\berr_[a-z0-9_]+\b")
 
 # summary-json keys copied into Profile as they are (same names; `_percent` fields are fractions)
 _INT_FIELDS = (
@@ -101,7 +105,7 @@ class NeuronResult(BaseModel):
     """What the worker reports back (result.json); untrusted data, validated on the way in."""
 
     status: EvalStatus
-    message: str = Field("", max_length=8000)
+    message: str = Field("", max_length=MAX_MESSAGE)
     error_code: str | None = None
     line: int | None = None
     max_error: float | None = None
@@ -109,6 +113,14 @@ class NeuronResult(BaseModel):
     batches: int = 0
     summary: dict[str, float] = Field(default_factory=dict, description="summary-json of the median run")
     work: dict[str, float] | None = None
+
+    @field_validator("message", mode="before")
+    @classmethod
+    def _clip(cls, value: object) -> object:
+        # compiler output can be long; keep its end, where the error is
+        if isinstance(value, str) and len(value) > MAX_MESSAGE:
+            return "..." + value[-(MAX_MESSAGE - 3) :]
+        return value
 
 
 def check_available(python: str, device_glob: str, profiler: str, env: dict[str, str]) -> None:
@@ -454,9 +466,12 @@ def _worker(job: NeuronJob, job_dir: Path) -> NeuronResult:
             if spread(samples) <= job.max_spread:
                 break
     except Exception as exc:
+        text = f"{type(exc).__name__}: {exc}"
+        code = _ERROR_CODE.search(text)
         return NeuronResult(
-            status="runtime_error",
-            message=f"{type(exc).__name__}: {exc}",
+            status="compile_error" if code else "runtime_error",
+            message=text,
+            error_code=code.group(0) if code else None,
             line=_innermost_line(exc, kernel_path),
             max_error=max_error,
         )
