@@ -23,18 +23,25 @@ SATURATED = 0.6
 LATENCY_BOUND_BELOW = 0.2
 
 
+def bound_from_busy(tensor: float, vector: float, scalar: float, gpsimd: float, dma: float) -> Bound:
+    """The resource that limited a run, from engine busy fractions (simulated or measured)."""
+    candidates: dict[Bound, float] = {"hbm": dma, "tensor": tensor, "vector": max(vector, scalar, gpsimd)}
+    best = max(candidates, key=lambda k: candidates[k])
+    return best if candidates[best] >= SATURATED else "latency"
+
+
 def run_bound(timeline: Timeline) -> Bound:
     total = timeline.total_time
     if total <= 0:
         return "latency"
     busy = timeline.engine_busy
-    candidates: dict[Bound, float] = {
-        "hbm": busy["dma"] / total,
-        "tensor": busy["tensor"] / total,
-        "vector": max(busy["vector"], busy["scalar"], busy["gpsimd"]) / total,
-    }
-    best = max(candidates, key=lambda k: candidates[k])
-    return best if candidates[best] >= SATURATED else "latency"
+    return bound_from_busy(
+        busy["tensor"] / total,
+        busy["vector"] / total,
+        busy["scalar"] / total,
+        busy["gpsimd"] / total,
+        busy["dma"] / total,
+    )
 
 
 def tensor_flops(trace: Trace, hoisted: set[int] | None = None) -> tuple[int, int]:
