@@ -135,3 +135,43 @@ def test_bad_requests_fail_fast_with_the_reason(tmp_path, capsys):
     assert main(["bench", "--backend", "neuron", "--tasks", "silu", "--out", out]) == 2
     assert "neuron backend needs the Neuron SDK" in capsys.readouterr().err
     assert not Path(out).exists()
+
+
+async def test_a_backend_failure_costs_only_its_own_task():
+    from accelopt.commands.bench import run_bench, select_tasks
+    from accelopt.profiling.backend import EvaluationOptions
+    from accelopt.profiling.evaluation import Evaluation
+    from accelopt.profiling.profile import Profile
+
+    class FlakyBackend:
+        """Stands in for a backend with a bug: raises for one task, answers for the other."""
+
+        name = "simulator"
+        closed = False
+
+        async def evaluate(self, kernel, task, options):
+            if task.name == "silu":
+                raise RuntimeError("timing model crashed")
+            return Evaluation(
+                status="ok",
+                profile=Profile(
+                    backend="simulator",
+                    hardware="trn1",
+                    latency_ms=2.0,
+                    peak_latency_ms=1.0,
+                    percent_of_peak=0.5,
+                ),
+            )
+
+        async def aclose(self):
+            self.closed = True
+
+    backend = FlakyBackend()
+    selection = select_tasks("silu,matmul", "small", None)
+    report = await run_bench(
+        selection, backend, EvaluationOptions(check_correctness=False), jobs=2, size="small"
+    )
+    silu, matmul = report.tasks
+    assert silu.status == "runtime_error" and "timing model crashed" in silu.message
+    assert matmul.status == "ok" and report.geomean_percent_of_peak == 0.5
+    assert backend.closed

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 from accelopt.profiling.backend import EvaluationOptions
-from accelopt.profiling.evaluation import EvalStatus, KernelSource
+from accelopt.profiling.evaluation import EvalStatus, Evaluation, KernelSource
 from accelopt.profiling.profile import Bound, Profile
 
 if TYPE_CHECKING:
@@ -176,7 +176,12 @@ async def run_bench(
 
     async def one(kernel: KernelSource, task: Task) -> TaskResult:
         async with gate:
-            evaluation = await backend.evaluate(kernel, task, options)
+            try:
+                evaluation = await backend.evaluate(kernel, task, options)
+            except Exception as exc:  # a backend bug must not cost the other tasks' results
+                evaluation = Evaluation(
+                    status="runtime_error", message=f"the {backend.name} backend failed: {exc!r}"
+                )
         profile = evaluation.profile
         result = TaskResult(
             name=task.name,
