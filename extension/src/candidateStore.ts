@@ -18,6 +18,10 @@ export interface RankedCandidate {
   readonly searchId: string;
   readonly uri: string;
   readonly kernelName: string;
+  /** This candidate was accepted into the document. */
+  readonly applied: boolean;
+  /** Another candidate of its search was accepted: this one was made from the text before. */
+  readonly outdated: boolean;
 }
 
 export interface KernelGroup {
@@ -33,6 +37,8 @@ export interface KernelGroup {
   readonly failed: readonly RankedCandidate[];
   /** The last progress report of the search, if any arrived. */
   readonly progress: SearchStateNotification | undefined;
+  /** The candidate accepted into the document, if one was. */
+  readonly applied: RankedCandidate | undefined;
 }
 
 export interface CandidateRef {
@@ -80,6 +86,7 @@ interface MutableGroup {
   documentVersion: number | null;
   candidates: CandidateInfo[];
   progress: SearchStateNotification | undefined;
+  appliedId: string | undefined;
   touched: number;
 }
 
@@ -122,6 +129,16 @@ export class CandidateStore {
     for (const group of this.groups.values()) {
       if (group.searchId === searchId && group.running) {
         group.running = false;
+        this.changed();
+      }
+    }
+  }
+
+  /** Records that a candidate was accepted: the rest of its search is now outdated. */
+  markApplied(ref: CandidateRef): void {
+    for (const group of this.groups.values()) {
+      if (group.searchId === ref.searchId && group.candidates.some((c) => c.id === ref.candidateId)) {
+        group.appliedId = ref.candidateId;
         this.changed();
       }
     }
@@ -198,6 +215,7 @@ export class CandidateStore {
         documentVersion: null,
         candidates: [],
         progress: undefined,
+        appliedId: undefined,
         touched: ++this.clock,
       };
       this.groups.set(key, fresh);
@@ -220,9 +238,12 @@ function snapshot(key: string, group: MutableGroup): KernelGroup {
     searchId: group.searchId,
     uri: group.uri,
     kernelName: group.kernelName,
+    applied: info.id === group.appliedId,
+    outdated: group.appliedId !== undefined && info.id !== group.appliedId,
   });
   const usable = group.candidates.filter(isUsable).sort(compareCandidates);
   const failed = group.candidates.filter((c) => !isUsable(c)).sort((a, b) => a.rank - b.rank);
+  const candidates = usable.map((info, index) => wrap(info, index + 1));
   return {
     key,
     uri: group.uri,
@@ -230,8 +251,9 @@ function snapshot(key: string, group: MutableGroup): KernelGroup {
     searchId: group.searchId,
     running: group.running,
     documentVersion: group.documentVersion,
-    candidates: usable.map((info, index) => wrap(info, index + 1)),
+    candidates,
     failed: failed.map((info) => wrap(info, 0)),
     progress: group.progress,
+    applied: candidates.find((candidate) => candidate.applied),
   };
 }

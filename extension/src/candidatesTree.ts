@@ -96,23 +96,25 @@ export class CandidatesTreeProvider implements vscode.TreeDataProvider<Candidate
   }
 }
 
-/** Describes a kernel's search: where it stands and how good the best candidate is. */
+/** Where a kernel's search stands: "iteration 1/2 · silu.py · simulated on trn1". */
 export function kernelDescription(group: KernelGroup): string {
-  const parts = [uriBasename(group.uri)];
-  const best = group.candidates[0]?.info;
+  const parts: string[] = [];
   const progress = group.progress;
-  if (group.running) {
+  if (group.applied) {
+    parts.push(`candidate ${group.applied.position} applied`);
+  } else if (group.running) {
     parts.push(
       progress && progress.totalIterations > 0
-        ? `searching, iteration ${progress.iteration} of ${progress.totalIterations}`
-        : 'searching…',
+        ? `iteration ${progress.iteration}/${progress.totalIterations}`
+        : 'starting…',
     );
-  }
-  if (best && best.status === 'ok') {
-    parts.push(`best ${formatSpeedup(best.speedup)}`);
-  }
-  if (!group.running) {
+  } else {
     parts.push(pluralize(group.candidates.length, 'candidate'));
+  }
+  parts.push(uriBasename(group.uri));
+  const measured = group.candidates[0]?.info ?? group.failed[0]?.info;
+  if (measured) {
+    parts.push(measuredOn(measured.backend, measured.hardware));
   }
   return parts.join(' · ');
 }
@@ -141,32 +143,30 @@ function kernelItem(group: KernelGroup): vscode.TreeItem {
   return item;
 }
 
-/** "1. 1.84× · hoist the weight load" */
+/**
+ * "1. 1.84× · 61% of peak": the figures a kernel engineer scans for come first, so a narrow
+ * sidebar cuts the plan's title (in the description and the tooltip) rather than the numbers.
+ */
 export function candidateLabel(candidate: RankedCandidate): string {
   const { info } = candidate;
-  const title = info.title.trim() || 'baseline';
-  if (info.status === 'pending') {
-    return `${title}`;
-  }
   if (info.status !== 'ok') {
-    return title;
+    return info.title.trim() || 'candidate';
   }
-  return `${candidate.position}. ${formatSpeedup(info.speedup)} · ${title}`;
+  const peak = formatPercentOfPeak(info.percentOfPeak);
+  return `${candidate.position}. ${formatSpeedup(info.speedup)}${peak ? ` · ${peak}` : ''}`;
 }
 
-/** "61% of peak · correct · simulated on trn1" */
+/** "hoist the weight load", with the status when it is not plainly "correct". */
 export function candidateDescription(candidate: RankedCandidate): string {
   const { info } = candidate;
-  const parts: string[] = [];
-  const peak = formatPercentOfPeak(info.percentOfPeak);
-  if (peak && info.status === 'ok') {
-    parts.push(peak);
+  if (info.status !== 'ok') {
+    return statusLabel(info.status);
   }
-  parts.push(statusLabel(info.status));
-  if (info.status === 'ok') {
-    parts.push(measuredOn(info.backend, info.hardware));
+  const title = info.title.trim() || 'baseline';
+  if (candidate.applied) {
+    return `applied · ${title}`;
   }
-  return parts.join(' · ');
+  return candidate.outdated ? `outdated · ${title}` : title;
 }
 
 export function candidateTooltip(candidate: RankedCandidate): vscode.MarkdownString {
@@ -180,8 +180,16 @@ export function candidateTooltip(candidate: RankedCandidate): vscode.MarkdownStr
       formatPercentOfPeak(info.percentOfPeak),
     ].filter((part): part is string => Boolean(part));
     md.appendMarkdown(`${figures.join(' · ')} (${measuredOn(info.backend, info.hardware)})\n\n`);
+    md.appendMarkdown('Correct: same results as the original kernel on random inputs.\n\n');
   } else {
     md.appendMarkdown(`Status: ${statusLabel(info.status)}\n\n`);
+  }
+  if (candidate.applied) {
+    md.appendMarkdown('Applied to the file.\n\n');
+  } else if (candidate.outdated) {
+    md.appendMarkdown(
+      'Made from the kernel as it was before another candidate was applied. Optimize again to build on the new kernel.\n\n',
+    );
   }
   if (info.rationale.length > 0) {
     md.appendMarkdown('How it was made, step by step from the original:\n\n');
@@ -190,20 +198,37 @@ export function candidateTooltip(candidate: RankedCandidate): vscode.MarkdownStr
   return md;
 }
 
+type CandidateState = 'ok' | 'pending' | 'failed' | 'applied' | 'outdated';
+
+function candidateState(candidate: RankedCandidate): CandidateState {
+  const { status } = candidate.info;
+  if (status === 'pending') {
+    return 'pending';
+  }
+  if (status !== 'ok') {
+    return 'failed';
+  }
+  return candidate.applied ? 'applied' : candidate.outdated ? 'outdated' : 'ok';
+}
+
+const STATE_ICONS: Record<CandidateState, vscode.ThemeIcon> = {
+  ok: new vscode.ThemeIcon('pass', new vscode.ThemeColor('testing.iconPassed')),
+  applied: new vscode.ThemeIcon('check-all', new vscode.ThemeColor('testing.iconPassed')),
+  outdated: new vscode.ThemeIcon('history'),
+  pending: new vscode.ThemeIcon('loading~spin'),
+  failed: new vscode.ThemeIcon('error', new vscode.ThemeColor('testing.iconFailed')),
+};
+
 function candidateItem(candidate: RankedCandidate): vscode.TreeItem {
   const { info } = candidate;
   const item = new vscode.TreeItem(candidateLabel(candidate), vscode.TreeItemCollapsibleState.None);
   item.id = `${candidate.searchId}/${info.id}`;
   item.description = candidateDescription(candidate);
   item.tooltip = candidateTooltip(candidate);
-  const state = info.status === 'ok' ? 'ok' : info.status === 'pending' ? 'pending' : 'failed';
+  const state = candidateState(candidate);
+  // Menus key on this: Accept only for "ok", Show Diff for all but "pending", Reject for all but "applied".
   item.contextValue = `accelopt.candidate.${state}`;
-  item.iconPath =
-    state === 'ok'
-      ? new vscode.ThemeIcon('pass', new vscode.ThemeColor('testing.iconPassed'))
-      : state === 'pending'
-        ? new vscode.ThemeIcon('loading~spin')
-        : new vscode.ThemeIcon('error', new vscode.ThemeColor('testing.iconFailed'));
+  item.iconPath = STATE_ICONS[state];
   if (state !== 'pending') {
     item.command = {
       command: ClientCommands.showDiff,

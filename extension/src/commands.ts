@@ -68,7 +68,14 @@ export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
     register(ClientCommands.accept, async (...args) => {
       const candidate = resolveCandidate(store, args);
       if (candidate) {
-        await acceptCandidate(candidate, runServerCommand, deps.readSettings().saveAfterAccept);
+        const outcome = await acceptCandidate(
+          candidate,
+          runServerCommand,
+          deps.readSettings().saveAfterAccept,
+        );
+        if (outcome.applied) {
+          store.markApplied({ searchId: candidate.searchId, candidateId: candidate.info.id });
+        }
       }
     }),
     register(ClientCommands.reject, async (...args) => {

@@ -23,8 +23,11 @@ export interface SearchChannel {
   optimize(params: OptimizeParams, token: vscode.CancellationToken): Promise<OptimizeResult>;
   cancel(searchId: string): Promise<void>;
   onSearchState(listener: (state: SearchStateNotification) => void): vscode.Disposable;
-  /** Work-done progress reports the server sends on the request's token. */
-  onProgressMessage(token: string, listener: (message: string) => void): vscode.Disposable;
+  /** Work-done progress reports the server sends on the request's token (percentage 0-100). */
+  onProgressMessage(
+    token: string,
+    listener: (message: string, percentage?: number) => void,
+  ): vscode.Disposable;
 }
 
 export type OptimizeOutcome =
@@ -48,14 +51,14 @@ export function sameUri(a: string, b: string): boolean {
   }
 }
 
-/** "iteration 2 of 4 · best 1.31× · $0.00" */
+/** "iteration 2/4 · best 1.31× · $0.00" (the server's own progress reads the same way). */
 export function progressMessage(state: SearchStateNotification): string {
   if (state.state === 'started') {
     return 'profiling the original kernel…';
   }
   const parts: string[] = [];
   if (state.totalIterations > 0) {
-    parts.push(`iteration ${state.iteration} of ${state.totalIterations}`);
+    parts.push(`iteration ${state.iteration}/${state.totalIterations}`);
   }
   parts.push(
     state.bestSpeedup === null ? 'no faster kernel yet' : `best ${formatSpeedup(state.bestSpeedup)}`,
@@ -103,7 +106,7 @@ export function runOptimization(
       const workDoneToken = `accelopt-optimize-${process.pid}-${++tokenCounter}`;
       let searchId: string | undefined;
       let reported = 0;
-      let haveState = false;
+      let heardFromServer = false;
       let stopping = false;
       const report = (message: string, percent?: number): void => {
         if (stopping) {
@@ -123,12 +126,17 @@ export function runOptimization(
           } else if (state.searchId !== searchId) {
             return;
           }
-          haveState = true;
+          if (state.state === 'started' && heardFromServer) {
+            return; // the server's own report already says more than "profiling…"
+          }
+          heardFromServer = true;
           report(progressMessage(state), percentDone(state));
         }),
-        channel.onProgressMessage(workDoneToken, (message) => {
-          if (!haveState && message) {
-            report(message);
+        // The server reports within an iteration too (candidates checked so far): show those.
+        channel.onProgressMessage(workDoneToken, (message, percentage) => {
+          if (message) {
+            heardFromServer = true;
+            report(message, percentage);
           }
         }),
       ];

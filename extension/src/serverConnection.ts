@@ -77,14 +77,17 @@ export class ServerConnection implements SearchChannel, vscode.Disposable {
     return this.stateEmitter.event(listener);
   }
 
-  onProgressMessage(token: string, listener: (message: string) => void): vscode.Disposable {
+  onProgressMessage(
+    token: string,
+    listener: (message: string, percentage?: number) => void,
+  ): vscode.Disposable {
     const client = this.client();
     if (!client) {
       return new vscode.Disposable(() => undefined);
     }
     return client.onProgress(WorkDoneProgress.type, token, (value) => {
       if (value.kind !== 'end' && value.message) {
-        listener(value.message);
+        listener(value.message, value.percentage);
       }
     });
   }

@@ -101,6 +101,27 @@ describe('CandidateStore', () => {
     assert.deepEqual(store.kernels(), []);
   });
 
+  it('remembers the accepted candidate and calls the rest of its search outdated', () => {
+    const store = new CandidateStore();
+    store.applyCandidates(candidates('s1', [candidate('a', { speedup: 2 }), candidate('b')]));
+    store.markApplied({ searchId: 's1', candidateId: 'zzz' });
+    assert.equal(store.kernels()[0].applied, undefined, 'an unknown candidate changes nothing');
+    store.markApplied({ searchId: 's1', candidateId: 'a' });
+    const group = store.kernels()[0];
+    assert.equal(group.applied?.info.id, 'a');
+    assert.deepEqual(
+      group.candidates.map((c) => [c.info.id, c.applied, c.outdated]),
+      [
+        ['a', true, false],
+        ['b', false, true],
+      ],
+    );
+    store.applyCandidates(
+      candidates('s1', [candidate('a', { speedup: 2 }), candidate('b')], { running: false }),
+    );
+    assert.equal(store.kernels()[0].applied?.info.id, 'a', 'a later list of the same search keeps the mark');
+  });
+
   it('marks a search stopped without waiting for the server', () => {
     const store = new CandidateStore();
     store.applyCandidates(candidates('s1', [candidate('a')]));

@@ -40,17 +40,18 @@ describe('Candidates tree', () => {
     assert.equal(kernelItem.label, 'silu_kernel');
     assert.equal(kernelItem.collapsibleState, TreeItemCollapsibleState.Expanded);
     assert.equal(kernelItem.contextValue, 'accelopt.kernel.running');
-    assert.match(String(kernelItem.description), /^silu\.py · searching… · best 2\.50×$/);
+    assert.equal(kernelItem.description, 'starting… · silu.py · measured on trn2');
 
     const items = tree.getChildren(kernel).map((node) => tree.getTreeItem(node));
-    assert.equal(items[0].label, '1. 2.50× · fuse the activation');
-    assert.equal(items[0].description, '5.0% of peak · correct · measured on trn2');
-    assert.equal(items[1].label, '2. 1.23× · hoist the weight load');
-    assert.equal(items[1].description, '61% of peak · correct · simulated on trn1');
+    assert.equal(items[0].label, '1. 2.50× · 5.0% of peak');
+    assert.equal(items[0].description, 'fuse the activation');
+    assert.equal(items[1].label, '2. 1.23× · 61% of peak');
+    assert.equal(items[1].description, 'hoist the weight load');
     assert.equal(items[1].contextValue, 'accelopt.candidate.ok');
     const tooltip = tooltipText(items[1].tooltip);
     assert.match(tooltip, /1\. widen the tiles\n2\. hoist the weight load/);
-    assert.match(tooltip, /simulated on trn1/);
+    assert.match(tooltip, /speedup 1\.23× · 20\.0 µs · 61% of peak \(simulated on trn1\)/);
+    assert.match(tooltip, /Correct: same results as the original kernel/);
     assert.deepEqual(items[1].command, {
       command: ClientCommands.showDiff,
       title: 'Show Diff',
@@ -72,7 +73,7 @@ describe('Candidates tree', () => {
       ),
     );
     const [kernel] = tree.getChildren();
-    assert.match(String(tree.getTreeItem(kernel).description), /1 candidate$/);
+    assert.equal(tree.getTreeItem(kernel).description, '1 candidate · silu.py · simulated on trn1');
     const children = tree.getChildren(kernel);
     assert.deepEqual(
       children.map((node) => node.kind),
@@ -92,11 +93,30 @@ describe('Candidates tree', () => {
     const tree = new CandidatesTreeProvider(store);
     store.applySearchState(searchState('s1', { iteration: 1, totalIterations: 3 }));
     const [kernel] = tree.getChildren();
-    assert.match(String(tree.getTreeItem(kernel).description), /searching, iteration 1 of 3/);
+    assert.equal(tree.getTreeItem(kernel).description, 'iteration 1/3 · silu.py');
     const [message] = tree.getChildren(kernel) as CandidatesNode[];
     const item = tree.getTreeItem(message);
     assert.equal(item.label, 'Waiting for the first candidate…');
     assert.equal((item.iconPath as ThemeIcon).id, 'loading~spin');
+  });
+
+  it('after an accept, marks the applied candidate and the outdated rest (no Accept on them)', () => {
+    const store = new CandidateStore();
+    const tree = new CandidatesTreeProvider(store);
+    store.applyCandidates(
+      candidates('s1', [candidate('a', { speedup: 2 }), candidate('b', { speedup: 1.5 })], {
+        running: false,
+      }),
+    );
+    store.markApplied({ searchId: 's1', candidateId: 'a' });
+    const [kernel] = tree.getChildren();
+    assert.equal(tree.getTreeItem(kernel).description, 'candidate 1 applied · silu.py · simulated on trn1');
+    const [applied, outdated] = tree.getChildren(kernel).map((node) => tree.getTreeItem(node));
+    assert.equal(applied.contextValue, 'accelopt.candidate.applied');
+    assert.equal(applied.description, 'applied · plan a');
+    assert.equal(outdated.contextValue, 'accelopt.candidate.outdated');
+    assert.equal(outdated.description, 'outdated · plan b');
+    assert.match(tooltipText(outdated.tooltip), /before another candidate was applied/);
   });
 
   it('refreshes the view whenever the store changes', () => {

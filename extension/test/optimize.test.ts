@@ -52,8 +52,11 @@ class ScriptedChannel implements SearchChannel {
     return this.states.event(listener);
   }
 
-  onProgressMessage(): Disposable {
-    return new Disposable(() => undefined);
+  readonly workDone = new EventEmitter<{ message: string; percentage?: number }>();
+
+  onProgressMessage(token: string, listener: (message: string, percentage?: number) => void): Disposable {
+    assert.equal(token, this.params?.workDoneToken ?? token, "progress is read on the request's own token");
+    return this.workDone.event((value) => listener(value.message, value.percentage));
   }
 
   finish(value: OptimizeResult): void {
@@ -106,9 +109,31 @@ describe('optimize', () => {
     assert.deepEqual(messages, [
       'starting…',
       'profiling the original kernel…',
-      'iteration 2 of 4 · best 1.31× · $0.04',
+      'iteration 2/4 · best 1.31× · $0.04',
     ]);
     assert.equal(record.reports[2].increment, 50, 'two of four iterations done');
+  });
+
+  it('shows the server\'s own reports between iterations, and does not go back to "profiling…"', async () => {
+    const channel = new ScriptedChannel();
+    const progress = started();
+    const outcome = runOptimization(target, {}, channel);
+    const record = await progress;
+    channel.workDone.fire({ message: 'planning', percentage: 0 });
+    channel.states.fire(searchState('s1', { state: 'started', iteration: 0 }));
+    channel.workDone.fire({ message: 'iteration 0/2 · best 1.00× · 3 evaluated · $0.00', percentage: 25 });
+    channel.states.fire(searchState('s1', { iteration: 1, totalIterations: 2, bestSpeedup: 1.2 }));
+    channel.finish(result('completed'));
+    await outcome;
+    assert.deepEqual(
+      record.reports.map((step) => [step.message, step.increment]),
+      [
+        ['starting…', undefined],
+        ['planning', undefined],
+        ['iteration 0/2 · best 1.00× · 3 evaluated · $0.00', 25],
+        ['iteration 1/2 · best 1.20× · $0.00', 25],
+      ],
+    );
   });
 
   it('stops the search when the user cancels: the request token and accelopt/cancel both fire', async () => {
@@ -160,7 +185,7 @@ describe('what the user reads', () => {
   it('formats progress before and after the first faster kernel', () => {
     assert.equal(
       progressMessage(searchState('s', { iteration: 1, totalIterations: 16 })),
-      'iteration 1 of 16 · no faster kernel yet · $0.00',
+      'iteration 1/16 · no faster kernel yet · $0.00',
     );
     assert.equal(progressMessage(searchState('s', { state: 'started' })), 'profiling the original kernel…');
   });

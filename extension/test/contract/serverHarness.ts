@@ -263,7 +263,7 @@ export class ServerHarness {
         c.onProgress(progressType, token, (value) => {
           this.recordProgress(token, value);
           if (value.kind !== 'end' && value.message) {
-            listener(value.message);
+            listener(value.message, value.percentage);
           }
         }),
     };
