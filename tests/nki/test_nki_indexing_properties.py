@@ -48,12 +48,12 @@ def test_basic_views_match_numpy(case):
     with activate(ctx):
         view = _hbm(ctx, data)[key]
         expected = data[key]
-        np.testing.assert_array_equal(view.read(), expected)
+        np.testing.assert_array_equal(view._read(), expected)
         # the box is the bounding box of the touched flat indices
         touched = np.zeros(shape, bool)
         touched[key] = True
         idx = np.nonzero(touched)
-        assert view.box() == tuple((int(i.min()), int(i.max()) + 1) for i in idx)
+        assert view._box() == tuple((int(i.min()), int(i.max()) + 1) for i in idx)
 
 
 @st.composite
@@ -86,8 +86,8 @@ def test_arange_grids_match_numpy_fancy_indexing(case):
             i_c = c_off + nl.arange(cols)[None, :]
         view = _hbm(ctx, data)[i_r, i_c]
         expected = data[i_r.materialize(), i_c.materialize()]
-        np.testing.assert_array_equal(view.read(), expected)
-        assert view.box() == ((r_off, r_off + r_step * (rows - 1) + 1), (c_off, c_off + cols))
+        np.testing.assert_array_equal(view._read(), expected)
+        assert view._box() == ((r_off, r_off + r_step * (rows - 1) + 1), (c_off, c_off + cols))
 
 
 @SETTINGS
@@ -100,8 +100,8 @@ def test_folded_aranges_in_one_axis(blocks, inner, block):
         grid = inner * nl.arange(blocks)[None, :, None] + nl.arange(inner)[None, None, :]
         row = nl.arange(1)[:, None, None] + (block % 4)
         view = _hbm(ctx, data)[row, grid]
-        np.testing.assert_array_equal(view.read(), data[block % 4].reshape(1, blocks, inner))
-        assert view.contiguous_run() == blocks * inner
+        np.testing.assert_array_equal(view._read(), data[block % 4].reshape(1, blocks, inner))
+        assert view._contiguous_run() == blocks * inner
 
 
 @SETTINGS
@@ -143,4 +143,4 @@ def test_masked_tail_load_store_round_trip(rows, cols, valid):
             if numerics:
                 expected = np.full((rows, cols), np.nan, np.float32)
                 expected[:valid] = data[:valid]
-                np.testing.assert_array_equal(out.data, expected)
+                np.testing.assert_array_equal(out._data, expected)

@@ -110,8 +110,8 @@ class KernelContext:
         for): most tiles are op results that end up retargeted and forgotten."""
         tid = self._next_tensor_id
         self._next_tensor_id = tid + 1
-        tensor.tid = tid
-        tensor.alloc_scopes = self.scope_tuple
+        tensor._tid = tid
+        tensor._alloc_scopes = self.scope_tuple
         self._pending[tid] = (
             tensor,
             name,
@@ -121,8 +121,8 @@ class KernelContext:
         )
 
     def forget_tensor(self, tensor: Tensor) -> None:
-        if self._pending.pop(tensor.tid, None) is None:
-            self.trace.tensors.pop(tensor.tid, None)
+        if self._pending.pop(tensor._tid, None) is None:
+            self.trace.tensors.pop(tensor._tid, None)
 
     def info(self, tid: int) -> TensorInfo | None:
         """The TensorInfo of a registered tensor (None if it was forgotten)."""
@@ -132,8 +132,8 @@ class KernelContext:
         return self.trace.tensors.get(tid)
 
     def tensor_name(self, tensor: Tensor) -> str:
-        info = self.info(tensor.tid)
-        return info.name if info is not None else str(tensor.tid)
+        info = self.info(tensor._tid)
+        return info.name if info is not None else str(tensor._tid)
 
     def finish(self) -> Trace:
         """Complete the trace: every registered tensor's info, in id order."""
@@ -144,7 +144,7 @@ class KernelContext:
         return self.trace
 
     def check_in_scope(self, tensor: Tensor, line: int) -> None:
-        for scope in tensor.alloc_scopes:
+        for scope in tensor._alloc_scopes:
             if not scope.active and scope.nki_scope:
                 raise NkiError(
                     "err_local_variable_used_out_of_scope",
@@ -210,15 +210,15 @@ class KernelContext:
 
     def note_write(self, tensor: Tensor, region: Region, line: int, accumulate: bool) -> None:
         """Remember a write; two iterations of one affine loop writing the same place is an error."""
-        tensor.written = True
-        tensor.root.written = True
+        tensor._written = True
+        tensor._root._written = True
         if accumulate or not self.affine_scopes:
             return
-        alloc = tensor.alloc_scopes
+        alloc = tensor._alloc_scopes
         for scope in self.affine_scopes:
             if scope in alloc:
                 continue  # allocated inside this loop: a fresh buffer every iteration
-            key = (tensor.tid, line, self.frames[scope.depth + 1 :])
+            key = (tensor._tid, line, self.frames[scope.depth + 1 :])
             if scope.iteration == 0:
                 scope.first_writes.setdefault(key, region)
                 continue

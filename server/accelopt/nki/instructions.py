@@ -41,20 +41,20 @@ TENSOR_ENGINE_OPS = frozenset({"nc_matmul", "matmul", "transpose", "broadcast"})
 def to_view(ctx: KernelContext, x: Any, line: int) -> View:
     """A tile argument as a view; reading it ends its 'fresh' state and checks its scope."""
     if isinstance(x, Tensor):
-        if x.alias is not None:
-            return x.alias
-        if x.fresh:
-            x.fresh = False
-            x.exact = None
-        if x.alloc_scopes:
+        if x._alias is not None:
+            return x._alias
+        if x._fresh:
+            x._fresh = False
+            x._exact = None
+        if x._alloc_scopes:
             ctx.check_in_scope(x, line)
-        return x.full_view()
+        return x._full_view()
     if isinstance(x, View):
-        tensor = x.tensor
-        if tensor.fresh:
-            tensor.fresh = False
-            tensor.exact = None
-        if tensor.alloc_scopes:
+        tensor = x._tensor
+        if tensor._fresh:
+            tensor._fresh = False
+            tensor._exact = None
+        if tensor._alloc_scopes:
             ctx.check_in_scope(tensor, line)
         return x
     raise TypeError(f"expected a tile, got {type(x).__name__}")
@@ -71,7 +71,7 @@ def scalar_of(x: Any) -> float | int:
 
 
 def check_on_chip(ctx: KernelContext, view: View, api: str, line: int) -> None:
-    if view.tensor.memory is Memory.HBM:
+    if view._tensor.memory is Memory.HBM:
         raise ctx.error(
             "err_unsupported_memory",
             f"{api} cannot read a tensor in HBM; load it into SBUF with nl.load first",
@@ -109,7 +109,7 @@ def as_f32(values: np.ndarray) -> np.ndarray:
 
 
 def read_values(view: View, clip: bool) -> np.ndarray:
-    return as_f32(view.read(clip))
+    return as_f32(view._read(clip))
 
 
 # --- masks ---------------------------------------------------------------------------------
@@ -204,18 +204,18 @@ def sub_view(view: View, mask: MaskInfo) -> View:
     if len(view.shape) != len(mask.shape):
         return view
     ranges = [r if n == m else (0, n) for r, n, m in zip(mask.ranges, view.shape, mask.shape)]
-    return view.restrict(ranges)
+    return view._restrict(ranges)
 
 
 def region_of(view: View, mask: MaskInfo | None) -> Region:
     if mask is None:
-        return view.region()
+        return view._region()
     if view.shape == mask.shape:
-        return view.region(mask.ranges)
+        return view._region(mask.ranges)
     if len(view.shape) == len(mask.shape):
         ranges = [r if n == m else (0, n) for r, n, m in zip(mask.ranges, view.shape, mask.shape)]
-        return view.region(ranges)
-    return view.region()
+        return view._region(ranges)
+    return view._region()
 
 
 def guard_bounds(ctx: KernelContext, view: View, mask: MaskInfo | None) -> None:
@@ -262,10 +262,10 @@ def result_tile(
     check_partitions(ctx, shape[0] if shape else 1, f"the result of {name}", line)
     tensor = Tensor(shape, dtype, buffer, 0, None)
     ctx.register_tensor(tensor, ctx.name_at(line, name), line)
-    tensor.written = True
-    tensor.fresh = True
+    tensor._written = True
+    tensor._fresh = True
     if mask is not None:
-        tensor.pmask = mask
+        tensor._pmask = mask
     if values is not None:
         values = np.asarray(values)
         if mask is not None and mask.exact_box and values.shape == mask.sub_shape() and values.shape != shape:
@@ -275,8 +275,8 @@ def result_tile(
             if dtype != np.float32 and dt.is_float(dtype):
                 exact = np.full(shape, np.nan, dtype=np.float32)
                 exact[mask.slices] = values
-                tensor.exact = exact
-            tensor.data = data
+                tensor._exact = exact
+            tensor._data = data
             return tensor
         if values.shape != shape:
             values = np.broadcast_to(values, shape)
@@ -287,15 +287,15 @@ def result_tile(
         else:
             data = values.astype(dtype) if values.dtype != dtype or not values.flags.owndata else values
             if dtype != np.float32 and dt.is_float(dtype):
-                tensor.exact = values
-        tensor.data = data
+                tensor._exact = values
+        tensor._data = data
     return tensor
 
 
 def out_region(tensor: Tensor, mask: MaskInfo | None) -> Region:
     if mask is None:
-        return tensor.full_region()
-    return region_of(tensor.full_view(), mask)
+        return tensor._full_region()
+    return region_of(tensor._full_view(), mask)
 
 
 def engine_of(
@@ -416,7 +416,7 @@ def elementwise(
             )
     psum_inputs = 0
     for v in views:
-        if v.tensor.memory is Memory.PSUM:
+        if v._tensor.memory is Memory.PSUM:
             psum_inputs += 1
     if max_psum_inputs is not None and psum_inputs > max_psum_inputs:
         raise ctx.error(
@@ -431,9 +431,9 @@ def elementwise(
     if dtype is not None:
         out_dtype = dt.as_dtype(dtype)
     else:
-        out_dtype = main_view.tensor.dtype
-        if len(views) > 1 and any(v.tensor.dtype != out_dtype for v in views):
-            out_dtype = dt.promote([v.tensor.dtype for v in views])
+        out_dtype = main_view._tensor.dtype
+        if len(views) > 1 and any(v._tensor.dtype != out_dtype for v in views):
+            out_dtype = dt.promote([v._tensor.dtype for v in views])
         if not dt.is_float(out_dtype) and any(isinstance(x, float) for x in resolved):
             out_dtype = dt.float32  # integer tiles meeting a float scalar compute in fp32
     minfo = resolve_mask(ctx, mask, shape)
@@ -459,24 +459,24 @@ def elementwise(
     if psum_inputs:
         extra["psum_inputs"] = psum_inputs
     if minfo is None:
-        reads = tuple(v.region() for v in views)
-        writes = (out.full_region(),)
+        reads = tuple(v._region() for v in views)
+        writes = (out._full_region(),)
     else:
         reads = tuple(region_of(v, minfo) for v in views)
         writes = (out_region(out, minfo),)
-    out.producer = ctx.emit(
+    out._producer = ctx.emit(
         engine,
         opcode,
         partitions,
         free,
-        dname(main_view.tensor.dtype),
+        dname(main_view._tensor.dtype),
         dname(out_dtype),
         reads,
         writes,
-        main_view.tensor.memory,
+        main_view._tensor.memory,
         buffer.memory,
         line,
-        bytes=partitions * free * main_view.tensor.dtype.itemsize,
+        bytes=partitions * free * main_view._tensor.dtype.itemsize,
         vector_ops=prod(shape) * ops_per_element,
         extra=extra,
     )
@@ -504,15 +504,19 @@ def _writable_by(record_engine: Engine, opcode: str, memory: Memory) -> bool:
 def assign(dst: View, value: Any, *, accumulate: bool = False, exempt: bool = False) -> None:
     """``dst[...] = value``: retarget a fresh result's instruction, else copy / fill."""
     ctx = current()
-    if isinstance(value, View) and value.assigned_at == len(ctx.trace.records) and value.tensor is dst.tensor:
-        value.assigned_at = -1
+    if (
+        isinstance(value, View)
+        and value._assigned_at == len(ctx.trace.records)
+        and value._tensor is dst._tensor
+    ):
+        value._assigned_at = -1
         return  # the second half of `dst[key] += x`, already done
-    if isinstance(value, Tensor) and value.alias is not None and not accumulate:
-        alias = value.alias
-        if alias.tensor is dst.tensor and alias.box() == dst.box() and alias.shape == dst.shape:
+    if isinstance(value, Tensor) and value._alias is not None and not accumulate:
+        alias = value._alias
+        if alias._tensor is dst._tensor and alias._box() == dst._box() and alias.shape == dst.shape:
             return  # already there (e.g. a loop_reduce accumulator living in `dst`)
     line = ctx.line()
-    if isinstance(value, Tensor) and value.fresh and value.producer is not None and value.alias is None:
+    if isinstance(value, Tensor) and value._fresh and value._producer is not None and value._alias is None:
         if _retarget(ctx, dst, value, line, accumulate, exempt):
             return
     if isinstance(value, TileOps):
@@ -523,7 +527,7 @@ def assign(dst: View, value: Any, *, accumulate: bool = False, exempt: bool = Fa
 
 
 def _retarget(ctx: KernelContext, dst: View, src: Tensor, line: int, accumulate: bool, exempt: bool) -> bool:
-    record = src.producer
+    record = src._producer
     assert record is not None
     if prod(dst.shape) != prod(src.shape):
         return False
@@ -533,44 +537,44 @@ def _retarget(ctx: KernelContext, dst: View, src: Tensor, line: int, accumulate:
             f"cannot assign a tile with {src.shape[0]} partitions to {dst.shape[0]} partitions",
             line,
         )
-    if not _writable_by(record.engine, record.opcode, dst.tensor.memory):
+    if not _writable_by(record.engine, record.opcode, dst._tensor.memory):
         if record.opcode in TENSOR_ENGINE_OPS and record.extra.get("strict"):
             raise ctx.error(
                 "err_unsupported_memory",
                 f"the Tensor Engine writes only PSUM; {record.opcode} cannot write a tensor in "
-                f"{dst.tensor.memory.value.upper()}",
+                f"{dst._tensor.memory.value.upper()}",
                 line,
             )
-        if record.engine is Engine.GPSIMD and dst.tensor.memory is Memory.PSUM:
+        if record.engine is Engine.GPSIMD and dst._tensor.memory is Memory.PSUM:
             raise ctx.error("err_unsupported_memory", "the GpSimd engine cannot write PSUM", line)
         return False
     if accumulate and record.opcode not in TENSOR_ENGINE_OPS:
         return False
-    pmask = src.pmask
+    pmask = src._pmask
     ranges = pmask.ranges if pmask is not None else None
     if ranges is not None and len(ranges) == len(dst.shape):
-        region = dst.region(ranges)
+        region = dst._region(ranges)
     else:
-        region = dst.region()
+        region = dst._region()
     record.writes = (region, *record.writes[1:])  # keep side outputs (e.g. reduce_res)
-    record.dst_memory = dst.tensor.memory
-    record.out_dtype = dname(dst.tensor.dtype)
+    record.dst_memory = dst._tensor.memory
+    record.out_dtype = dname(dst._tensor.dtype)
     record.accumulate = accumulate
     exempt = exempt or record.extra.get("api") == "loop_reduce"  # a reduction, not a conflict
-    ctx.note_write(dst.tensor, region, line, accumulate or exempt)
+    ctx.note_write(dst._tensor, region, line, accumulate or exempt)
     ctx.forget_tensor(src)
-    if ctx.numerics and dst.tensor.data is not None:
-        values = src.exact if src.exact is not None else src.data
+    if ctx.numerics and dst._tensor._data is not None:
+        values = src._exact if src._exact is not None else src._data
         if pmask is None:
-            dst.write(np.reshape(values, dst.shape), accumulate=accumulate)
+            dst._write(np.reshape(values, dst.shape), accumulate=accumulate)
         elif pmask.exact_box and dst.shape == src.shape:
-            dst.restrict(pmask.ranges).write(values[pmask.slices], accumulate=accumulate)
+            dst._restrict(pmask.ranges)._write(values[pmask.slices], accumulate=accumulate)
         else:
             grid = np.reshape(pmask.grid, dst.shape)
-            dst.write(np.reshape(values, dst.shape), mask=grid, accumulate=accumulate)
-    src.fresh = False
-    src.exact = None
-    src.alias = dst
+            dst._write(np.reshape(values, dst.shape), mask=grid, accumulate=accumulate)
+    src._fresh = False
+    src._exact = None
+    src._alias = dst
     return True
 
 
@@ -578,7 +582,7 @@ def copy_into(
     ctx: KernelContext, dst: View, src: View, line: int, *, accumulate: bool = False, exempt: bool = False
 ) -> None:
     """An explicit tile copy (or accumulate) into `dst`."""
-    if dst.tensor.memory is Memory.HBM or src.tensor.memory is Memory.HBM:
+    if dst._tensor.memory is Memory.HBM or src._tensor.memory is Memory.HBM:
         dma_copy(ctx, dst, src, line)
         return
     if prod(dst.shape) != prod(src.shape) and not _broadcastable(src.shape, dst.shape):
@@ -593,7 +597,7 @@ def copy_into(
         )
     legal = (
         (Engine.VECTOR, Engine.SCALAR)
-        if Memory.PSUM in (dst.tensor.memory, src.tensor.memory)
+        if Memory.PSUM in (dst._tensor.memory, src._tensor.memory)
         else (
             Engine.VECTOR,
             Engine.SCALAR,
@@ -603,35 +607,35 @@ def copy_into(
     opcode = (
         "tensor_tensor"
         if accumulate
-        else ("psum_copy" if src.tensor.memory is Memory.PSUM else "tensor_copy")
+        else ("psum_copy" if src._tensor.memory is Memory.PSUM else "tensor_copy")
     )
-    reads = (src.region(), dst.region()) if accumulate else (src.region(),)
+    reads = (src._region(), dst._region()) if accumulate else (src._region(),)
     partitions, free = pf(src.shape)
-    region = dst.region()
+    region = dst._region()
     ctx.emit(
         Engine.VECTOR if accumulate else Engine.UNASSIGNED,
         opcode,
         partitions,
         free,
-        dname(src.tensor.dtype),
-        dname(dst.tensor.dtype),
+        dname(src._tensor.dtype),
+        dname(dst._tensor.dtype),
         reads,
         (region,),
-        src.tensor.memory,
-        dst.tensor.memory,
+        src._tensor.memory,
+        dst._tensor.memory,
         line,
-        bytes=partitions * free * src.tensor.dtype.itemsize,
+        bytes=partitions * free * src._tensor.dtype.itemsize,
         vector_ops=prod(dst.shape) if accumulate else 0,
         extra={"op": "add"} if accumulate else unassigned_extra(Engine.UNASSIGNED, legal),
     )
-    ctx.note_write(dst.tensor, region, line, accumulate or exempt)
-    if ctx.numerics and dst.tensor.data is not None:
-        values = src.read()
+    ctx.note_write(dst._tensor, region, line, accumulate or exempt)
+    if ctx.numerics and dst._tensor._data is not None:
+        values = src._read()
         if prod(values.shape) == prod(dst.shape):
             values = values.reshape(dst.shape)
         else:
             values = np.broadcast_to(pad_to(values, len(dst.shape)), dst.shape)
-        dst.write(as_f32(values) if accumulate else values, accumulate=accumulate)
+        dst._write(as_f32(values) if accumulate else values, accumulate=accumulate)
 
 
 def _broadcastable(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
@@ -643,8 +647,8 @@ def _broadcastable(src: tuple[int, ...], dst: tuple[int, ...]) -> bool:
 
 def fill_into(ctx: KernelContext, dst: View, value: float | int, line: int) -> None:
     partitions, free = pf(dst.shape)
-    region = dst.region()
-    memory = dst.tensor.memory
+    region = dst._region()
+    memory = dst._tensor.memory
     if memory is Memory.HBM:
         engine, legal = Engine.DMA, (Engine.DMA,)
     else:
@@ -659,43 +663,43 @@ def fill_into(ctx: KernelContext, dst: View, value: float | int, line: int) -> N
         "memset",
         partitions,
         free,
-        dname(dst.tensor.dtype),
-        dname(dst.tensor.dtype),
+        dname(dst._tensor.dtype),
+        dname(dst._tensor.dtype),
         (),
         (region,),
         None,
         memory,
         line,
-        bytes=partitions * free * dst.tensor.dtype.itemsize,
+        bytes=partitions * free * dst._tensor.dtype.itemsize,
         extra=unassigned_extra(engine, legal, {"value": float(value)}),
     )
-    ctx.note_write(dst.tensor, region, line, False)
-    if ctx.numerics and dst.tensor.data is not None:
-        dst.write(np.full(dst.shape, value, dtype=np.float32))
+    ctx.note_write(dst._tensor, region, line, False)
+    if ctx.numerics and dst._tensor._data is not None:
+        dst._write(np.full(dst.shape, value, dtype=np.float32))
 
 
 def augmented_assign(target: Any, value: Any, opname: str) -> Any:
     """``target += value`` (and -=, *=, /=): PSUM accumulation for Tensor Engine results, else an
     elementwise instruction writing back into the target. Returns what Python rebinds."""
     ctx = current()
-    dst = target.full_view() if isinstance(target, Tensor) else target
-    if target is not None and isinstance(target, Tensor) and target.alias is not None:
-        dst = target.alias
+    dst = target._full_view() if isinstance(target, Tensor) else target
+    if target is not None and isinstance(target, Tensor) and target._alias is not None:
+        dst = target._alias
     if (
         opname == "add"
         and isinstance(value, Tensor)
-        and value.fresh
-        and value.producer is not None
-        and value.producer.opcode in TENSOR_ENGINE_OPS
+        and value._fresh
+        and value._producer is not None
+        and value._producer.opcode in TENSOR_ENGINE_OPS
     ):
         line = ctx.line()
-        if dst.tensor.memory is Memory.PSUM and _retarget(ctx, dst, value, line, True, True):
+        if dst._tensor.memory is Memory.PSUM and _retarget(ctx, dst, value, line, True, True):
             return _rebind(ctx, target, dst)
     language = sys.modules["accelopt.nki.language"]  # imports this module: resolved late
     spec = ops.spec(opname)
     line = ctx.line()
-    result = language.binary(
-        ctx, line, spec, dst, value, dtype=dst.tensor.dtype, api=f"'{opname}=' on a tile"
+    result = language._binary(
+        ctx, line, spec, dst, value, dtype=dst._tensor.dtype, api=f"'{opname}=' on a tile"
     )
     if not _retarget(ctx, dst, result, line, False, True):
         copy_into(ctx, dst, to_view(ctx, result, line), line, exempt=True)
@@ -705,7 +709,7 @@ def augmented_assign(target: Any, value: Any, opname: str) -> Any:
 def _rebind(ctx: KernelContext, target: Any, dst: View) -> Any:
     if isinstance(target, Tensor):
         return target
-    dst.assigned_at = len(ctx.trace.records)
+    dst._assigned_at = len(ctx.trace.records)
     return dst
 
 
@@ -714,8 +718,8 @@ def _rebind(ctx: KernelContext, target: Any, dst: View) -> Any:
 
 def dma_shape(hbm_view: View, partition_axis: int = 0) -> tuple[int, int]:
     """(contiguous bytes per chunk on the HBM side, number of chunks) of a DMA over a view."""
-    itemsize = hbm_view.tensor.dtype.itemsize
-    run = hbm_view.contiguous_run(partition_axis)
+    itemsize = hbm_view._tensor.dtype.itemsize
+    run = hbm_view._contiguous_run(partition_axis)
     total = prod(hbm_view.shape)
     return run * itemsize, max(1, total // max(run, 1)) if total else 0
 
@@ -729,19 +733,19 @@ def dma_copy(
     opcode: str = "dma_copy",
     mask: MaskInfo | None = None,
 ) -> None:
-    if Memory.PSUM in (dst.tensor.memory, src.tensor.memory):
+    if Memory.PSUM in (dst._tensor.memory, src._tensor.memory):
         raise ctx.error("err_unsupported_memory", "DMA cannot access PSUM; copy the tile to SBUF first", line)
     if prod(dst.shape) != prod(src.shape):
         raise ctx.error(
             "err_shape_mismatch", f"cannot copy a tile of shape {src.shape} to shape {dst.shape}", line
         )
-    hbm_side = src if src.tensor.memory is Memory.HBM else dst
+    hbm_side = src if src._tensor.memory is Memory.HBM else dst
     moved = src
     if mask is not None and mask.exact_box and hbm_side.shape == mask.shape:
         # only the selected elements move
-        hbm_side = hbm_side.restrict(mask.ranges)
+        hbm_side = hbm_side._restrict(mask.ranges)
         if src.shape == mask.shape:
-            moved = src.restrict(mask.ranges)
+            moved = src._restrict(mask.ranges)
     chunk_bytes, chunks = dma_shape(hbm_side)
     partitions, free = pf(moved.shape)
     region = region_of(dst, mask)
@@ -750,23 +754,23 @@ def dma_copy(
         opcode,
         partitions,
         free,
-        dname(src.tensor.dtype),
-        dname(dst.tensor.dtype),
+        dname(src._tensor.dtype),
+        dname(dst._tensor.dtype),
         (region_of(src, mask),),
         (region,),
-        src.tensor.memory,
-        dst.tensor.memory,
+        src._tensor.memory,
+        dst._tensor.memory,
         line,
-        bytes=prod(moved.shape) * src.tensor.dtype.itemsize,
+        bytes=prod(moved.shape) * src._tensor.dtype.itemsize,
         dma_chunk_bytes=chunk_bytes,
         dma_chunks=chunks,
     )
-    ctx.note_write(dst.tensor, region, line, False)
-    if ctx.numerics and dst.tensor.data is not None:
+    ctx.note_write(dst._tensor, region, line, False)
+    if ctx.numerics and dst._tensor._data is not None:
         if mask is None:
-            dst.write(src.read().reshape(dst.shape))
+            dst._write(src._read().reshape(dst.shape))
         elif mask.exact_box and dst.shape == src.shape == mask.shape:
-            dst.restrict(mask.ranges).write(src.restrict(mask.ranges).read())
+            dst._restrict(mask.ranges)._write(src._restrict(mask.ranges)._read())
         else:
-            values = src.read(clip=True)
-            dst.write(values.reshape(dst.shape), mask=np.reshape(mask.grid, dst.shape))
+            values = src._read(clip=True)
+            dst._write(values.reshape(dst.shape), mask=np.reshape(mask.grid, dst.shape))

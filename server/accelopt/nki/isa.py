@@ -3,8 +3,8 @@ engine fixed by the instruction (or chosen with ``engine=``) and the memory rule
 
 from __future__ import annotations
 
-import enum
-import functools
+import enum as _enum
+import functools as _functools
 from collections.abc import Callable
 from typing import Any
 
@@ -13,35 +13,37 @@ import numpy as np
 from accelopt.nki import dtypes as _dt
 from accelopt.nki import language as _nl
 from accelopt.nki import ops as _ops
-from accelopt.nki.context import KernelContext, current
-from accelopt.nki.dtypes import dname
-from accelopt.nki.indexing import IndexExpr, Predicate
-from accelopt.nki.instructions import (
-    SBUF,
-    assign,
-    check_on_chip,
-    elementwise,
-    engine_of,
-    pf,
-    read_values,
-    region_of,
-    resolve_mask,
-    result_tile,
-    scalar_of,
-    to_view,
-    unassigned_extra,
-)
-from accelopt.nki.instructions import (
-    dma_copy as _dma_copy,
-)
-from accelopt.nki.tensor import Tensor, TileOps
-from accelopt.nki.trace import Engine, Memory
 
-_ANY = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
-_VECTOR_ONLY = (Engine.VECTOR, Engine.GPSIMD)
+# Imported helpers are bound to underscore names: kernels see this module as `nisa` (see language.py).
+from accelopt.nki.context import KernelContext as _KernelContext
+from accelopt.nki.context import current as _current
+from accelopt.nki.dtypes import dname as _dname
+from accelopt.nki.indexing import IndexExpr as _IndexExpr
+from accelopt.nki.indexing import Predicate as _Predicate
+from accelopt.nki.instructions import SBUF as _SBUF
+from accelopt.nki.instructions import assign as _assign
+from accelopt.nki.instructions import check_on_chip as _check_on_chip
+from accelopt.nki.instructions import dma_copy as _dma_copy
+from accelopt.nki.instructions import elementwise as _elementwise
+from accelopt.nki.instructions import engine_of as _engine_of
+from accelopt.nki.instructions import pf as _pf
+from accelopt.nki.instructions import read_values as _read_values
+from accelopt.nki.instructions import region_of as _region_of
+from accelopt.nki.instructions import resolve_mask as _resolve_mask
+from accelopt.nki.instructions import result_tile as _result_tile
+from accelopt.nki.instructions import scalar_of as _scalar_of
+from accelopt.nki.instructions import to_view as _to_view
+from accelopt.nki.instructions import unassigned_extra as _unassigned_extra
+from accelopt.nki.tensor import Tensor as _Tensor
+from accelopt.nki.tensor import TileOps as _TileOps
+from accelopt.nki.trace import Engine as _Engine
+from accelopt.nki.trace import Memory as _Memory
+
+_ANY = (_Engine.VECTOR, _Engine.SCALAR, _Engine.GPSIMD)
+_VECTOR_ONLY = (_Engine.VECTOR, _Engine.GPSIMD)
 
 
-class engine(enum.Enum):
+class engine(_enum.Enum):
     tensor = "tensor"
     vector = "vector"
     scalar = "scalar"
@@ -49,11 +51,11 @@ class engine(enum.Enum):
     unknown = "unassigned"
 
     @property
-    def trace_engine(self) -> Engine:
+    def trace_engine(self) -> _Engine:
         return _TRACE_ENGINE[self]
 
 
-_TRACE_ENGINE = {member: Engine(member.value) for member in engine}
+_TRACE_ENGINE = {member: _Engine(member.value) for member in engine}
 
 tensor_engine = engine.tensor
 vector_engine = engine.vector
@@ -62,7 +64,7 @@ gpsimd_engine = engine.gpsimd
 unknown_engine = engine.unknown
 
 
-class nc_version(enum.Enum):
+class nc_version(_enum.Enum):
     gen2 = 2
     gen3 = 3
 
@@ -71,47 +73,47 @@ def get_nc_version() -> nc_version:
     return nc_version.gen2
 
 
-class reduce_cmd(enum.Enum):
+class reduce_cmd(_enum.Enum):
     idle = 0
     reset = 1
     reduce = 2
     reset_reduce = 3
 
 
-class oob_mode(enum.Enum):
+class oob_mode(_enum.Enum):
     error = 0
     skip = 1
 
 
-class dge_mode(enum.Enum):
+class dge_mode(_enum.Enum):
     none = 0
     swdge = 1
     hwdge = 2
     unknown = 3
 
 
-def _writes_dst(fn: Callable[..., Tensor]) -> Callable[..., Any]:
+def _writes_dst(fn: Callable[..., _Tensor]) -> Callable[..., Any]:
     """Accept the newer API's ``dst=`` keyword: the result is written into `dst` (and `dst` is
     returned), exactly as assigning the returned tile would."""
 
-    @functools.wraps(fn)
+    @_functools.wraps(fn)
     def wrapper(*args: Any, dst: Any = None, **kwargs: Any) -> Any:
         result = fn(*args, **kwargs)
         if dst is None:
             return result
-        target = dst.full_view() if isinstance(dst, Tensor) else dst
-        assign(target, result)
+        target = dst._full_view() if isinstance(dst, _Tensor) else dst
+        _assign(target, result)
         return dst
 
     return wrapper
 
 
 def _engine(
-    ctx: KernelContext, requested: Any, default: Engine, legal: tuple[Engine, ...], api: str, line: int
-) -> Engine:
+    ctx: _KernelContext, requested: Any, default: _Engine, legal: tuple[_Engine, ...], api: str, line: int
+) -> _Engine:
     if requested is None:
         return default
-    return engine_of(ctx, requested, default, legal, api, line)
+    return _engine_of(ctx, requested, default, legal, api, line)
 
 
 # --- Tensor Engine -------------------------------------------------------------------------
@@ -126,66 +128,66 @@ def nc_matmul(
     is_transpose: bool = False,
     mask: Any = None,
     **_: Any,
-) -> Tensor:
+) -> _Tensor:
     """``stationary.T @ moving`` into a new fp32 PSUM tile: stationary [K<=128, M<=128], moving
     [K, N<=512]. Accumulate with ``psum_tile[...] += nisa.nc_matmul(...)``."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
-    s = to_view(ctx, stationary, line)
-    m = to_view(ctx, moving, line)
-    out = _nl.matmul_record(
+    s = _to_view(ctx, stationary, line)
+    m = _to_view(ctx, moving, line)
+    out = _nl._matmul_record(
         ctx, line, s, m, api="nisa.nc_matmul", is_transpose=is_transpose, strict=True, mask=mask
     )
     if is_stationary_onezero or is_moving_onezero:
-        assert out.producer is not None
-        out.producer.extra["onezero"] = True
+        assert out._producer is not None
+        out._producer.extra["onezero"] = True
     return out
 
 
 @_writes_dst
-def nc_transpose(data: Any, mask: Any = None, dtype: Any = None, engine: Any = None, **_: Any) -> Tensor:
+def nc_transpose(data: Any, mask: Any = None, dtype: Any = None, engine: Any = None, **_: Any) -> _Tensor:
     """Transpose a tile: on the Tensor Engine into PSUM (default), or on the Vector Engine
     (at most 32x32) into SBUF."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
-    view = to_view(ctx, data, line)
-    check_on_chip(ctx, view, "nisa.nc_transpose", line)
-    chosen = _engine(ctx, engine, Engine.TENSOR, (Engine.TENSOR, Engine.VECTOR), "nisa.nc_transpose", line)
-    if chosen is Engine.VECTOR:
-        p, f = pf(view.shape)
+    view = _to_view(ctx, data, line)
+    _check_on_chip(ctx, view, "nisa.nc_transpose", line)
+    chosen = _engine(ctx, engine, _Engine.TENSOR, (_Engine.TENSOR, _Engine.VECTOR), "nisa.nc_transpose", line)
+    if chosen is _Engine.VECTOR:
+        p, f = _pf(view.shape)
         if p > 32 or f > 32:
             raise ctx.error(
                 "err_size_of_dimension_exceed_arch_limit",
                 f"a Vector Engine transpose handles at most 32x32, got {p}x{f}",
                 line,
             )
-        out_dtype = _dt.as_dtype(dtype) if dtype is not None else view.tensor.dtype
-        values = read_values(view, False).reshape(p, f).T if ctx.numerics else None
-        out = result_tile(ctx, (f, p), out_dtype, SBUF, line, "transpose", values, None)
-        out.producer = ctx.emit(
-            Engine.VECTOR,
+        out_dtype = _dt.as_dtype(dtype) if dtype is not None else view._tensor.dtype
+        values = _read_values(view, False).reshape(p, f).T if ctx.numerics else None
+        out = _result_tile(ctx, (f, p), out_dtype, _SBUF, line, "transpose", values, None)
+        out._producer = ctx.emit(
+            _Engine.VECTOR,
             "transpose",
             p,
             f,
-            dname(view.tensor.dtype),
-            dname(out_dtype),
-            (view.region(),),
-            (out.full_region(),),
-            view.tensor.memory,
-            Memory.SBUF,
+            _dname(view._tensor.dtype),
+            _dname(out_dtype),
+            (view._region(),),
+            (out._full_region(),),
+            view._tensor.memory,
+            _Memory.SBUF,
             line,
-            bytes=p * f * view.tensor.dtype.itemsize,
+            bytes=p * f * view._tensor.dtype.itemsize,
             is_transpose=True,
         )
         return out
-    return _nl.tensor_engine_transpose(ctx, line, view, "nisa.nc_transpose", strict=True)
+    return _nl._tensor_engine_transpose(ctx, line, view, "nisa.nc_transpose", strict=True)
 
 
 # --- Scalar Engine -------------------------------------------------------------------------
 
 
 def _is_trivial_scale(scale: Any) -> bool:
-    return not isinstance(scale, TileOps) and float(scalar_of(scale)) == 1.0
+    return not isinstance(scale, _TileOps) and float(_scalar_of(scale)) == 1.0
 
 
 @_writes_dst
@@ -200,10 +202,10 @@ def activation(
     dtype: Any = None,
     mask: Any = None,
     **_: Any,
-) -> Tensor:
+) -> _Tensor:
     """``op(data * scale + bias)`` on the Scalar Engine; bias a [P, 1] tile, scale a scalar or
     [P, 1] tile. With reduce_op/reduce_res the free-axis reduction of the result is written too."""
-    ctx = current()
+    ctx = _current()
     return _activation(
         ctx, ctx.line(), op, data, bias, scale, reduce_op, reduce_res, dtype, mask, "nisa.activation"
     )
@@ -220,8 +222,8 @@ def activation_reduce(
     dtype: Any = None,
     mask: Any = None,
     **_: Any,
-) -> Tensor:
-    ctx = current()
+) -> _Tensor:
+    ctx = _current()
     return _activation(
         ctx,
         ctx.line(),
@@ -238,7 +240,7 @@ def activation_reduce(
 
 
 def _activation(
-    ctx: KernelContext,
+    ctx: _KernelContext,
     line: int,
     op: Any,
     data: Any,
@@ -249,15 +251,15 @@ def _activation(
     dtype: Any,
     mask: Any,
     api: str,
-) -> Tensor:
+) -> _Tensor:
     spec = _ops.resolve(op)
     if spec.arity != 1:
         raise ctx.error("err_unsupported_op", f"{api}: op must be a unary function, got {spec.name}", line)
-    scale_tile = isinstance(scale, TileOps)
+    scale_tile = isinstance(scale, _TileOps)
     operands: list[Any] = [data]
     if bias is not None:
         operands.append(bias)
-    operands.append(scale if scale_tile else float(scalar_of(scale)))
+    operands.append(scale if scale_tile else float(_scalar_of(scale)))
     has_bias = bias is not None
 
     def compute(x: np.ndarray, *rest: Any) -> np.ndarray:
@@ -274,15 +276,15 @@ def _activation(
     ops_per_element = (
         (0 if spec.trivial else 1) + (0 if _is_trivial_scale(scale) else 1) + (1 if has_bias else 0)
     )
-    out = elementwise(
+    out = _elementwise(
         ctx,
         line,
         api=api,
         opcode="activation",
         operands=operands,
         compute=compute,
-        engine=Engine.SCALAR,
-        legal=(Engine.SCALAR,),
+        engine=_Engine.SCALAR,
+        legal=(_Engine.SCALAR,),
         dtype=dtype,
         mask=mask,
         ops_per_element=ops_per_element,
@@ -294,29 +296,29 @@ def _activation(
 
 
 def _attach_reduce(
-    ctx: KernelContext, line: int, out: Tensor, reduce_op: Any, reduce_res: Any, api: str
+    ctx: _KernelContext, line: int, out: _Tensor, reduce_op: Any, reduce_res: Any, api: str
 ) -> None:
     """Fold a free-axis reduction of `out` into the instruction that produced it."""
     rspec = _ops.resolve(reduce_op)
     if rspec.reduce is None:
         raise ctx.error("err_unsupported_op", f"{api}: {rspec.name} cannot reduce", line)
-    dst = to_view(ctx, reduce_res, line)
-    check_on_chip(ctx, dst, api, line)
-    record = out.producer
+    dst = _to_view(ctx, reduce_res, line)
+    _check_on_chip(ctx, dst, api, line)
+    record = out._producer
     assert record is not None
-    region = dst.region()
+    region = dst._region()
     record.opcode = "activation_reduce"
     record.writes = (*record.writes, region)
     record.vector_ops += out.shape[0] * (int(np.prod(out.shape[1:])) if len(out.shape) > 1 else 1)
     record.extra["has_reduce"] = True
     record.extra["reduce_op"] = rspec.name
-    ctx.note_write(dst.tensor, region, line, False)
+    ctx.note_write(dst._tensor, region, line, False)
     if ctx.numerics:
-        values = out.exact if out.exact is not None else out.data
+        values = out._exact if out._exact is not None else out._data
         assert values is not None
         axes = tuple(range(1, values.ndim))
         reduced = rspec.reduce(np.asarray(values, dtype=np.float32), axis=axes, keepdims=True)
-        dst.write(reduced.reshape(dst.shape) if reduced.size == int(np.prod(dst.shape)) else reduced)
+        dst._write(reduced.reshape(dst.shape) if reduced.size == int(np.prod(dst.shape)) else reduced)
 
 
 # --- Vector / any engine -------------------------------------------------------------------
@@ -335,17 +337,17 @@ def tensor_scalar(
     mask: Any = None,
     engine: Any = None,
     **_: Any,
-) -> Tensor:
+) -> _Tensor:
     """``op1(op0(data, operand0), operand1)`` with scalar or [P, 1] operands; reverseN swaps the
     operands of opN."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
     spec0 = _ops.resolve(op0)
     spec1 = _ops.resolve(op1) if op1 is not None else None
-    chosen = _engine(ctx, engine, Engine.UNASSIGNED, _ANY, "nisa.tensor_scalar", line)
-    operands: list[Any] = [data, operand0 if isinstance(operand0, TileOps) else scalar_of(operand0)]
+    chosen = _engine(ctx, engine, _Engine.UNASSIGNED, _ANY, "nisa.tensor_scalar", line)
+    operands: list[Any] = [data, operand0 if isinstance(operand0, _TileOps) else _scalar_of(operand0)]
     if spec1 is not None:
-        operands.append(operand1 if isinstance(operand1, TileOps) else scalar_of(operand1))
+        operands.append(operand1 if isinstance(operand1, _TileOps) else _scalar_of(operand1))
 
     def compute(x: np.ndarray, a: Any, b: Any = None) -> np.ndarray:
         y = spec0.fn(a, x) if reverse0 else spec0.fn(x, a)
@@ -353,7 +355,7 @@ def tensor_scalar(
             y = spec1.fn(b, y) if reverse1 else spec1.fn(y, b)
         return y
 
-    return elementwise(
+    return _elementwise(
         ctx,
         line,
         api="nisa.tensor_scalar",
@@ -382,24 +384,24 @@ def scalar_tensor_tensor(
     mask: Any = None,
     engine: Any = None,
     **_: Any,
-) -> Tensor:
+) -> _Tensor:
     """``op1(op0(data, operand0), operand1)`` where operand1 is a tile."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
     spec0 = _ops.resolve(op0)
     spec1 = _ops.resolve(op1)
-    chosen = _engine(ctx, engine, Engine.VECTOR, _VECTOR_ONLY, "nisa.scalar_tensor_tensor", line)
+    chosen = _engine(ctx, engine, _Engine.VECTOR, _VECTOR_ONLY, "nisa.scalar_tensor_tensor", line)
 
     def compute(x: np.ndarray, a: Any, b: np.ndarray) -> np.ndarray:
         y = spec0.fn(a, x) if reverse0 else spec0.fn(x, a)
         return spec1.fn(b, y) if reverse1 else spec1.fn(y, b)
 
-    return elementwise(
+    return _elementwise(
         ctx,
         line,
         api="nisa.scalar_tensor_tensor",
         opcode="scalar_tensor_tensor",
-        operands=[data, operand0 if isinstance(operand0, TileOps) else scalar_of(operand0), operand1],
+        operands=[data, operand0 if isinstance(operand0, _TileOps) else _scalar_of(operand0), operand1],
         compute=compute,
         engine=chosen,
         legal=_VECTOR_ONLY,
@@ -414,13 +416,13 @@ def scalar_tensor_tensor(
 @_writes_dst
 def tensor_tensor(
     data1: Any, data2: Any, op: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any
-) -> Tensor:
+) -> _Tensor:
     """Elementwise ``op(data1, data2)`` of two tiles (at most one of them in PSUM)."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
     spec = _ops.resolve(op)
-    chosen = _engine(ctx, engine, Engine.VECTOR, _VECTOR_ONLY, "nisa.tensor_tensor", line)
-    return elementwise(
+    chosen = _engine(ctx, engine, _Engine.VECTOR, _VECTOR_ONLY, "nisa.tensor_tensor", line)
+    return _elementwise(
         ctx,
         line,
         api="nisa.tensor_tensor",
@@ -448,14 +450,14 @@ def tensor_tensor_scan(
     dtype: Any = None,
     mask: Any = None,
     **_: Any,
-) -> Tensor:
+) -> _Tensor:
     """Per partition along the free axis: ``r[i] = op1(op0(data0[i], r[i-1]), data1[i])`` with
     ``r[-1] = initial`` (a scalar or [P, 1] tile)."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
     spec0 = _ops.resolve(op0)
     spec1 = _ops.resolve(op1)
-    operands: list[Any] = [data0, data1, initial if isinstance(initial, TileOps) else scalar_of(initial)]
+    operands: list[Any] = [data0, data1, initial if isinstance(initial, _TileOps) else _scalar_of(initial)]
 
     def compute(d0: np.ndarray, d1: np.ndarray, init: Any) -> np.ndarray:
         shape = np.broadcast_shapes(d0.shape, d1.shape)
@@ -479,15 +481,15 @@ def tensor_tensor_scan(
             out[i] = r
         return out.T.reshape(shape)
 
-    return elementwise(
+    return _elementwise(
         ctx,
         line,
         api="nisa.tensor_tensor_scan",
         opcode="tensor_tensor_scan",
         operands=operands,
         compute=compute,
-        engine=Engine.VECTOR,
-        legal=(Engine.VECTOR,),
+        engine=_Engine.VECTOR,
+        legal=(_Engine.VECTOR,),
         dtype=dtype,
         mask=mask,
         ops_per_element=2,
@@ -507,12 +509,12 @@ def tensor_reduce(
     mask: Any = None,
     engine: Any = None,
     **_: Any,
-) -> Tensor:
+) -> _Tensor:
     """Reduce along free axes with `op`; `negate` flips the sign of the result."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
-    chosen = _engine(ctx, engine, Engine.VECTOR, _VECTOR_ONLY, "nisa.tensor_reduce", line)
-    return _nl.reduce(
+    chosen = _engine(ctx, engine, _Engine.VECTOR, _VECTOR_ONLY, "nisa.tensor_reduce", line)
+    return _nl._reduce(
         ctx,
         line,
         _ops.resolve(op),
@@ -528,15 +530,15 @@ def tensor_reduce(
 
 
 @_writes_dst
-def tensor_copy(src: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any) -> Tensor:
-    ctx = current()
+def tensor_copy(src: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any) -> _Tensor:
+    ctx = _current()
     line = ctx.line()
-    chosen = _engine(ctx, engine, Engine.UNASSIGNED, _ANY, "nisa.tensor_copy", line)
-    out = _nl.unary(ctx, line, _ops.spec("copy"), src, dtype, mask, api="nisa.tensor_copy")
-    record = out.producer
+    chosen = _engine(ctx, engine, _Engine.UNASSIGNED, _ANY, "nisa.tensor_copy", line)
+    out = _nl._unary(ctx, line, _ops.spec("copy"), src, dtype, mask, api="nisa.tensor_copy")
+    record = out._producer
     assert record is not None
-    if chosen is not Engine.UNASSIGNED:
-        if chosen is Engine.GPSIMD and record.src_memory is Memory.PSUM:
+    if chosen is not _Engine.UNASSIGNED:
+        if chosen is _Engine.GPSIMD and record.src_memory is _Memory.PSUM:
             raise ctx.error("err_unsupported_memory", "the GpSimd engine cannot access PSUM", line)
         record.engine = chosen
         record.extra.pop("engines", None)
@@ -544,12 +546,12 @@ def tensor_copy(src: Any, dtype: Any = None, mask: Any = None, engine: Any = Non
 
 
 @_writes_dst
-def reciprocal(data: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any) -> Tensor:
-    ctx = current()
+def reciprocal(data: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any) -> _Tensor:
+    ctx = _current()
     line = ctx.line()
-    chosen = _engine(ctx, engine, Engine.VECTOR, _ANY, "nisa.reciprocal", line)
+    chosen = _engine(ctx, engine, _Engine.VECTOR, _ANY, "nisa.reciprocal", line)
     spec = _ops.spec("reciprocal")
-    return elementwise(
+    return _elementwise(
         ctx,
         line,
         api="nisa.reciprocal",
@@ -567,36 +569,36 @@ def reciprocal(data: Any, dtype: Any = None, mask: Any = None, engine: Any = Non
 @_writes_dst
 def memset(
     shape: Any, value: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any
-) -> Tensor:
+) -> _Tensor:
     """A new SBUF tile filled with `value`."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
     dims = tuple(int(s) for s in shape)
-    chosen = _engine(ctx, engine, Engine.UNASSIGNED, _ANY, "nisa.memset", line)
+    chosen = _engine(ctx, engine, _Engine.UNASSIGNED, _ANY, "nisa.memset", line)
     out_dtype = _dt.as_dtype(dtype) if dtype is not None else _dt.float32
-    fill = scalar_of(value)
-    minfo = resolve_mask(ctx, mask, dims)
+    fill = _scalar_of(value)
+    minfo = _resolve_mask(ctx, mask, dims)
     values = (
         np.full(dims, fill, dtype=np.float32 if _dt.is_float(out_dtype) else out_dtype)
         if ctx.numerics
         else None
     )
-    out = result_tile(ctx, dims, out_dtype, SBUF, line, "memset", values, minfo)
-    p, f = pf(dims)
-    out.producer = ctx.emit(
+    out = _result_tile(ctx, dims, out_dtype, _SBUF, line, "memset", values, minfo)
+    p, f = _pf(dims)
+    out._producer = ctx.emit(
         chosen,
         "memset",
         p,
         f,
-        dname(out_dtype),
-        dname(out_dtype),
+        _dname(out_dtype),
+        _dname(out_dtype),
         (),
-        (region_of(out.full_view(), minfo),),
+        (_region_of(out._full_view(), minfo),),
         None,
-        Memory.SBUF,
+        _Memory.SBUF,
         line,
         bytes=p * f * out_dtype.itemsize,
-        extra=unassigned_extra(chosen, _ANY, {"value": float(fill)}),
+        extra=_unassigned_extra(chosen, _ANY, {"value": float(fill)}),
     )
     return out
 
@@ -605,31 +607,31 @@ def memset(
 
 
 @_writes_dst
-def iota(expr: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
+def iota(expr: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
     """A tile holding the values of an index expression (e.g. ``nl.arange(128)[:, None]``)."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
     if isinstance(expr, (int, np.integer)):
-        expr = IndexExpr((1, 1), (0, 0), int(expr))
-    if not isinstance(expr, IndexExpr):
+        expr = _IndexExpr((1, 1), (0, 0), int(expr))
+    if not isinstance(expr, _IndexExpr):
         raise ctx.error("err_unsupported_operand", "nisa.iota takes an nl.arange expression", line)
     shape = expr.sizes if len(expr.sizes) >= 2 else (*expr.sizes, 1)
     out_dtype = _dt.as_dtype(dtype) if dtype is not None else _dt.int32
-    minfo = resolve_mask(ctx, mask, shape)
+    minfo = _resolve_mask(ctx, mask, shape)
     values = expr.materialize().reshape(shape) if ctx.numerics else None
-    out = result_tile(ctx, shape, out_dtype, SBUF, line, "iota", values, minfo)
-    p, f = pf(shape)
-    out.producer = ctx.emit(
-        Engine.GPSIMD,
+    out = _result_tile(ctx, shape, out_dtype, _SBUF, line, "iota", values, minfo)
+    p, f = _pf(shape)
+    out._producer = ctx.emit(
+        _Engine.GPSIMD,
         "iota",
         p,
         f,
-        dname(out_dtype),
-        dname(out_dtype),
+        _dname(out_dtype),
+        _dname(out_dtype),
         (),
-        (region_of(out.full_view(), minfo),),
+        (_region_of(out._full_view(), minfo),),
         None,
-        Memory.SBUF,
+        _Memory.SBUF,
         line,
         bytes=p * f * out_dtype.itemsize,
         vector_ops=p * f,
@@ -640,18 +642,18 @@ def iota(expr: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
 @_writes_dst
 def affine_select(
     pred: Any, on_true_tile: Any, on_false_value: Any, dtype: Any = None, mask: Any = None, **_: Any
-) -> Tensor:
+) -> _Tensor:
     """``where(pred, on_true_tile, on_false_value)`` with an affine predicate over the tile's
     index grid (e.g. a causal mask), on GpSimd."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
-    if not isinstance(pred, Predicate):
+    if not isinstance(pred, _Predicate):
         raise ctx.error(
             "err_unsupported_operand", "nisa.affine_select needs a predicate over nl.arange grids", line
         )
-    fill = float(scalar_of(on_false_value))
-    view = to_view(ctx, on_true_tile, line)
-    if view.tensor.memory is Memory.PSUM:
+    fill = float(_scalar_of(on_false_value))
+    view = _to_view(ctx, on_true_tile, line)
+    if view._tensor.memory is _Memory.PSUM:
         raise ctx.error("err_unsupported_memory", "the GpSimd engine cannot access PSUM", line)
     shape = view.shape
 
@@ -659,15 +661,15 @@ def affine_select(
         grid = np.broadcast_to(pred.materialize(), shape)
         return np.where(grid, x, np.float32(fill))
 
-    return elementwise(
+    return _elementwise(
         ctx,
         line,
         api="nisa.affine_select",
         opcode="affine_select",
         operands=(view,),
         compute=compute,
-        engine=Engine.GPSIMD,
-        legal=(Engine.GPSIMD,),
+        engine=_Engine.GPSIMD,
+        legal=(_Engine.GPSIMD,),
         dtype=dtype,
         mask=mask,
         extra={"value": fill},
@@ -676,30 +678,30 @@ def affine_select(
 
 # --- batch-norm statistics -----------------------------------------------------------------
 
-BN_STATS_FMAX = 512
-BN_STATS_DIM = 6
-BN_AGGR_DIM = 2
+_BN_STATS_FMAX = 512
+_BN_STATS_DIM = 6
+_BN_AGGR_DIM = 2
 
 
 @_writes_dst
-def bn_stats(data: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
+def bn_stats(data: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
     """Per-partition statistics of up to 512 free elements as [P, 6] (count, mean and M2 of the
     even and the odd elements); combine with `bn_aggr`."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
-    view = to_view(ctx, data, line)
-    check_on_chip(ctx, view, "nisa.bn_stats", line)
-    p, f = pf(view.shape)
-    if f > BN_STATS_FMAX:
+    view = _to_view(ctx, data, line)
+    _check_on_chip(ctx, view, "nisa.bn_stats", line)
+    p, f = _pf(view.shape)
+    if f > _BN_STATS_FMAX:
         raise ctx.error(
             "err_size_of_dimension_exceed_arch_limit",
-            f"nisa.bn_stats takes at most {BN_STATS_FMAX} free elements per partition, got {f}",
+            f"nisa.bn_stats takes at most {_BN_STATS_FMAX} free elements per partition, got {f}",
             line,
         )
     out_dtype = _dt.as_dtype(dtype) if dtype is not None else _dt.float32
     values = None
     if ctx.numerics:
-        x = read_values(view, False).reshape(p, f).astype(np.float64)
+        x = _read_values(view, False).reshape(p, f).astype(np.float64)
         cols = []
         for half in (x[:, 0::2], x[:, 1::2]):
             n = half.shape[1]
@@ -707,61 +709,61 @@ def bn_stats(data: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor
             m2 = ((half - mean[:, None]) ** 2).sum(axis=1) if n else np.zeros(p)
             cols += [np.full(p, n, dtype=np.float64), mean, m2]
         values = np.stack(cols, axis=1).astype(np.float32)
-    out = result_tile(ctx, (p, BN_STATS_DIM), out_dtype, SBUF, line, "bn_stats", values, None)
-    out.producer = ctx.emit(
-        Engine.VECTOR,
+    out = _result_tile(ctx, (p, _BN_STATS_DIM), out_dtype, _SBUF, line, "bn_stats", values, None)
+    out._producer = ctx.emit(
+        _Engine.VECTOR,
         "bn_stats",
         p,
         f,
-        dname(view.tensor.dtype),
-        dname(out_dtype),
-        (view.region(),),
-        (out.full_region(),),
-        view.tensor.memory,
-        Memory.SBUF,
+        _dname(view._tensor.dtype),
+        _dname(out_dtype),
+        (view._region(),),
+        (out._full_region(),),
+        view._tensor.memory,
+        _Memory.SBUF,
         line,
-        bytes=p * f * view.tensor.dtype.itemsize,
+        bytes=p * f * view._tensor.dtype.itemsize,
         vector_ops=2 * p * f,
     )
     return out
 
 
 @_writes_dst
-def bn_aggr(data: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
+def bn_aggr(data: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
     """Combine bn_stats groups ([P, 6*k]) into [P, 2] = (mean, variance)."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
-    view = to_view(ctx, data, line)
-    check_on_chip(ctx, view, "nisa.bn_aggr", line)
-    p, f = pf(view.shape)
-    if f % BN_STATS_DIM:
+    view = _to_view(ctx, data, line)
+    _check_on_chip(ctx, view, "nisa.bn_aggr", line)
+    p, f = _pf(view.shape)
+    if f % _BN_STATS_DIM:
         raise ctx.error(
             "err_shape_mismatch", f"nisa.bn_aggr expects a multiple of 6 statistics, got {f}", line
         )
     out_dtype = _dt.as_dtype(dtype) if dtype is not None else _dt.float32
     values = None
     if ctx.numerics:
-        stats = read_values(view, False).reshape(p, f // 3, 3).astype(np.float64)
+        stats = _read_values(view, False).reshape(p, f // 3, 3).astype(np.float64)
         counts, means, m2s = stats[..., 0], stats[..., 1], stats[..., 2]
         total = counts.sum(axis=1)
         safe = np.where(total > 0, total, 1)
         mean = (counts * means).sum(axis=1) / safe
         m2 = (m2s + counts * (means - mean[:, None]) ** 2).sum(axis=1)
         values = np.stack([mean, m2 / safe], axis=1).astype(np.float32)
-    out = result_tile(ctx, (p, BN_AGGR_DIM), out_dtype, SBUF, line, "bn_aggr", values, None)
-    out.producer = ctx.emit(
-        Engine.VECTOR,
+    out = _result_tile(ctx, (p, _BN_AGGR_DIM), out_dtype, _SBUF, line, "bn_aggr", values, None)
+    out._producer = ctx.emit(
+        _Engine.VECTOR,
         "bn_aggr",
         p,
         f,
-        dname(view.tensor.dtype),
-        dname(out_dtype),
-        (view.region(),),
-        (out.full_region(),),
-        view.tensor.memory,
-        Memory.SBUF,
+        _dname(view._tensor.dtype),
+        _dname(out_dtype),
+        (view._region(),),
+        (out._full_region(),),
+        view._tensor.memory,
+        _Memory.SBUF,
         line,
-        bytes=p * f * view.tensor.dtype.itemsize,
+        bytes=p * f * view._tensor.dtype.itemsize,
         vector_ops=p * f,
     )
     return out
@@ -772,9 +774,9 @@ def bn_aggr(data: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
 
 def dma_copy(dst: Any = None, src: Any = None, mask: Any = None, **_: Any) -> None:
     """Copy between HBM and SBUF (or HBM and HBM) on a DMA queue."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
-    dview = to_view(ctx, dst, line)
-    sview = to_view(ctx, src, line)
-    minfo = resolve_mask(ctx, mask, dview.shape)
+    dview = _to_view(ctx, dst, line)
+    sview = _to_view(ctx, src, line)
+    minfo = _resolve_mask(ctx, mask, dview.shape)
     _dma_copy(ctx, dview, sview, line, mask=minfo)

@@ -6,8 +6,8 @@ Engine, tile-tile arithmetic and reductions on the Vector Engine, matmuls on the
 
 from __future__ import annotations
 
-import builtins
-import sys
+import builtins as _builtins
+import sys as _sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,11 +15,15 @@ import numpy as np
 
 from accelopt.nki import dtypes as _dt
 from accelopt.nki import ops as _ops
-from accelopt.nki.context import KernelContext, current
-from accelopt.nki.dtypes import (  # noqa: F401 - re-exported kernel-facing names
+
+# Everything this module imports for its own use is bound to an underscore name: kernels see
+# this module as `nl`, and the sandbox refuses underscore attributes, so helpers that could reach
+# the run (the context, tensor values) stay out of a kernel's reach.
+from accelopt.nki.context import KernelContext as _KernelContext
+from accelopt.nki.context import current as _current
+from accelopt.nki.dtypes import (  # noqa: F401 - kernel-facing dtypes
     bfloat16,
     bool_,
-    dname,
     float8_e4m3,
     float8_e4m3fn,
     float8_e5m2,
@@ -33,49 +37,53 @@ from accelopt.nki.dtypes import (  # noqa: F401 - re-exported kernel-facing name
     uint16,
     uint32,
 )
+from accelopt.nki.dtypes import dname as _dname
 from accelopt.nki.indexing import arange, ds, mgrid  # noqa: F401
-from accelopt.nki.instructions import (
-    HBM,
-    MATMUL_MAX_K,
-    MATMUL_MAX_M,
-    MATMUL_MAX_N,
-    PRIVATE_HBM,
-    PSUM,
-    PSUM_PARTITION_BYTES,
-    SBUF,
-    SBUF_PARTITION_BYTES,
-    SHARED_HBM,
-    check_on_chip,
-    check_partitions,
-    dma_copy,
-    dma_shape,
-    elementwise,
-    guard_bounds,
-    out_region,
-    pf,
-    read_values,
-    region_of,
-    resolve_mask,
-    result_tile,
-    scalar_of,
-    to_view,
-    unassigned_extra,
-)
-from accelopt.nki.instructions import (
-    prod as _prod,
-)
+from accelopt.nki.instructions import HBM as _HBM
+from accelopt.nki.instructions import MATMUL_MAX_K as _MATMUL_MAX_K
+from accelopt.nki.instructions import MATMUL_MAX_M as _MATMUL_MAX_M
+from accelopt.nki.instructions import MATMUL_MAX_N as _MATMUL_MAX_N
+from accelopt.nki.instructions import PRIVATE_HBM as _PRIVATE_HBM
+from accelopt.nki.instructions import PSUM as _PSUM
+from accelopt.nki.instructions import PSUM_PARTITION_BYTES as _PSUM_PARTITION_BYTES
+from accelopt.nki.instructions import SBUF as _SBUF
+from accelopt.nki.instructions import SBUF_PARTITION_BYTES as _SBUF_PARTITION_BYTES
+from accelopt.nki.instructions import SHARED_HBM as _SHARED_HBM
+from accelopt.nki.instructions import check_on_chip as _check_on_chip
+from accelopt.nki.instructions import check_partitions as _check_partitions
+from accelopt.nki.instructions import dma_copy
+from accelopt.nki.instructions import dma_shape as _dma_shape
+from accelopt.nki.instructions import elementwise as _elementwise
+from accelopt.nki.instructions import guard_bounds as _guard_bounds
+from accelopt.nki.instructions import out_region as _out_region
+from accelopt.nki.instructions import pf as _pf
+from accelopt.nki.instructions import prod as _prod
+from accelopt.nki.instructions import read_values as _read_values
+from accelopt.nki.instructions import region_of as _region_of
+from accelopt.nki.instructions import resolve_mask as _resolve_mask
+from accelopt.nki.instructions import result_tile as _result_tile
+from accelopt.nki.instructions import scalar_of as _scalar_of
+from accelopt.nki.instructions import to_view as _to_view
+from accelopt.nki.instructions import unassigned_extra as _unassigned_extra
 from accelopt.nki.loops import affine_range, sequential_range, static_range  # noqa: F401
-from accelopt.nki.tensor import Buffer, Tensor, TileOps, View, new_data, normalize_shape, par_dim  # noqa: F401
-from accelopt.nki.trace import Engine, Memory
+from accelopt.nki.tensor import Buffer as _Buffer
+from accelopt.nki.tensor import Tensor as _Tensor
+from accelopt.nki.tensor import TileOps as _TileOps
+from accelopt.nki.tensor import View as _View
+from accelopt.nki.tensor import new_data as _new_data
+from accelopt.nki.tensor import normalize_shape as _normalize_shape
+from accelopt.nki.tensor import par_dim  # noqa: F401
+from accelopt.nki.trace import Engine as _Engine
+from accelopt.nki.trace import Memory as _Memory
 
-sbuf = SBUF
-psum = PSUM
-hbm = HBM
-shared_hbm = SHARED_HBM
-private_hbm = PRIVATE_HBM
+sbuf = _SBUF
+psum = _PSUM
+hbm = _HBM
+shared_hbm = _SHARED_HBM
+private_hbm = _PRIVATE_HBM
 
-_VECTOR_ONLY = (Engine.VECTOR, Engine.GPSIMD)
-_ANY = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
+_VECTOR_ONLY = (_Engine.VECTOR, _Engine.GPSIMD)
+_ANY = (_Engine.VECTOR, _Engine.SCALAR, _Engine.GPSIMD)
 
 
 class tile_size:
@@ -92,7 +100,7 @@ class tile_size:
 
 
 def program_id(axis: int = 0) -> int:
-    ids = current().program_ids
+    ids = _current().program_ids
     return ids[axis] if axis < len(ids) else 0
 
 
@@ -106,31 +114,31 @@ def program_ndim() -> int:
 
 def device_print(prefix: str, x: Any, **_: Any) -> None:
     """Print a tile's values (numeric runs) from inside a kernel; no hardware work is traced."""
-    ctx = current()
-    if ctx.numerics and isinstance(x, (Tensor, View)):
-        print(prefix, to_view(ctx, x, ctx.line()).read())
+    ctx = _current()
+    if ctx.numerics and isinstance(x, (_Tensor, _View)):
+        print(prefix, _to_view(ctx, x, ctx.line())._read())
 
 
 # --- allocation ----------------------------------------------------------------------------
 
 
-def _buffer(buffer: Any) -> Buffer:
+def _buffer(buffer: Any) -> _Buffer:
     if buffer is None:
-        return SBUF
-    if isinstance(buffer, Buffer):
+        return _SBUF
+    if isinstance(buffer, _Buffer):
         return buffer
-    raise current().error("err_unsupported_memory", f"unknown buffer {buffer!r}")
+    raise _current().error("err_unsupported_memory", f"unknown buffer {buffer!r}")
 
 
-def _allocate(shape: Any, dtype: Any, buffer: Any, fill: Any, line: int, name: str) -> Tensor:
-    ctx = current()
-    dims, block_dims = normalize_shape(shape)
+def _allocate(shape: Any, dtype: Any, buffer: Any, fill: Any, line: int, name: str) -> _Tensor:
+    ctx = _current()
+    dims, block_dims = _normalize_shape(shape)
     buf = _buffer(buffer)
     dtype = _dt.as_dtype(dtype if dtype is not None else float32)
-    if buf.memory is not Memory.HBM and dims:
-        check_partitions(ctx, dims[block_dims], f"a tile of shape {dims}", line)
+    if buf.memory is not _Memory.HBM and dims:
+        _check_partitions(ctx, dims[block_dims], f"a tile of shape {dims}", line)
         per_partition = _prod(dims[block_dims + 1 :]) * dtype.itemsize
-        limit = PSUM_PARTITION_BYTES if buf.memory is Memory.PSUM else SBUF_PARTITION_BYTES
+        limit = _PSUM_PARTITION_BYTES if buf.memory is _Memory.PSUM else _SBUF_PARTITION_BYTES
         if per_partition > limit:
             raise ctx.error(
                 "err_size_of_dimension_exceed_arch_limit",
@@ -138,24 +146,24 @@ def _allocate(shape: Any, dtype: Any, buffer: Any, fill: Any, line: int, name: s
                 f"at most {limit} fit",
                 line,
             )
-    data = new_data(dims, dtype, fill) if ctx.numerics else None
-    tensor = Tensor(dims, dtype, buf, block_dims, data)
+    data = _new_data(dims, dtype, fill) if ctx.numerics else None
+    tensor = _Tensor(dims, dtype, buf, block_dims, data)
     ctx.register_tensor(tensor, name or ctx.name_at(line, "tensor"), line)
     return tensor
 
 
-def ndarray(shape: Any, dtype: Any = float32, buffer: Any = None, name: str = "", **_: Any) -> Tensor:
+def ndarray(shape: Any, dtype: Any = float32, buffer: Any = None, name: str = "", **_: Any) -> _Tensor:
     """A new tensor; its memory reads as NaN until written (an unwritten output is visible)."""
-    ctx = current()
+    ctx = _current()
     return _allocate(shape, dtype, buffer, None, ctx.line(), name)
 
 
-def empty_like(x: Any, dtype: Any = None, buffer: Any = None, name: str = "", **_: Any) -> Tensor:
+def empty_like(x: Any, dtype: Any = None, buffer: Any = None, name: str = "", **_: Any) -> _Tensor:
     return ndarray(x.shape, dtype or x.dtype, buffer or _like_buffer(x), name)
 
 
-def _like_buffer(x: Any) -> Buffer:
-    return x.buffer if isinstance(x, (Tensor, View)) and x.memory is not Memory.HBM else SBUF
+def _like_buffer(x: Any) -> _Buffer:
+    return x.buffer if isinstance(x, (_Tensor, _View)) and x.memory is not _Memory.HBM else _SBUF
 
 
 def full(
@@ -166,44 +174,44 @@ def full(
     name: str = "",
     lazy_initialization: bool = False,
     **_: Any,
-) -> Tensor:
-    ctx = current()
+) -> _Tensor:
+    ctx = _current()
     line = ctx.line()
-    value = scalar_of(fill_value)
+    value = _scalar_of(fill_value)
     tensor = _allocate(shape, dtype, buffer, value, line, name)
     if not lazy_initialization:
         _memset_record(ctx, tensor, value, line)
     else:
-        tensor.written = True
+        tensor._written = True
     return tensor
 
 
-def _memset_record(ctx: KernelContext, tensor: Tensor, value: Any, line: int) -> None:
+def _memset_record(ctx: _KernelContext, tensor: _Tensor, value: Any, line: int) -> None:
     memory = tensor.memory
-    if memory is Memory.HBM:
-        engine, legal = Engine.DMA, (Engine.DMA,)
-    elif memory is Memory.PSUM:
-        engine, legal = Engine.UNASSIGNED, (Engine.VECTOR, Engine.SCALAR)
+    if memory is _Memory.HBM:
+        engine, legal = _Engine.DMA, (_Engine.DMA,)
+    elif memory is _Memory.PSUM:
+        engine, legal = _Engine.UNASSIGNED, (_Engine.VECTOR, _Engine.SCALAR)
     else:
-        engine, legal = Engine.UNASSIGNED, _ANY
+        engine, legal = _Engine.UNASSIGNED, _ANY
     shape = tensor.shape[tensor.block_dims :]
-    partitions, free = pf(shape)
+    partitions, free = _pf(shape)
     free *= _prod(tensor.shape[: tensor.block_dims])
-    region = tensor.full_region()
+    region = tensor._full_region()
     ctx.emit(
         engine,
         "memset",
         partitions,
         free,
-        dname(tensor.dtype),
-        dname(tensor.dtype),
+        _dname(tensor.dtype),
+        _dname(tensor.dtype),
         (),
         (region,),
         None,
         memory,
         line,
         bytes=partitions * free * tensor.dtype.itemsize,
-        extra=unassigned_extra(engine, legal, {"value": float(value)}),
+        extra=_unassigned_extra(engine, legal, {"value": float(value)}),
     )
     ctx.note_write(tensor, region, line, False)
 
@@ -215,55 +223,57 @@ def zeros(
     name: str = "",
     lazy_initialization: bool = False,
     **kw: Any,
-) -> Tensor:
+) -> _Tensor:
     return full(shape, 0, dtype, buffer, name, lazy_initialization)
 
 
-def ones(shape: Any, dtype: Any = float32, buffer: Any = None, name: str = "", **kw: Any) -> Tensor:
+def ones(shape: Any, dtype: Any = float32, buffer: Any = None, name: str = "", **kw: Any) -> _Tensor:
     return full(shape, 1, dtype, buffer, name, kw.get("lazy_initialization", False))
 
 
-def zeros_like(x: Any, dtype: Any = None, buffer: Any = None, name: str = "", **_: Any) -> Tensor:
+def zeros_like(x: Any, dtype: Any = None, buffer: Any = None, name: str = "", **_: Any) -> _Tensor:
     return full(x.shape, 0, dtype or x.dtype, buffer or _like_buffer(x), name)
 
 
-def ones_like(x: Any, dtype: Any = None, buffer: Any = None, name: str = "", **_: Any) -> Tensor:
+def ones_like(x: Any, dtype: Any = None, buffer: Any = None, name: str = "", **_: Any) -> _Tensor:
     return full(x.shape, 1, dtype or x.dtype, buffer or _like_buffer(x), name)
 
 
 def full_like(
     x: Any, fill_value: Any, dtype: Any = None, buffer: Any = None, name: str = "", **_: Any
-) -> Tensor:
+) -> _Tensor:
     return full(x.shape, fill_value, dtype or x.dtype, buffer or _like_buffer(x), name)
 
 
-def shared_constant(constant: Any, dtype: Any = None, **_: Any) -> Tensor:
+def shared_constant(constant: Any, dtype: Any = None, **_: Any) -> _Tensor:
     """A constant tensor in HBM built from host data (e.g. an identity matrix)."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
     values = np.asarray(constant)
     dtype = _dt.as_dtype(dtype) if dtype is not None else values.dtype
-    tensor = Tensor(tuple(values.shape), dtype, SHARED_HBM, 0, values.astype(dtype) if ctx.numerics else None)
+    tensor = _Tensor(
+        tuple(values.shape), dtype, _SHARED_HBM, 0, values.astype(dtype) if ctx.numerics else None
+    )
     ctx.register_tensor(tensor, ctx.name_at(line, "constant"), line)
-    tensor.written = True
+    tensor._written = True
     return tensor
 
 
-def reshape(x: Any, shape: Any) -> Tensor:
+def reshape(x: Any, shape: Any) -> _Tensor:
     """A tensor of a new shape over the same memory (HBM tensors, or whole tiles)."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
-    if not isinstance(x, Tensor):
+    if not isinstance(x, _Tensor):
         raise ctx.error("err_unsupported_reshape", "only whole tensors can be reshaped", line)
-    dims, block_dims = normalize_shape(shape)
+    dims, block_dims = _normalize_shape(shape)
     if _prod(dims) != _prod(x.shape):
         raise ctx.error("err_unsupported_reshape", f"cannot reshape {x.shape} to {dims}", line)
-    if x.memory is not Memory.HBM:
-        check_partitions(ctx, dims[block_dims], f"a tile of shape {dims}", line)
-    data = x.data.reshape(dims) if x.data is not None else None
-    tensor = Tensor(dims, x.dtype, x.buffer, block_dims, data)
-    tensor.root = x.root
-    tensor.written = x.written
+    if x.memory is not _Memory.HBM:
+        _check_partitions(ctx, dims[block_dims], f"a tile of shape {dims}", line)
+    data = x._data.reshape(dims) if x._data is not None else None
+    tensor = _Tensor(dims, x.dtype, x.buffer, block_dims, data)
+    tensor._root = x._root
+    tensor._written = x._written
     ctx.register_tensor(tensor, ctx.name_at(line, "reshaped"), line)
     return tensor
 
@@ -271,78 +281,78 @@ def reshape(x: Any, shape: Any) -> Tensor:
 # --- data movement -------------------------------------------------------------------------
 
 
-def load(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> Tensor:
+def load(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> _Tensor:
     """DMA a region of an HBM tensor into a new SBUF tile."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
-    view = to_view(ctx, src, line)
-    if view.tensor.memory is not Memory.HBM:
+    view = _to_view(ctx, src, line)
+    if view._tensor.memory is not _Memory.HBM:
         raise ctx.error("err_unsupported_memory", "nl.load reads HBM; this tensor is already on chip", line)
     shape = view.shape if view.shape else (1,)
-    check_partitions(ctx, shape[0], f"the loaded tile of shape {shape}", line)
-    out_dtype = _dt.as_dtype(dtype) if dtype is not None else view.tensor.dtype
-    minfo = resolve_mask(ctx, mask, view.shape)
-    guard_bounds(ctx, view, minfo)
+    _check_partitions(ctx, shape[0], f"the loaded tile of shape {shape}", line)
+    out_dtype = _dt.as_dtype(dtype) if dtype is not None else view._tensor.dtype
+    minfo = _resolve_mask(ctx, mask, view.shape)
+    _guard_bounds(ctx, view, minfo)
     values = None
     if ctx.numerics:
         if minfo is not None and minfo.exact_box and view.shape == shape:
-            values = view.restrict(minfo.ranges).read()
+            values = view._restrict(minfo.ranges)._read()
         else:
-            values = view.read(clip=minfo is not None)
+            values = view._read(clip=minfo is not None)
             if values.shape != shape:
                 values = values.reshape(shape)
-    tile = result_tile(ctx, shape, out_dtype, SBUF, line, "load", values, minfo)
+    tile = _result_tile(ctx, shape, out_dtype, _SBUF, line, "load", values, minfo)
     moved = view
     if minfo is not None and minfo.exact_box and view.shape == shape:
-        moved = view.restrict(minfo.ranges)  # only the selected elements move
-    chunk_bytes, chunks = dma_shape(moved)
-    partitions, free = pf(moved.shape if moved.shape else shape)
-    tile.producer = ctx.emit(
-        Engine.DMA,
+        moved = view._restrict(minfo.ranges)  # only the selected elements move
+    chunk_bytes, chunks = _dma_shape(moved)
+    partitions, free = _pf(moved.shape if moved.shape else shape)
+    tile._producer = ctx.emit(
+        _Engine.DMA,
         "dma_load",
         partitions,
         free,
-        dname(view.tensor.dtype),
-        dname(out_dtype),
-        (region_of(view, minfo),),
-        (out_region(tile, minfo),),
-        Memory.HBM,
-        Memory.SBUF,
+        _dname(view._tensor.dtype),
+        _dname(out_dtype),
+        (_region_of(view, minfo),),
+        (_out_region(tile, minfo),),
+        _Memory.HBM,
+        _Memory.SBUF,
         line,
-        bytes=partitions * free * view.tensor.dtype.itemsize,
+        bytes=partitions * free * view._tensor.dtype.itemsize,
         dma_chunk_bytes=chunk_bytes,
         dma_chunks=chunks,
     )
     return tile
 
 
-def load_transpose2d(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> Tensor:
+def load_transpose2d(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> _Tensor:
     """DMA a [F, P] HBM region into a [P, F] SBUF tile (element-wise scatter: slow)."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
-    view = to_view(ctx, src, line)
-    if view.tensor.memory is not Memory.HBM or len(view.shape) != 2:
+    view = _to_view(ctx, src, line)
+    if view._tensor.memory is not _Memory.HBM or len(view.shape) != 2:
         raise ctx.error(
             "err_unsupported_memory", "nl.load_transpose2d reads a 2-D region of an HBM tensor", line
         )
     shape = (view.shape[1], view.shape[0])
-    check_partitions(ctx, shape[0], f"the transposed tile of shape {shape}", line)
-    out_dtype = _dt.as_dtype(dtype) if dtype is not None else view.tensor.dtype
-    values = view.read().T if ctx.numerics else None
-    tile = result_tile(ctx, shape, out_dtype, SBUF, line, "load_transpose2d", values, None)
-    partitions, free = pf(shape)
-    itemsize = view.tensor.dtype.itemsize
-    tile.producer = ctx.emit(
-        Engine.DMA,
+    _check_partitions(ctx, shape[0], f"the transposed tile of shape {shape}", line)
+    out_dtype = _dt.as_dtype(dtype) if dtype is not None else view._tensor.dtype
+    values = view._read().T if ctx.numerics else None
+    tile = _result_tile(ctx, shape, out_dtype, _SBUF, line, "load_transpose2d", values, None)
+    partitions, free = _pf(shape)
+    itemsize = view._tensor.dtype.itemsize
+    tile._producer = ctx.emit(
+        _Engine.DMA,
         "dma_load",
         partitions,
         free,
-        dname(view.tensor.dtype),
-        dname(out_dtype),
-        (view.region(),),
-        (tile.full_region(),),
-        Memory.HBM,
-        Memory.SBUF,
+        _dname(view._tensor.dtype),
+        _dname(out_dtype),
+        (view._region(),),
+        (tile._full_region(),),
+        _Memory.HBM,
+        _Memory.SBUF,
         line,
         bytes=partitions * free * itemsize,
         is_transpose=True,
@@ -355,23 +365,23 @@ def load_transpose2d(src: Any, mask: Any = None, dtype: Any = None, **_: Any) ->
 
 def store(dst: Any, value: Any, mask: Any = None, **_: Any) -> None:
     """DMA a tile into a region of an HBM tensor (a PSUM tile is first copied to SBUF)."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
-    dview = to_view(ctx, dst, line)
-    if dview.tensor.memory is not Memory.HBM:
+    dview = _to_view(ctx, dst, line)
+    if dview._tensor.memory is not _Memory.HBM:
         raise ctx.error(
             "err_unsupported_memory", "nl.store writes HBM; assign into on-chip tiles instead", line
         )
-    if not isinstance(value, TileOps):
+    if not isinstance(value, _TileOps):
         raise ctx.error(
             "err_unsupported_operand", "nl.store needs a tile value (use nl.full for constants)", line
         )
-    sview = to_view(ctx, value, line)
-    if sview.tensor.memory is Memory.HBM:
+    sview = _to_view(ctx, value, line)
+    if sview._tensor.memory is _Memory.HBM:
         raise ctx.error("err_unsupported_memory", "nl.store's value must be an on-chip tile", line)
-    if sview.tensor.memory is Memory.PSUM:
+    if sview._tensor.memory is _Memory.PSUM:
         staged = copy(sview)
-        sview = to_view(ctx, staged, line)
+        sview = _to_view(ctx, staged, line)
     dparts = dview.shape[0] if dview.shape else 1
     sparts = sview.shape[0] if sview.shape else 1
     if dparts != sparts and _prod(dview.shape) != _prod(sview.shape):
@@ -386,33 +396,33 @@ def store(dst: Any, value: Any, mask: Any = None, **_: Any) -> None:
             f"storing a tile of shape {sview.shape} into a region of shape {dview.shape}",
             line,
         )
-    minfo = resolve_mask(ctx, mask, dview.shape)
-    guard_bounds(ctx, dview, minfo)
+    minfo = _resolve_mask(ctx, mask, dview.shape)
+    _guard_bounds(ctx, dview, minfo)
     dma_copy(ctx, dview, sview, line, opcode="dma_store", mask=minfo)
 
 
 # --- elementwise ---------------------------------------------------------------------------
 
 
-def unary(
-    ctx: KernelContext,
+def _unary(
+    ctx: _KernelContext,
     line: int,
     spec: _ops.OpSpec,
     x: Any,
     dtype: Any = None,
     mask: Any = None,
     api: str = "",
-) -> Tensor:
+) -> _Tensor:
     if spec.transcendental:
-        engine, legal, opcode = Engine.SCALAR, (Engine.SCALAR,), "activation"
+        engine, legal, opcode = _Engine.SCALAR, (_Engine.SCALAR,), "activation"
     elif spec.trivial:
-        engine, legal, opcode = Engine.UNASSIGNED, _ANY, "tensor_copy"
+        engine, legal, opcode = _Engine.UNASSIGNED, _ANY, "tensor_copy"
     else:
-        engine, legal, opcode = Engine.UNASSIGNED, _ANY, "tensor_scalar"
-    if opcode == "tensor_copy" and isinstance(x, (Tensor, View)) and x.memory is Memory.PSUM:
+        engine, legal, opcode = _Engine.UNASSIGNED, _ANY, "tensor_scalar"
+    if opcode == "tensor_copy" and isinstance(x, (_Tensor, _View)) and x.memory is _Memory.PSUM:
         opcode = "psum_copy"
-        legal = (Engine.VECTOR, Engine.SCALAR)
-    return elementwise(
+        legal = (_Engine.VECTOR, _Engine.SCALAR)
+    return _elementwise(
         ctx,
         line,
         api=api or f"nl.{spec.name}",
@@ -428,8 +438,8 @@ def unary(
     )
 
 
-def binary(
-    ctx: KernelContext,
+def _binary(
+    ctx: _KernelContext,
     line: int,
     spec: _ops.OpSpec,
     a: Any,
@@ -437,19 +447,19 @@ def binary(
     dtype: Any = None,
     mask: Any = None,
     api: str = "",
-) -> Tensor:
-    a_tile, b_tile = isinstance(a, TileOps), isinstance(b, TileOps)
+) -> _Tensor:
+    a_tile, b_tile = isinstance(a, _TileOps), isinstance(b, _TileOps)
     if not a_tile and not b_tile:
         raise ctx.error("err_unsupported_operand", f"nl.{spec.name} needs at least one tile operand", line)
     if a_tile and b_tile and _free_size(a) > 1 and _free_size(b) > 1:
-        engine, legal, opcode = Engine.VECTOR, _VECTOR_ONLY, "tensor_tensor"
+        engine, legal, opcode = _Engine.VECTOR, _VECTOR_ONLY, "tensor_tensor"
         max_psum = 1
     else:
         # a scalar or a per-partition [P, 1] column: a tensor_scalar instruction
-        engine, legal, opcode = Engine.UNASSIGNED, _ANY, "tensor_scalar"
+        engine, legal, opcode = _Engine.UNASSIGNED, _ANY, "tensor_scalar"
         max_psum = None
     main = 0 if a_tile and (not b_tile or _free_size(a) >= _free_size(b)) else 1
-    return elementwise(
+    return _elementwise(
         ctx,
         line,
         api=api or f"nl.{spec.name}",
@@ -471,22 +481,22 @@ def _free_size(x: Any) -> int:
     return _prod(shape[1:]) if shape else 1
 
 
-def apply_op(op: Any, *inputs: Any, dtype: Any = None, mask: Any = None) -> Tensor:
+def _apply_op(op: Any, *inputs: Any, dtype: Any = None, mask: Any = None) -> _Tensor:
     """Apply an operator given as an object (numpy ufunc, nl function) to tiles/scalars."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
     spec = _ops.resolve(op)
     if spec.arity == 1:
-        return unary(ctx, line, spec, inputs[0], dtype, mask)
-    return binary(ctx, line, spec, inputs[0], inputs[1], dtype, mask)
+        return _unary(ctx, line, spec, inputs[0], dtype, mask)
+    return _binary(ctx, line, spec, inputs[0], inputs[1], dtype, mask)
 
 
 def _make_unary(name: str) -> Any:
     spec = _ops.spec(name)
 
-    def fn(x: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
-        ctx = current()
-        return unary(ctx, ctx.line(), spec, x, dtype, mask)
+    def fn(x: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
+        ctx = _current()
+        return _unary(ctx, ctx.line(), spec, x, dtype, mask)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name} of a tile."
@@ -497,9 +507,9 @@ def _make_unary(name: str) -> Any:
 def _make_binary(name: str) -> Any:
     spec = _ops.spec(name)
 
-    def fn(x: Any, y: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
-        ctx = current()
-        return binary(ctx, ctx.line(), spec, x, y, dtype, mask)
+    def fn(x: Any, y: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
+        ctx = _current()
+        return _binary(ctx, ctx.line(), spec, x, y, dtype, mask)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name} of two tiles (or a tile and a scalar)."
@@ -561,31 +571,31 @@ left_shift = _make_binary("left_shift")
 right_shift = _make_binary("right_shift")
 
 
-def copy(x: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
+def copy(x: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
     """A copy of a tile into a new SBUF tile (PSUM → SBUF copies included)."""
-    ctx = current()
-    return unary(ctx, ctx.line(), _ops.spec("copy"), x, dtype, mask, api="nl.copy")
+    ctx = _current()
+    return _unary(ctx, ctx.line(), _ops.spec("copy"), x, dtype, mask, api="nl.copy")
 
 
 _ops.register(copy, "copy")
 
 
-def identity(x: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
-    ctx = current()
-    return unary(ctx, ctx.line(), _ops.spec("copy"), x, dtype, mask, api="nl.identity")
+def identity(x: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
+    ctx = _current()
+    return _unary(ctx, ctx.line(), _ops.spec("copy"), x, dtype, mask, api="nl.identity")
 
 
-def where(condition: Any, x: Any, y: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
-    ctx = current()
+def where(condition: Any, x: Any, y: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
+    ctx = _current()
     line = ctx.line()
-    return elementwise(
+    return _elementwise(
         ctx,
         line,
         api="nl.where",
         opcode="select",
         operands=(condition, x, y),
         compute=lambda c, a, b: np.where(np.asarray(c) != 0, a, b),
-        engine=Engine.VECTOR,
+        engine=_Engine.VECTOR,
         legal=_VECTOR_ONLY,
         dtype=dtype,
         mask=mask,
@@ -596,7 +606,7 @@ def where(condition: Any, x: Any, y: Any, dtype: Any = None, mask: Any = None, *
 # --- reductions ----------------------------------------------------------------------------
 
 
-def _axes(ctx: KernelContext, axis: Any, ndim: int, line: int) -> tuple[int, ...]:
+def _axes(ctx: _KernelContext, axis: Any, ndim: int, line: int) -> tuple[int, ...]:
     if axis is None:
         return tuple(range(1, ndim)) if ndim > 1 else (0,)
     if isinstance(axis, (int, np.integer)):
@@ -605,8 +615,8 @@ def _axes(ctx: KernelContext, axis: Any, ndim: int, line: int) -> tuple[int, ...
     return axes
 
 
-def reduce(
-    ctx: KernelContext,
+def _reduce(
+    ctx: _KernelContext,
     line: int,
     spec: _ops.OpSpec,
     x: Any,
@@ -617,13 +627,13 @@ def reduce(
     mask: Any = None,
     negate: bool = False,
     mean: bool = False,
-    engine: Engine | None = None,
+    engine: _Engine | None = None,
     api: str = "",
-) -> Tensor:
+) -> _Tensor:
     """Reduce a tile along axes with a binary op (free axes on the Vector Engine)."""
-    view = to_view(ctx, x, line)
+    view = _to_view(ctx, x, line)
     api = api or f"nl.{spec.name}"
-    check_on_chip(ctx, view, api, line)
+    _check_on_chip(ctx, view, api, line)
     if spec.reduce is None:
         raise ctx.error("err_unsupported_op", f"{spec.name} cannot be used as a reduction", line)
     axes = _axes(ctx, axis, len(view.shape), line)
@@ -634,14 +644,14 @@ def reduce(
     )
     if not shape:
         shape = (1,)
-    out_dtype = _dt.as_dtype(dtype) if dtype is not None else view.tensor.dtype
+    out_dtype = _dt.as_dtype(dtype) if dtype is not None else view._tensor.dtype
     partition_reduce = 0 in axes and len(view.shape) > 1
     if engine is None:
-        engine = Engine.GPSIMD if partition_reduce else Engine.VECTOR
-    minfo = resolve_mask(ctx, mask, view.shape)
+        engine = _Engine.GPSIMD if partition_reduce else _Engine.VECTOR
+    minfo = _resolve_mask(ctx, mask, view.shape)
     values = None
     if ctx.numerics:
-        data = read_values(view, minfo is not None)
+        data = _read_values(view, minfo is not None)
         if minfo is not None and minfo.grid is not None:
             identity_value = {"add": 0.0, "maximum": -np.inf, "minimum": np.inf, "multiply": 1.0}.get(
                 spec.name, 0.0
@@ -656,26 +666,26 @@ def reduce(
         values = np.asarray(values, dtype=np.float32 if _dt.is_float(out_dtype) else values.dtype).reshape(
             shape
         )
-    out = result_tile(ctx, shape, out_dtype, SBUF, line, "reduce", values, None)
-    partitions, free = pf(view.shape)
+    out = _result_tile(ctx, shape, out_dtype, _SBUF, line, "reduce", values, None)
+    partitions, free = _pf(view.shape)
     extra: dict[str, Any] = {"op": spec.name, "axes": list(axes)}
     if partition_reduce:
         extra["partition_reduce"] = True
     if negate:
         extra["negate"] = True
-    out.producer = ctx.emit(
+    out._producer = ctx.emit(
         engine,
         "tensor_reduce",
         partitions,
         free,
-        dname(view.tensor.dtype),
-        dname(out_dtype),
-        (region_of(view, minfo),),
-        (out.full_region(),),
-        view.tensor.memory,
-        Memory.SBUF,
+        _dname(view._tensor.dtype),
+        _dname(out_dtype),
+        (_region_of(view, minfo),),
+        (out._full_region(),),
+        view._tensor.memory,
+        _Memory.SBUF,
         line,
-        bytes=partitions * free * view.tensor.dtype.itemsize,
+        bytes=partitions * free * view._tensor.dtype.itemsize,
         vector_ops=partitions * free,
         extra=extra,
     )
@@ -684,18 +694,18 @@ def reduce(
 
 def sum(
     x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, mask: Any = None, **_: Any
-) -> Tensor:
-    ctx = current()
-    return reduce(
+) -> _Tensor:
+    ctx = _current()
+    return _reduce(
         ctx, ctx.line(), _ops.spec("add"), x, axis, dtype=dtype, keepdims=keepdims, mask=mask, api="nl.sum"
     )
 
 
 def max(
     x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, mask: Any = None, **_: Any
-) -> Tensor:
-    ctx = current()
-    return reduce(
+) -> _Tensor:
+    ctx = _current()
+    return _reduce(
         ctx,
         ctx.line(),
         _ops.spec("maximum"),
@@ -710,9 +720,9 @@ def max(
 
 def min(
     x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, mask: Any = None, **_: Any
-) -> Tensor:
-    ctx = current()
-    return reduce(
+) -> _Tensor:
+    ctx = _current()
+    return _reduce(
         ctx,
         ctx.line(),
         _ops.spec("minimum"),
@@ -727,9 +737,9 @@ def min(
 
 def prod(
     x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, mask: Any = None, **_: Any
-) -> Tensor:
-    ctx = current()
-    return reduce(
+) -> _Tensor:
+    ctx = _current()
+    return _reduce(
         ctx,
         ctx.line(),
         _ops.spec("multiply"),
@@ -744,9 +754,9 @@ def prod(
 
 def mean(
     x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, mask: Any = None, **_: Any
-) -> Tensor:
-    ctx = current()
-    return reduce(
+) -> _Tensor:
+    ctx = _current()
+    return _reduce(
         ctx,
         ctx.line(),
         _ops.spec("add"),
@@ -762,9 +772,9 @@ def mean(
 
 def all(
     x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, mask: Any = None, **_: Any
-) -> Tensor:
-    ctx = current()
-    return reduce(
+) -> _Tensor:
+    ctx = _current()
+    return _reduce(
         ctx,
         ctx.line(),
         _ops.spec("minimum"),
@@ -777,7 +787,7 @@ def all(
     )
 
 
-def var(x: Any, axis: Any = None, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
+def var(x: Any, axis: Any = None, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
     centered = subtract(x, mean(x, axis=axis, keepdims=True))
     return mean(square(centered), axis=axis, dtype=dtype)
 
@@ -787,7 +797,7 @@ _ops.register(max, "maximum")
 _ops.register(min, "minimum")
 
 
-def softmax(x: Any, axis: Any = -1, dtype: Any = None, **_: Any) -> Tensor:
+def softmax(x: Any, axis: Any = -1, dtype: Any = None, **_: Any) -> _Tensor:
     """softmax along the free axis: max, exp(x - max), sum, reciprocal, multiply."""
     row_max = max(x, axis=axis, keepdims=True)
     shifted = exp(subtract(x, row_max))
@@ -798,28 +808,28 @@ def softmax(x: Any, axis: Any = -1, dtype: Any = None, **_: Any) -> Tensor:
 # --- tensor engine -------------------------------------------------------------------------
 
 
-def matmul_record(
-    ctx: KernelContext,
+def _matmul_record(
+    ctx: _KernelContext,
     line: int,
-    stationary: View,
-    moving: View,
+    stationary: _View,
+    moving: _View,
     *,
     api: str,
     is_transpose: bool = False,
     strict: bool = True,
     mask: Any = None,
     dtype: Any = None,
-) -> Tensor:
+) -> _Tensor:
     """``stationary.T @ moving`` on the Tensor Engine into a new fp32 PSUM tile."""
     for v, role in ((stationary, "stationary"), (moving, "moving")):
-        if v.tensor.memory is not Memory.SBUF:
+        if v._tensor.memory is not _Memory.SBUF:
             raise ctx.error(
                 "err_unsupported_memory",
-                f"{api}: the Tensor Engine reads only SBUF, but the {role} operand is in {v.tensor.memory.value.upper()}",
+                f"{api}: the Tensor Engine reads only SBUF, but the {role} operand is in {v._tensor.memory.value.upper()}",
                 line,
             )
-    k, m = pf(stationary.shape)
-    k2, n = pf(moving.shape)
+    k, m = _pf(stationary.shape)
+    k2, n = _pf(moving.shape)
     if k != k2:
         raise ctx.error(
             "err_num_partition_mismatch",
@@ -827,9 +837,9 @@ def matmul_record(
             line,
         )
     for size, limit, what in (
-        (k, MATMUL_MAX_K, "contraction (partition) size K"),
-        (m, MATMUL_MAX_M, "stationary free size M"),
-        (n, MATMUL_MAX_N, "moving free size N"),
+        (k, _MATMUL_MAX_K, "contraction (partition) size K"),
+        (m, _MATMUL_MAX_M, "stationary free size M"),
+        (n, _MATMUL_MAX_N, "moving free size N"),
     ):
         if size > limit:
             raise ctx.error(
@@ -839,34 +849,34 @@ def matmul_record(
             )
     out_dtype = _dt.as_dtype(dtype) if dtype is not None else float32
     if is_transpose and dtype is None:
-        out_dtype = stationary.tensor.dtype
+        out_dtype = stationary._tensor.dtype
     values = None
     if ctx.numerics:
-        s = read_values(stationary, False).reshape(k, m)
-        mv = read_values(moving, False).reshape(k, n)
+        s = _read_values(stationary, False).reshape(k, m)
+        mv = _read_values(moving, False).reshape(k, n)
         values = s.T @ mv
         if is_transpose and dtype is None:
             values = values.astype(np.float32)
     shape = (m, *moving.shape[1:]) if len(moving.shape) > 2 else (m, n)
     if values is not None:
         values = values.reshape(shape)
-    minfo = resolve_mask(ctx, mask, shape)
-    out = result_tile(ctx, shape, out_dtype, PSUM, line, "matmul", values, minfo)
-    fp32 = stationary.tensor.dtype == np.float32 or moving.tensor.dtype == np.float32
+    minfo = _resolve_mask(ctx, mask, shape)
+    out = _result_tile(ctx, shape, out_dtype, _PSUM, line, "matmul", values, minfo)
+    fp32 = stationary._tensor.dtype == np.float32 or moving._tensor.dtype == np.float32
     flops = 2 * k * m * n * (2 if fp32 else 1)
-    out.producer = ctx.emit(
-        Engine.TENSOR,
+    out._producer = ctx.emit(
+        _Engine.TENSOR,
         "transpose" if is_transpose else "nc_matmul",
         k,
         n,
-        dname(stationary.tensor.dtype),
-        dname(out_dtype),
-        (stationary.region(), moving.region()),
-        (out_region(out, minfo),),
-        Memory.SBUF,
-        Memory.PSUM,
+        _dname(stationary._tensor.dtype),
+        _dname(out_dtype),
+        (stationary._region(), moving._region()),
+        (_out_region(out, minfo),),
+        _Memory.SBUF,
+        _Memory.PSUM,
         line,
-        bytes=k * n * moving.tensor.dtype.itemsize,
+        bytes=k * n * moving._tensor.dtype.itemsize,
         flops=flops,
         is_transpose=is_transpose,
         matmul_kmn=(k, m, n),
@@ -875,34 +885,34 @@ def matmul_record(
     return out
 
 
-def tensor_engine_transpose(
-    ctx: KernelContext, line: int, x: View, api: str, strict: bool, out_buffer: Buffer = PSUM
-) -> Tensor:
+def _tensor_engine_transpose(
+    ctx: _KernelContext, line: int, x: _View, api: str, strict: bool, out_buffer: _Buffer = _PSUM
+) -> _Tensor:
     """A Tensor Engine transpose [P, F] → [F, P] into PSUM (a matmul with an identity)."""
-    p, f = pf(x.shape)
-    if x.tensor.memory is not Memory.SBUF:
+    p, f = _pf(x.shape)
+    if x._tensor.memory is not _Memory.SBUF:
         raise ctx.error(
             "err_unsupported_memory",
-            f"{api}: the Tensor Engine reads only SBUF, but the tile is in {x.tensor.memory.value.upper()}",
+            f"{api}: the Tensor Engine reads only SBUF, but the tile is in {x._tensor.memory.value.upper()}",
             line,
         )
-    check_partitions(ctx, f, f"the transposed tile ({f} partitions)", line)
-    values = read_values(x, False).reshape(p, f).T if ctx.numerics else None
-    out = result_tile(ctx, (f, p), x.tensor.dtype, out_buffer, line, "transpose", values, None)
-    fp32 = x.tensor.dtype == np.float32
-    out.producer = ctx.emit(
-        Engine.TENSOR,
+    _check_partitions(ctx, f, f"the transposed tile ({f} partitions)", line)
+    values = _read_values(x, False).reshape(p, f).T if ctx.numerics else None
+    out = _result_tile(ctx, (f, p), x._tensor.dtype, out_buffer, line, "transpose", values, None)
+    fp32 = x._tensor.dtype == np.float32
+    out._producer = ctx.emit(
+        _Engine.TENSOR,
         "transpose",
         p,
         p,
-        dname(x.tensor.dtype),
-        dname(x.tensor.dtype),
-        (x.region(),),
-        (out.full_region(),),
-        Memory.SBUF,
+        _dname(x._tensor.dtype),
+        _dname(x._tensor.dtype),
+        (x._region(),),
+        (out._full_region(),),
+        _Memory.SBUF,
         out_buffer.memory,
         line,
-        bytes=p * f * x.tensor.dtype.itemsize,
+        bytes=p * f * x._tensor.dtype.itemsize,
         flops=2 * p * f * p * (2 if fp32 else 1),
         is_transpose=True,
         matmul_kmn=(p, f, p),
@@ -911,38 +921,38 @@ def tensor_engine_transpose(
     return out
 
 
-def matmul(x: Any, y: Any, transpose_x: bool = False, mask: Any = None, **_: Any) -> Tensor:
+def matmul(x: Any, y: Any, transpose_x: bool = False, mask: Any = None, **_: Any) -> _Tensor:
     """``x @ y`` on the Tensor Engine into PSUM; without transpose_x, x is transposed there first."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
-    xv = to_view(ctx, x, line)
-    yv = to_view(ctx, y, line)
+    xv = _to_view(ctx, x, line)
+    yv = _to_view(ctx, y, line)
     if not transpose_x:
         # the compiler stages the transposed x in SBUF for the matmul
-        xt = tensor_engine_transpose(ctx, line, xv, "nl.matmul", strict=False, out_buffer=SBUF)
-        xv = to_view(ctx, xt, line)
-    return matmul_record(ctx, line, xv, yv, api="nl.matmul", strict=False, mask=mask)
+        xt = _tensor_engine_transpose(ctx, line, xv, "nl.matmul", strict=False, out_buffer=_SBUF)
+        xv = _to_view(ctx, xt, line)
+    return _matmul_record(ctx, line, xv, yv, api="nl.matmul", strict=False, mask=mask)
 
 
-def transpose(x: Any, dtype: Any = None, mask: Any = None, **_: Any) -> Tensor:
+def transpose(x: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
     """Transpose a 2-D tile (Tensor Engine, then a PSUM → SBUF copy)."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
-    xv = to_view(ctx, x, line)
-    check_on_chip(ctx, xv, "nl.transpose", line)
-    if xv.tensor.memory is Memory.PSUM:
-        xv = to_view(ctx, copy(xv), line)
-    t = tensor_engine_transpose(ctx, line, xv, "nl.transpose", strict=False)
-    return unary(ctx, line, _ops.spec("copy"), t, dtype, mask, api="nl.transpose")
+    xv = _to_view(ctx, x, line)
+    _check_on_chip(ctx, xv, "nl.transpose", line)
+    if xv._tensor.memory is _Memory.PSUM:
+        xv = _to_view(ctx, copy(xv), line)
+    t = _tensor_engine_transpose(ctx, line, xv, "nl.transpose", strict=False)
+    return _unary(ctx, line, _ops.spec("copy"), t, dtype, mask, api="nl.transpose")
 
 
-def broadcast_to(x: Any, shape: Any) -> Tensor:
+def broadcast_to(x: Any, shape: Any) -> _Tensor:
     """Broadcast a tile: across partitions on the Tensor Engine (a matmul with ones), along the
     free axis with a copy."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
-    view = to_view(ctx, x, line)
-    check_on_chip(ctx, view, "broadcast_to", line)
+    view = _to_view(ctx, x, line)
+    _check_on_chip(ctx, view, "broadcast_to", line)
     shape = tuple(int(s) for s in shape)
     src_shape = view.shape + (1,) * (len(shape) - len(view.shape))
     for s, d in zip(src_shape, shape):
@@ -951,48 +961,48 @@ def broadcast_to(x: Any, shape: Any) -> Tensor:
                 "err_shape_mismatch", f"cannot broadcast a tile of shape {view.shape} to {shape}", line
             )
     if src_shape == shape:
-        return x if isinstance(x, Tensor) else copy(view)
-    check_partitions(ctx, shape[0], f"the broadcast tile of shape {shape}", line)
+        return x if isinstance(x, _Tensor) else copy(view)
+    _check_partitions(ctx, shape[0], f"the broadcast tile of shape {shape}", line)
     values = None
     if ctx.numerics:
-        values = np.broadcast_to(read_values(view, False).reshape(src_shape), shape)
-    out = result_tile(ctx, shape, view.tensor.dtype, SBUF, line, "broadcast", values, None)
-    partitions, free = pf(shape)
+        values = np.broadcast_to(_read_values(view, False).reshape(src_shape), shape)
+    out = _result_tile(ctx, shape, view._tensor.dtype, _SBUF, line, "broadcast", values, None)
+    partitions, free = _pf(shape)
     if src_shape[0] == 1 and shape[0] > 1:
-        fp32 = view.tensor.dtype == np.float32
-        out.producer = ctx.emit(
-            Engine.TENSOR,
+        fp32 = view._tensor.dtype == np.float32
+        out._producer = ctx.emit(
+            _Engine.TENSOR,
             "broadcast",
             1,
             free,
-            dname(view.tensor.dtype),
-            dname(view.tensor.dtype),
-            (view.region(),),
-            (out.full_region(),),
-            view.tensor.memory,
-            Memory.SBUF,
+            _dname(view._tensor.dtype),
+            _dname(view._tensor.dtype),
+            (view._region(),),
+            (out._full_region(),),
+            view._tensor.memory,
+            _Memory.SBUF,
             line,
-            bytes=_prod(view.shape) * view.tensor.dtype.itemsize,
+            bytes=_prod(view.shape) * view._tensor.dtype.itemsize,
             flops=2 * partitions * free * (2 if fp32 else 1),
             matmul_kmn=(1, partitions, free),
             extra={"api": "broadcast_to"},
         )
     else:
-        legal = (Engine.VECTOR, Engine.SCALAR) if view.tensor.memory is Memory.PSUM else _ANY
-        out.producer = ctx.emit(
-            Engine.UNASSIGNED,
+        legal = (_Engine.VECTOR, _Engine.SCALAR) if view._tensor.memory is _Memory.PSUM else _ANY
+        out._producer = ctx.emit(
+            _Engine.UNASSIGNED,
             "tensor_copy",
             partitions,
             free,
-            dname(view.tensor.dtype),
-            dname(view.tensor.dtype),
-            (view.region(),),
-            (out.full_region(),),
-            view.tensor.memory,
-            Memory.SBUF,
+            _dname(view._tensor.dtype),
+            _dname(view._tensor.dtype),
+            (view._region(),),
+            (out._full_region(),),
+            view._tensor.memory,
+            _Memory.SBUF,
             line,
-            bytes=_prod(view.shape) * view.tensor.dtype.itemsize,
-            extra=unassigned_extra(Engine.UNASSIGNED, legal, {"api": "broadcast_to"}),
+            bytes=_prod(view.shape) * view._tensor.dtype.itemsize,
+            extra=_unassigned_extra(_Engine.UNASSIGNED, legal, {"api": "broadcast_to"}),
         )
     return out
 
@@ -1002,10 +1012,10 @@ def broadcast_to(x: Any, shape: Any) -> Tensor:
 
 def loop_reduce(
     x: Any, op: Any, loop_indices: Sequence[Any], dtype: Any = None, mask: Any = None, **_: Any
-) -> Tensor:
+) -> _Tensor:
     """Reduce `x` across iterations of the given loops: the first iteration initialises the
     accumulator, later ones combine into it with `op`. Returns the accumulator tile."""
-    ctx = current()
+    ctx = _current()
     line = ctx.line()
     spec = _ops.resolve(op)
     if isinstance(loop_indices, (int, np.integer)):
@@ -1015,71 +1025,71 @@ def loop_reduce(
         raise ctx.error(
             "err_unsupported_loop_reduce", "loop_indices must be loop variables of enclosing loops", line
         )
-    view = to_view(ctx, x, line)
-    check_on_chip(ctx, view, "nl.loop_reduce", line)
+    view = _to_view(ctx, x, line)
+    _check_on_chip(ctx, view, "nl.loop_reduce", line)
     frames = ctx.frames
-    first = builtins.all(f.iteration == 0 for f in frames if f.loop_id in loop_ids)
+    first = _builtins.all(f.iteration == 0 for f in frames if f.loop_id in loop_ids)
     outer = tuple(f for f in frames if f.loop_id not in loop_ids)
-    caller = sys._getframe(1)
+    caller = _sys._getframe(1)
     key = (caller.f_code, caller.f_lasti, outer)
-    acc: Tensor | None = ctx.loop_reduce_state.get(key)
-    out_dtype = _dt.as_dtype(dtype) if dtype is not None else view.tensor.dtype
-    minfo = resolve_mask(ctx, mask, view.shape)
-    partitions, free = pf(view.shape)
+    acc: _Tensor | None = ctx.loop_reduce_state.get(key)
+    out_dtype = _dt.as_dtype(dtype) if dtype is not None else view._tensor.dtype
+    minfo = _resolve_mask(ctx, mask, view.shape)
+    partitions, free = _pf(view.shape)
     if first or acc is None:
-        acc = Tensor(
-            view.shape, out_dtype, SBUF, 0, new_data(view.shape, out_dtype) if ctx.numerics else None
+        acc = _Tensor(
+            view.shape, out_dtype, _SBUF, 0, _new_data(view.shape, out_dtype) if ctx.numerics else None
         )
         ctx.register_tensor(acc, ctx.name_at(line, "loop_reduce"), line, alloc_loops=outer)
-        acc.alloc_scopes = tuple(s for s in ctx.scopes if s.loop_id not in loop_ids)
+        acc._alloc_scopes = tuple(s for s in ctx.scopes if s.loop_id not in loop_ids)
         ctx.loop_reduce_state[key] = acc
-        region = region_of(acc.full_view(), minfo)
+        region = _region_of(acc._full_view(), minfo)
         record = ctx.emit(
-            Engine.UNASSIGNED,
+            _Engine.UNASSIGNED,
             "tensor_copy",
             partitions,
             free,
-            dname(view.tensor.dtype),
-            dname(out_dtype),
-            (region_of(view, minfo),),
+            _dname(view._tensor.dtype),
+            _dname(out_dtype),
+            (_region_of(view, minfo),),
             (region,),
-            view.tensor.memory,
-            Memory.SBUF,
+            view._tensor.memory,
+            _Memory.SBUF,
             line,
-            bytes=partitions * free * view.tensor.dtype.itemsize,
-            extra=unassigned_extra(Engine.UNASSIGNED, _ANY, {"api": "loop_reduce"}),
+            bytes=partitions * free * view._tensor.dtype.itemsize,
+            extra=_unassigned_extra(_Engine.UNASSIGNED, _ANY, {"api": "loop_reduce"}),
         )
         ctx.note_write(acc, region, line, True)
         if ctx.numerics:
-            acc.full_view().write(
-                read_values(view, minfo is not None), mask=None if minfo is None else minfo.grid
+            acc._full_view()._write(
+                _read_values(view, minfo is not None), mask=None if minfo is None else minfo.grid
             )
     else:
         # the running value lives where the kernel assigned it (e.g. `red[...] = nl.loop_reduce(...)`)
-        target = acc.alias if acc.alias is not None else acc.full_view()
-        region = region_of(target, minfo)
+        target = acc._alias if acc._alias is not None else acc._full_view()
+        region = _region_of(target, minfo)
         record = ctx.emit(
-            Engine.VECTOR,
+            _Engine.VECTOR,
             "tensor_tensor",
             partitions,
             free,
-            dname(view.tensor.dtype),
-            dname(out_dtype),
-            (region_of(view, minfo), region),
+            _dname(view._tensor.dtype),
+            _dname(out_dtype),
+            (_region_of(view, minfo), region),
             (region,),
-            view.tensor.memory,
-            Memory.SBUF,
+            view._tensor.memory,
+            _Memory.SBUF,
             line,
-            bytes=partitions * free * view.tensor.dtype.itemsize,
+            bytes=partitions * free * view._tensor.dtype.itemsize,
             vector_ops=partitions * free,
             extra={"op": spec.name, "api": "loop_reduce"},
         )
-        ctx.note_write(target.tensor, region, line, True)
+        ctx.note_write(target._tensor, region, line, True)
         if ctx.numerics:
             with np.errstate(all="ignore"):
-                combined = spec.fn(read_values(target, False), read_values(view, minfo is not None))
-            target.write(combined.reshape(target.shape), mask=None if minfo is None else minfo.grid)
+                combined = spec.fn(_read_values(target, False), _read_values(view, minfo is not None))
+            target._write(combined.reshape(target.shape), mask=None if minfo is None else minfo.grid)
     # assigning the result into a tile makes that tile the accumulator (no extra copy)
-    acc.producer = record
-    acc.fresh = acc.alias is None
+    acc._producer = record
+    acc._fresh = acc._alias is None
     return acc

@@ -126,7 +126,7 @@ def _input_tensor(ctx: KernelContext, value: np.ndarray, name: str, line: int) -
         data.flags.writeable = False
     tensor = Tensor(tuple(array.shape), array.dtype, SHARED_HBM, 0, data)
     ctx.register_tensor(tensor, name, line, is_input=True)
-    tensor.written = True
+    tensor._written = True
     return tensor
 
 
@@ -171,16 +171,16 @@ def run_kernel(
         returned, single = _flatten(result)
         if not returned:
             # kernels that write into their (output) arguments and return nothing
-            returned = [a for a in args if isinstance(a, Tensor) and a.written and _was_stored(ctx, a)]
+            returned = [a for a in args if isinstance(a, Tensor) and a._written and _was_stored(ctx, a)]
             single = len(returned) == 1
         for tensor in returned:
-            info = ctx.info(tensor.tid)
+            info = ctx.info(tensor._tid)
             if info is not None:
                 info.is_output = True
-            if tensor.memory is Memory.HBM and not tensor.root.written:
+            if tensor.memory is Memory.HBM and not tensor._root._written:
                 raise NkiError(
                     "err_tensor_output_not_written_to",
-                    f"output tensor '{info.name if info else tensor.tid}' is returned but never written "
+                    f"output tensor '{info.name if info else tensor._tid}' is returned but never written "
                     "(store into it with nl.store)",
                     path,
                     info.line if info else line,
@@ -190,13 +190,13 @@ def run_kernel(
 
 
 def _was_stored(ctx: KernelContext, tensor: Tensor) -> bool:
-    tid = tensor.tid
+    tid = tensor._tid
     return any(w.tensor_id == tid for r in ctx.trace.records for w in r.writes)
 
 
 def _output_array(tensor: Tensor, numerics: bool) -> np.ndarray:
-    if numerics and tensor.data is not None:
-        return tensor.data if tensor.data.flags.writeable else tensor.data.copy()
+    if numerics and tensor._data is not None:
+        return tensor._data if tensor._data.flags.writeable else tensor._data.copy()
     nan = np.array(np.nan if tensor.dtype.kind in "fV" else 0, dtype=tensor.dtype)
     return np.broadcast_to(nan, tensor.shape)
 

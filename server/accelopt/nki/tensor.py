@@ -160,7 +160,7 @@ class TileOps:
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if method != "__call__" or kwargs.get("out") is not None:
             return NotImplemented
-        return _lang().apply_op(ufunc, *inputs)
+        return _lang()._apply_op(ufunc, *inputs)
 
     # numpy's reductions (np.max(t, axis=1), np.sum(...)) call these methods on non-arrays
     def sum(self, axis: Any = None, dtype: Any = None, keepdims: bool = False, **_: Any) -> Tensor:
@@ -196,22 +196,22 @@ class Tensor(TileOps):
     """A declared buffer in HBM, SBUF or PSUM."""
 
     __slots__ = (
-        "_full",
-        "alias",
-        "alloc_scopes",
+        "_alias",
+        "_alloc_scopes",
+        "_data",
+        "_exact",
+        "_fresh",
+        "_full_cache",
+        "_pmask",
+        "_producer",
+        "_root",
+        "_tid",
+        "_written",
         "block_dims",
         "buffer",
-        "data",
         "dtype",
-        "exact",
-        "fresh",
         "memory",
-        "pmask",
-        "producer",
-        "root",
         "shape",
-        "tid",
-        "written",
     )
 
     def __init__(
@@ -227,29 +227,29 @@ class Tensor(TileOps):
         self.buffer = buffer
         self.memory = buffer.memory
         self.block_dims = block_dims
-        self.data = data
-        self.tid = -1
-        self.alloc_scopes: tuple[LoopScope, ...] = ()
-        self.written = False
+        self._data = data
+        self._tid = -1
+        self._alloc_scopes: tuple[LoopScope, ...] = ()
+        self._written = False
         # An op result not yet read by anything: assigning it into another tile makes the
         # producing instruction write there directly (the compiler does the same).
-        self.producer: TraceRecord | None = None
-        self.fresh = False
-        self.alias: View | None = None
+        self._producer: TraceRecord | None = None
+        self._fresh = False
+        self._alias: View | None = None
         # fp32 result of the producing op before rounding to `dtype` (kept while fresh, so a
         # retargeted write rounds once, straight to the destination's dtype)
-        self.exact: np.ndarray | None = None
+        self._exact: np.ndarray | None = None
         # the producing op's mask (axis ranges, numeric grid), applied again when retargeted
-        self.pmask: Any = None  # instructions.MaskInfo
-        self._full: View | None = None
+        self._pmask: Any = None  # instructions.MaskInfo
+        self._full_cache: View | None = None
         # the tensor whose memory this one reshapes (itself unless made by reshape)
-        self.root: Tensor = self
+        self._root: Tensor = self
 
     def __repr__(self) -> str:
-        return f"Tensor(id={self.tid}, shape={self.shape}, dtype={self.dtype.name}, {self.memory.value})"
+        return f"Tensor(id={self._tid}, shape={self.shape}, dtype={self.dtype.name}, {self.memory.value})"
 
-    def full_view(self) -> View:
-        view = self._full
+    def _full_view(self) -> View:
+        view = self._full_cache
         if view is None:
             shape = self.shape
             layout = _FULL_LAYOUT.get(shape)
@@ -257,15 +257,15 @@ class Tensor(TileOps):
                 terms = tuple((((d, 1),) if n > 1 else ()) for d, n in enumerate(shape))
                 layout = _FULL_LAYOUT[shape] = ((0,) * len(shape), terms, tuple((0, n) for n in shape))
             view = View(self, shape, layout[0], layout[1], None, layout[2])
-            self._full = view
+            self._full_cache = view
         return view
 
-    def full_region(self) -> Region:
-        return self.full_view().region()
+    def _full_region(self) -> Region:
+        return self._full_view()._region()
 
     def __getitem__(self, key: Any) -> View:
         if key is Ellipsis:
-            return self.full_view()
+            return self._full_view()
         if key.__class__ is tuple and len(key) == len(self.shape) and key[-1].__class__ is not IndexExpr:
             view = _slices_view(self, key)
             if view is not None:
@@ -273,7 +273,7 @@ class Tensor(TileOps):
         return make_view(self, self.shape, key, base=None)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        view = self.full_view() if key is Ellipsis else make_view(self, self.shape, key, base=None)
+        view = self._full_view() if key is Ellipsis else make_view(self, self.shape, key, base=None)
         _instr().assign(view, value)
 
     def reshape(self, *shape: Any) -> Tensor:
@@ -286,17 +286,17 @@ class View(TileOps):
     """An access pattern into a tensor (see the module docstring)."""
 
     __slots__ = (
-        "_box",
-        "_np",
-        "_region",
-        "arrays",
-        "assigned_at",
-        "np_shape",
-        "offsets",
-        "oob",
+        "_arrays",
+        "_assigned_at",
+        "_box_cache",
+        "_np_index",
+        "_np_shape",
+        "_offsets",
+        "_oob",
+        "_region_cache",
+        "_tensor",
+        "_terms",
         "shape",
-        "tensor",
-        "terms",
     )
 
     def __init__(
@@ -308,52 +308,52 @@ class View(TileOps):
         arrays: dict[int, np.ndarray] | None,
         box: tuple[tuple[int, int], ...] | None = None,
     ) -> None:
-        self.tensor = tensor
-        self._box = box
+        self._tensor = tensor
+        self._box_cache = box
         self.shape = shape
-        self.offsets = offsets
-        self.terms = terms  # per tensor dim: ((view axis, coef), ...) over axes of size > 1
-        self.arrays = arrays  # per tensor dim: a materialised index grid (non-affine indices)
-        self._np: Any = None
-        self.np_shape: tuple[int, ...] = ()
-        self._region: Region | None = None
+        self._offsets = offsets
+        self._terms = terms  # per tensor dim: ((view axis, coef), ...) over axes of size > 1
+        self._arrays = arrays  # per tensor dim: a materialised index grid (non-affine indices)
+        self._np_index: Any = None
+        self._np_shape: tuple[int, ...] = ()
+        self._region_cache: Region | None = None
         # trace length right after `view += x` wrote through this view (makes the implicit
         # `tensor[key] = view` that Python performs next a no-op)
-        self.assigned_at = -1
+        self._assigned_at = -1
         # Reaches outside the tensor: legal only if every access through it is masked to the
         # in-bounds part (checked when an instruction uses it).
-        self.oob = False
+        self._oob = False
 
     @property
     def dtype(self) -> np.dtype:
-        return self.tensor.dtype
+        return self._tensor.dtype
 
     @property
     def memory(self) -> Memory:
-        return self.tensor.memory
+        return self._tensor.memory
 
     @property
     def buffer(self) -> Buffer:
-        return self.tensor.buffer
+        return self._tensor.buffer
 
     def __repr__(self) -> str:
-        return f"View(tensor={self.tensor.tid}, shape={self.shape}, box={self.box()})"
+        return f"View(tensor={self._tensor._tid}, shape={self.shape}, box={self._box()})"
 
     # --- geometry ----------------------------------------------------------------------------
 
-    def box(self, ranges: list[tuple[int, int]] | None = None) -> tuple[tuple[int, int], ...]:
+    def _box(self, ranges: list[tuple[int, int]] | None = None) -> tuple[tuple[int, int], ...]:
         """Bounding box over the tensor's declared dims, optionally restricted to axis ranges."""
         if ranges is None:
-            if self._box is not None:
-                return self._box
+            if self._box_cache is not None:
+                return self._box_cache
         else:
             for lo, hi in ranges:
                 if hi <= lo:
-                    return tuple((0, 0) for _ in self.offsets)  # nothing selected
+                    return tuple((0, 0) for _ in self._offsets)  # nothing selected
         shape = self.shape
         out = []
-        arrays = self.arrays
-        for d, (offset, terms) in enumerate(zip(self.offsets, self.terms)):
+        arrays = self._arrays
+        for d, (offset, terms) in enumerate(zip(self._offsets, self._terms)):
             if arrays is not None and d in arrays:
                 grid = arrays[d]
                 out.append((int(grid.min()), int(grid.max()) + 1) if grid.size else (0, 0))
@@ -365,7 +365,7 @@ class View(TileOps):
                 else:
                     a_lo, a_hi = ranges[axis]
                 if a_hi <= a_lo:
-                    return tuple((0, 0) for _ in self.offsets)
+                    return tuple((0, 0) for _ in self._offsets)
                 if coef > 0:
                     lo += coef * a_lo
                     hi += coef * (a_hi - 1)
@@ -374,39 +374,39 @@ class View(TileOps):
                     hi += coef * a_lo
             out.append((lo, hi + 1))
         if ranges is None:
-            self._box = tuple(out)
+            self._box_cache = tuple(out)
         return tuple(out)
 
-    def region(self, ranges: list[tuple[int, int]] | None = None) -> Region:
+    def _region(self, ranges: list[tuple[int, int]] | None = None) -> Region:
         if ranges is None:
-            region = self._region
+            region = self._region_cache
             if region is None:
-                if self.oob:
-                    _check_box(self, self.box())
-                region = Region(self.tensor.tid, self.box())
-                self._region = region
+                if self._oob:
+                    _check_box(self, self._box())
+                region = Region(self._tensor._tid, self._box())
+                self._region_cache = region
             return region
-        box = self.box(ranges)
-        if self.oob:
+        box = self._box(ranges)
+        if self._oob:
             _check_box(self, box)
-        return Region(self.tensor.tid, box)
+        return Region(self._tensor._tid, box)
 
-    def contiguous_run(self, partition_axis: int = 0) -> int:
+    def _contiguous_run(self, partition_axis: int = 0) -> int:
         """Elements per contiguous chunk of the tensor's row-major memory that this view touches
         without crossing a partition of the tile on the other side of the DMA."""
-        key = (self.tensor.shape, self.terms, self.shape, partition_axis, self.arrays is None)
+        key = (self._tensor.shape, self._terms, self.shape, partition_axis, self._arrays is None)
         run = _RUN_CACHE.get(key)
         if run is None:
-            run = _RUN_CACHE[key] = self._contiguous_run(partition_axis)
+            run = _RUN_CACHE[key] = self._compute_run(partition_axis)
         return run
 
-    def _contiguous_run(self, partition_axis: int) -> int:
-        tshape = self.tensor.shape
+    def _compute_run(self, partition_axis: int) -> int:
+        tshape = self._tensor.shape
         run = 1
         for d in range(len(tshape) - 1, -1, -1):
-            if self.arrays is not None and d in self.arrays:
+            if self._arrays is not None and d in self._arrays:
                 break
-            terms = self.terms[d]
+            terms = self._terms[d]
             if not terms:
                 # a fixed index: the run cannot extend across this dim unless it has size 1
                 if tshape[d] == 1:
@@ -422,33 +422,33 @@ class View(TileOps):
                 break
         return run
 
-    def restrict(self, ranges: list[tuple[int, int]]) -> View:
+    def _restrict(self, ranges: list[tuple[int, int]]) -> View:
         """The sub-view over axis ranges [lo, hi) (same tensor, a box of this view's axes)."""
         if all(lo == 0 and hi == n for (lo, hi), n in zip(ranges, self.shape)):
             return self
-        offsets = list(self.offsets)
-        for d, terms in enumerate(self.terms):
+        offsets = list(self._offsets)
+        for d, terms in enumerate(self._terms):
             for axis, coef in terms:
                 offsets[d] += coef * ranges[axis][0]
         arrays = None
-        if self.arrays is not None:
+        if self._arrays is not None:
             sl = tuple(slice(lo, hi) for lo, hi in ranges)
-            arrays = {d: np.broadcast_to(g, self.shape)[sl] for d, g in self.arrays.items()}
-        view = View(self.tensor, tuple(hi - lo for lo, hi in ranges), tuple(offsets), self.terms, arrays)
+            arrays = {d: np.broadcast_to(g, self.shape)[sl] for d, g in self._arrays.items()}
+        view = View(self._tensor, tuple(hi - lo for lo, hi in ranges), tuple(offsets), self._terms, arrays)
         _check_bounds(view)
         return view
 
     # --- numerics ----------------------------------------------------------------------------
 
     def _index(self) -> Any:
-        if self._np is not None:
-            return self._np
+        if self._np_index is not None:
+            return self._np_index
         idx: list[Any] = []
         np_shape: list[int] = []
         last_axis = -1
-        basic = self.arrays is None
+        basic = self._arrays is None
         if basic:
-            for offset, terms in zip(self.offsets, self.terms):
+            for offset, terms in zip(self._offsets, self._terms):
                 if not terms:
                     idx.append(offset)
                     continue
@@ -462,19 +462,19 @@ class View(TileOps):
                 basic = False
                 break
         if basic:
-            self._np = tuple(idx)
-            self.np_shape = tuple(np_shape)
+            self._np_index = tuple(idx)
+            self._np_shape = tuple(np_shape)
         else:
-            self._np = self._fancy_index(clip=False)
-            self.np_shape = self.shape
-        return self._np
+            self._np_index = self._fancy_index(clip=False)
+            self._np_shape = self.shape
+        return self._np_index
 
     def _fancy_index(self, clip: bool) -> tuple[Any, ...]:
         ndim = len(self.shape)
         idx: list[Any] = []
-        for d, (offset, terms) in enumerate(zip(self.offsets, self.terms)):
-            if self.arrays is not None and d in self.arrays:
-                grid = self.arrays[d]
+        for d, (offset, terms) in enumerate(zip(self._offsets, self._terms)):
+            if self._arrays is not None and d in self._arrays:
+                grid = self._arrays[d]
             else:
                 grid = np.asarray(offset, dtype=np.int64)
                 for axis, coef in terms:
@@ -483,18 +483,18 @@ class View(TileOps):
                     grid = grid + (coef * np.arange(self.shape[axis], dtype=np.int64)).reshape(shape)
                 grid = np.broadcast_to(grid, (1,) * (ndim - grid.ndim) + grid.shape) if ndim else grid
             if clip:
-                grid = np.clip(grid, 0, self.tensor.shape[d] - 1)
+                grid = np.clip(grid, 0, self._tensor.shape[d] - 1)
             idx.append(grid)
         return tuple(idx)
 
-    def read(self, clip: bool = False) -> np.ndarray:
+    def _read(self, clip: bool = False) -> np.ndarray:
         """The viewed elements in the tensor's dtype, shaped like the view."""
-        data = self.tensor.data
+        data = self._tensor._data
         assert data is not None
         if 0 in self.shape:
             return np.empty(self.shape, dtype=data.dtype)
-        if self.oob and not clip:
-            self.region()  # raises: an unmasked access outside the tensor
+        if self._oob and not clip:
+            self._region()  # raises: an unmasked access outside the tensor
         if clip:
             return np.broadcast_to(data[self._fancy_index(clip=True)], self.shape)
         values = data[self._index()]
@@ -506,17 +506,17 @@ class View(TileOps):
             )
         return values
 
-    def write(self, values: Any, mask: np.ndarray | None = None, accumulate: bool = False) -> None:
+    def _write(self, values: Any, mask: np.ndarray | None = None, accumulate: bool = False) -> None:
         """Store `values` (any float/int array broadcastable to the view) with rounding to dtype."""
-        tensor = self.tensor
-        data = tensor.data
+        tensor = self._tensor
+        data = tensor._data
         if data is None:
             return
         dtype = tensor.dtype
         if 0 in self.shape:
             return
         if not data.flags.writeable:  # a kernel input written in place: copy on first write
-            data = tensor.data = data.copy()
+            data = tensor._data = data.copy()
         values = np.asarray(values)
         if values.shape != self.shape:
             values = (
@@ -533,11 +533,11 @@ class View(TileOps):
                 selected = data[target].astype(np.float32) + selected
             data[target] = selected.astype(dtype, copy=False)
             return
-        if self.oob:
-            self.region()  # raises: an unmasked access outside the tensor
+        if self._oob:
+            self._region()  # raises: an unmasked access outside the tensor
         idx = self._index()
-        if self.np_shape != self.shape:
-            values = values.reshape(self.np_shape) if values.ndim else values
+        if self._np_shape != self.shape:
+            values = values.reshape(self._np_shape) if values.ndim else values
         if accumulate:
             current = data[idx]
             data[idx] = (current.astype(np.float32) + values).astype(dtype, copy=False)
@@ -549,10 +549,10 @@ class View(TileOps):
     def __getitem__(self, key: Any) -> View:
         if key is Ellipsis:
             return self
-        return make_view(self.tensor, self.shape, key, base=self)
+        return make_view(self._tensor, self.shape, key, base=self)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        view = self if key is Ellipsis else make_view(self.tensor, self.shape, key, base=self)
+        view = self if key is Ellipsis else make_view(self._tensor, self.shape, key, base=self)
         _instr().assign(view, value)
 
 
@@ -620,7 +620,7 @@ def make_view(tensor: Tensor, shape: tuple[int, ...], key: Any, base: View | Non
         offsets, terms, arrays, vshape, abox, oob = _advanced(shape, key)
         if base is None:
             view = View(tensor, vshape, offsets, terms, arrays, abox)
-            view.oob = oob
+            view._oob = oob
             return view
     else:
         offsets, terms, vshape, box = _basic(shape, key)
@@ -669,15 +669,15 @@ def _slices_view(tensor: Tensor, key: tuple[Any, ...]) -> View | None:
 
 def _check_bounds(view: View) -> None:
     """Mark a view reaching outside its tensor; instructions reject it unless masked in bounds."""
-    tshape = view.tensor.shape
-    for d, (lo, hi) in enumerate(view.box()):
+    tshape = view._tensor.shape
+    for d, (lo, hi) in enumerate(view._box()):
         if hi > lo and (lo < 0 or hi > tshape[d]):
-            view.oob = True
+            view._oob = True
             return
 
 
 def _check_box(view: View, box: tuple[tuple[int, int], ...]) -> None:
-    tshape = view.tensor.shape
+    tshape = view._tensor.shape
     for d, (lo, hi) in enumerate(box):
         if hi > lo and (lo < 0 or hi > tshape[d]):
             raise _error(
@@ -688,7 +688,7 @@ def _check_box(view: View, box: tuple[tuple[int, int], ...]) -> None:
 
 
 def check_bounds_under_mask(view: View, ranges: list[tuple[int, int]]) -> None:
-    _check_box(view, view.box(ranges))
+    _check_box(view, view._box(ranges))
 
 
 def _basic(shape: tuple[int, ...], key: tuple[Any, ...]):
@@ -795,7 +795,7 @@ def _advanced_from_template(tensor: Tensor, shape: tuple[int, ...], key: tuple[A
     offsets = (*offs, *trailing)
     box.extend(deltas[len(offs) :])  # trailing dims: offset 0
     view = View(tensor, vshape, offsets, terms, None, tuple(box))
-    view.oob = oob
+    view._oob = oob
     return view
 
 
@@ -892,11 +892,11 @@ def _advanced(shape: tuple[int, ...], key: tuple[Any, ...]):
 
 def _compose(base: View, offsets, terms, arrays, vshape) -> View:
     """Index a view again: `offsets/terms` address the base view's axes; map them to the tensor."""
-    if base.arrays is not None or arrays is not None:
+    if base._arrays is not None or arrays is not None:
         raise _error("err_unsupported_indexing", "re-indexing a view built from non-affine index grids")
     new_offsets: list[int] = []
     new_terms: list[tuple[tuple[int, int], ...]] = []
-    for b_off, b_terms in zip(base.offsets, base.terms):
+    for b_off, b_terms in zip(base._offsets, base._terms):
         off = b_off
         acc: dict[int, int] = {}
         for b_axis, b_coef in b_terms:
@@ -906,7 +906,7 @@ def _compose(base: View, offsets, terms, arrays, vshape) -> View:
                 acc[axis] = acc.get(axis, 0) + b_coef * coef
         new_offsets.append(off)
         new_terms.append(tuple((a, c) for a, c in sorted(acc.items()) if c and vshape[a] > 1))
-    view = View(base.tensor, vshape, tuple(new_offsets), tuple(new_terms), None)
+    view = View(base._tensor, vshape, tuple(new_offsets), tuple(new_terms), None)
     _check_bounds(view)
     return view
 
