@@ -8,6 +8,7 @@ records the AccelOpt notifications.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import sys
 import time
@@ -196,3 +197,41 @@ async def start_session(client: LanguageClient, root: Path, options: dict[str, A
         )
     )
     return editor
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (from /proc: Linux only, like the sandbox)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found: set[int] = set()
+    stack = [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as raw:
+            return raw.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

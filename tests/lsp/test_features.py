@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import signal
 import time
 
 import pytest
-from lsp_editor import Editor, wait_until
+from lsp_editor import Editor, alive, cmdline, descendants, wait_until
 from lsprotocol import types
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -129,6 +131,19 @@ async def test_optimize_code_action_is_resolved_lazily(editor: Editor):
 
     outside = await editor.code_actions(uri, editor.line_of(uri, "TILE_ROWS = 128"))
     assert not outside
+
+
+async def test_a_dead_profile_process_is_replaced(editor: Editor):
+    uri = editor.open("silu.py")
+    await editor.profiled_hover(uri, "silu_kernel")
+    server = editor.client._server
+    assert server is not None
+    (profiler,) = [pid for pid in descendants(server.pid) if "accelopt.lsp.profile_process" in cmdline(pid)]
+    os.kill(profiler, signal.SIGKILL)
+    await wait_until(lambda: not alive(profiler), 10, "the profile process to die")
+    editor.change(uri, editor.text(uri).replace("TILE_COLS = 512", "TILE_COLS = 256"))
+    card = await editor.profiled_hover(uri, "silu_kernel")
+    assert "percent of peak" in card, card
 
 
 async def test_workspace_configuration_overrides_the_initialization_options(editor: Editor):

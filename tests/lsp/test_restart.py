@@ -4,44 +4,21 @@ starts clean, and the optimization memory is intact."""
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
-from lsp_editor import SERVER_OPTIONS, make_workspace, server_command, start_session, wait_until
+from lsp_editor import (
+    SERVER_OPTIONS,
+    alive,
+    descendants,
+    make_workspace,
+    server_command,
+    start_session,
+    wait_until,
+)
 from pytest_lsp import ClientServerConfig
 
 from accelopt.search.candidate import Experience, Lesson
 from accelopt.search.memory import Memory
-
-
-def descendants(pid: int) -> set[int]:
-    """Every live process below `pid` (from /proc: Linux only, like the sandbox)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found: set[int] = set()
-    stack = [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            if child not in found:
-                found.add(child)
-                stack.append(child)
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 async def test_restart_mid_search_starts_clean_and_keeps_the_memory(tmp_path: Path):

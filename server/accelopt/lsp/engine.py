@@ -44,6 +44,7 @@ class ProfileOutcome(BaseModel):
     evaluation: Evaluation | None = None
     task_problem: TaskProblem | None = None
     error: str | None = None  # the engine itself failed (a bug, not the kernel's fault)
+    transient: bool = False  # the failure was the profile process's, not this kernel's: ask again
     elapsed_s: float = 0.0
 
 

@@ -66,7 +66,9 @@ class ProfileProcess:
         for key, future in list(self._pending.items()):
             if not future.done():
                 future.set_result(
-                    ProfileOutcome(kernel_name="", error=f"the profile process exited (status {code})")
+                    ProfileOutcome(
+                        kernel_name="", error=f"the profile process exited (status {code})", transient=True
+                    )
                 )
             self._pending.pop(key, None)
 
@@ -97,7 +99,9 @@ class ProfileProcess:
             raise
         except ConnectionError as exc:
             self._pending.pop(job, None)
-            return ProfileOutcome(kernel_name=kernel.name, error=f"the profile process is gone: {exc}")
+            return ProfileOutcome(
+                kernel_name=kernel.name, error=f"the profile process is gone: {exc}", transient=True
+            )
 
     async def aclose(self) -> None:
         child, self._child = self._child, None

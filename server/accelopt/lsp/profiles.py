@@ -70,6 +70,8 @@ class ProfileStore:
             self._drop_superseded(uri, version, kernel.name, content_key)
             self._by_doc[doc_key] = content_key
         entry = self._by_content.get(content_key)
+        if entry is not None and entry.task.done() and self._result(entry).transient:
+            entry = None  # the profile process died under it: this request tries again
         if entry is None:
             entry = _Entry(asyncio.create_task(self._engine.profile(kernel, self._settings())))
             entry.task.add_done_callback(lambda _t, key=content_key: self._landed(key))
@@ -116,7 +118,7 @@ class ProfileStore:
     def _result(self, entry: _Entry) -> ProfileOutcome:
         task = entry.task
         if task.cancelled():
-            return ProfileOutcome(kernel_name="", error="profile cancelled")
+            return ProfileOutcome(kernel_name="", error="profile cancelled", transient=True)
         return task.result()  # Engine.profile never raises
 
     def _landed(self, content_key: ContentKey) -> None:
