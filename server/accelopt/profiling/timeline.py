@@ -31,6 +31,7 @@ overlap; neither do Vector and Scalar instructions touching PSUM.
 from __future__ import annotations
 
 import gc
+import itertools
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
@@ -148,39 +149,57 @@ class _GapList:
             ends.insert(i, end)
 
 
-_BUCKET = 128  # rows of the first box dimension per index bucket
-_WIDE = 8  # boxes spanning more buckets than this are kept in one list checked every time
+_WIDE = 8  # boxes covering more grid cells than this are kept in a list checked every time
 _SCAN = 16  # below this many boxes a linear scan beats the index
+_QUERY_CELLS = 64  # a query covering more cells than this scans linearly
 
 
 class _BoxMap:
     """Boxes of one physical buffer -> (end time, engine, op). Small maps are scanned; past
-    `_SCAN` boxes an index on the first dimension is built, so that a buffer with thousands of
-    disjoint tiles (a kernel output) answers overlap queries without scanning all of them."""
+    `_SCAN` boxes a grid index is built (cells as large as a typical box along every
+    dimension), so that a buffer with thousands of disjoint tiles (a kernel output, a batched
+    tensor) answers overlap queries by looking at the few cells a box covers."""
 
-    __slots__ = ("buckets", "entries", "wide")
+    __slots__ = ("cells", "entries", "sizes", "wide")
 
     def __init__(self) -> None:
         self.entries: dict[Box, tuple[float, str, int]] = {}
-        self.buckets: dict[int, set[Box]] | None = None  # built lazily, see _index
+        self.cells: dict[tuple[int, ...], set[Box]] | None = None  # built lazily, see put
         self.wide: set[Box] = set()
+        self.sizes: tuple[int, ...] = ()
+
+    def _cells(self, box: Box, limit: int) -> list[tuple[int, ...]] | None:
+        """The grid cells `box` covers, or None if more than `limit` (or of another rank)."""
+        sizes = self.sizes
+        if len(box) != len(sizes):
+            return None
+        ranges = []
+        count = 1
+        for (lo, hi), size in zip(box, sizes):
+            first, last = lo // size, (hi - 1) // size
+            count *= max(0, last - first + 1)
+            if count > limit:
+                return None
+            ranges.append(range(first, last + 1))
+        return list(itertools.product(*ranges))
 
     def overlapping(self, box: Box) -> list[Box]:
         entries = self.entries
-        if self.buckets is None or not box:
+        cells = self._cells(box, _QUERY_CELLS) if self.cells is not None else None
+        if cells is None:
             if len(box) == 2:  # the common case, inlined: [partition, free] tiles
                 (a0, a1), (b0, b1) = box
                 return [e for e in entries if e[0][0] < a1 and a0 < e[0][1] and e[1][0] < b1 and b0 < e[1][1]]
             return [e for e in entries if _overlaps(box, e)]
-        lo, hi = box[0]
-        first, last = lo // _BUCKET, (hi - 1) // _BUCKET
-        if last - first > 4 * _WIDE:
-            return [e for e in entries if _overlaps(box, e)]
         found = [e for e in self.wide if _overlaps(box, e)]
-        buckets = self.buckets
+        index = self.cells
+        assert index is not None
+        if len(cells) == 1:
+            found.extend(e for e in index.get(cells[0], ()) if _overlaps(box, e))
+            return found
         seen: set[Box] = set()
-        for bucket in range(first, last + 1):
-            for e in buckets.get(bucket, ()):
+        for cell in cells:
+            for e in index.get(cell, ()):
                 if e not in seen:
                     seen.add(e)
                     if _overlaps(box, e):
@@ -190,42 +209,47 @@ class _BoxMap:
     def put(self, box: Box, entry: tuple[float, str, int]) -> None:
         entries = self.entries
         if box not in entries:
-            if self.buckets is not None:
+            if self.cells is not None:
                 self._index(box)
             elif len(entries) >= _SCAN:
-                self.buckets = {}
-                for old in entries:
-                    self._index(old)
-                self._index(box)
+                self._build([*entries, box])
         entries[box] = entry
 
+    def _build(self, boxes: list[Box]) -> None:
+        rank = len(boxes[-1])
+        same_rank = [b for b in boxes if len(b) == rank]
+        sizes = []
+        for d in range(rank):
+            extents = sorted(max(1, b[d][1] - b[d][0]) for b in same_rank)
+            sizes.append(extents[len(extents) // 2])
+        self.sizes = tuple(sizes)
+        self.cells = {}
+        for b in boxes:
+            self._index(b)
+
     def _index(self, box: Box) -> None:
-        if not box:
-            return
-        lo, hi = box[0]
-        first, last = lo // _BUCKET, (hi - 1) // _BUCKET
-        if last - first > _WIDE:
+        cells = self._cells(box, _WIDE)
+        if cells is None:
             self.wide.add(box)
-        else:
-            buckets = self.buckets
-            assert buckets is not None
-            for bucket in range(first, last + 1):
-                members = buckets.get(bucket)
-                if members is None:
-                    buckets[bucket] = {box}
-                else:
-                    members.add(box)
+            return
+        index = self.cells
+        assert index is not None
+        for cell in cells:
+            members = index.get(cell)
+            if members is None:
+                index[cell] = {box}
+            else:
+                members.add(box)
 
     def remove(self, box: Box) -> None:
         del self.entries[box]
-        if self.buckets is None or not box:
+        if self.cells is None:
             return
         if box in self.wide:
             self.wide.discard(box)
             return
-        lo, hi = box[0]
-        for bucket in range(lo // _BUCKET, (hi - 1) // _BUCKET + 1):
-            members = self.buckets.get(bucket)
+        for cell in self._cells(box, _WIDE) or ():
+            members = self.cells.get(cell)
             if members is not None:
                 members.discard(box)
 
