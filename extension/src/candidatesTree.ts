@@ -96,7 +96,7 @@ export class CandidatesTreeProvider implements vscode.TreeDataProvider<Candidate
   }
 }
 
-/** Where a kernel's search stands: "iteration 1/2 · silu.py · simulated on trn1". */
+/** Where a kernel's search stands: "iteration 2 of 16 · silu.py · simulated on trn1". */
 export function kernelDescription(group: KernelGroup): string {
   const parts: string[] = [];
   const progress = group.progress;
@@ -105,7 +105,7 @@ export function kernelDescription(group: KernelGroup): string {
   } else if (group.running) {
     parts.push(
       progress && progress.totalIterations > 0
-        ? `iteration ${progress.iteration}/${progress.totalIterations}`
+        ? `iteration ${Math.min(progress.iteration + 1, progress.totalIterations)} of ${progress.totalIterations}`
         : 'starting…',
     );
   } else {

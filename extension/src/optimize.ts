@@ -10,8 +10,15 @@
 
 import * as vscode from 'vscode';
 
-import { formatDollars, formatSpeedup, isFaster, measuredOn, pluralize } from './format';
-import type { OptimizeParams, OptimizeResult, SearchOptions, SearchStateNotification } from './protocol';
+import { formatSpeedup, isFaster, measuredOn, pluralize } from './format';
+import type {
+  CandidatesNotification,
+  OptimizeParams,
+  OptimizeResult,
+  SearchOptions,
+  SearchStateNotification,
+} from './protocol';
+import { SearchProgress } from './searchProgress';
 
 export interface OptimizeTarget {
   readonly uri: string;
@@ -23,6 +30,7 @@ export interface SearchChannel {
   optimize(params: OptimizeParams, token: vscode.CancellationToken): Promise<OptimizeResult>;
   cancel(searchId: string): Promise<void>;
   onSearchState(listener: (state: SearchStateNotification) => void): vscode.Disposable;
+  onCandidates(listener: (list: CandidatesNotification) => void): vscode.Disposable;
   /** Work-done progress reports the server sends on the request's token (percentage 0-100). */
   onProgressMessage(
     token: string,
@@ -49,29 +57,6 @@ export function sameUri(a: string, b: string): boolean {
   } catch {
     return false;
   }
-}
-
-/** "iteration 2/4 · best 1.31× · $0.00" (the server's own progress reads the same way). */
-export function progressMessage(state: SearchStateNotification): string {
-  if (state.state === 'started') {
-    return 'profiling the original kernel…';
-  }
-  const parts: string[] = [];
-  if (state.totalIterations > 0) {
-    parts.push(`iteration ${state.iteration}/${state.totalIterations}`);
-  }
-  parts.push(
-    state.bestSpeedup === null ? 'no faster kernel yet' : `best ${formatSpeedup(state.bestSpeedup)}`,
-  );
-  parts.push(formatDollars(state.dollars));
-  return parts.join(' · ');
-}
-
-function percentDone(state: SearchStateNotification): number {
-  if (state.state === 'finished') {
-    return 100;
-  }
-  return state.totalIterations > 0 ? Math.min(100, (100 * state.iteration) / state.totalIterations) : 0;
 }
 
 function isRequestCancelled(error: unknown): boolean {
@@ -106,8 +91,8 @@ export function runOptimization(
       const workDoneToken = `accelopt-optimize-${process.pid}-${++tokenCounter}`;
       let searchId: string | undefined;
       let reported = 0;
-      let heardFromServer = false;
       let stopping = false;
+      const status = new SearchProgress();
       const report = (message: string, percent?: number): void => {
         if (stopping) {
           return;
@@ -116,26 +101,30 @@ export function runOptimization(
         reported = Math.max(reported, percent ?? 0);
         progress.report({ message, increment });
       };
+      /** Is this message about our search? The first one for our kernel tells us its id. */
+      const ours = (message: { searchId: string; uri: string; kernelName: string }): boolean => {
+        if (message.kernelName !== target.kernelName || !sameUri(message.uri, target.uri)) {
+          return false;
+        }
+        searchId ??= message.searchId;
+        return message.searchId === searchId;
+      };
       const subscriptions: vscode.Disposable[] = [
         channel.onSearchState((state) => {
-          if (state.kernelName !== target.kernelName || !sameUri(state.uri, target.uri)) {
-            return;
+          if (ours(state)) {
+            status.onState(state);
+            report(status.message, status.percent);
           }
-          if (searchId === undefined) {
-            searchId = state.searchId;
-          } else if (state.searchId !== searchId) {
-            return;
-          }
-          if (state.state === 'started' && heardFromServer) {
-            return; // the server's own report already says more than "profiling…"
-          }
-          heardFromServer = true;
-          report(progressMessage(state), percentDone(state));
         }),
-        // The server reports within an iteration too (candidates checked so far): show those.
+        channel.onCandidates((list) => {
+          if (ours(list)) {
+            status.onCandidates(list);
+            report(status.message, status.percent);
+          }
+        }),
+        // Before the search has started (loading the kernel, planning) the server's own words.
         channel.onProgressMessage(workDoneToken, (message, percentage) => {
-          if (message) {
-            heardFromServer = true;
+          if (message && !status.heard) {
             report(message, percentage);
           }
         }),

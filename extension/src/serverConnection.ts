@@ -28,6 +28,7 @@ export class ServerNotRunningError extends Error {
 
 export class ServerConnection implements SearchChannel, vscode.Disposable {
   private readonly stateEmitter = new vscode.EventEmitter<SearchStateNotification>();
+  private readonly candidatesEmitter = new vscode.EventEmitter<CandidatesNotification>();
 
   constructor(
     private readonly client: () => LanguageClient | undefined,
@@ -36,14 +37,16 @@ export class ServerConnection implements SearchChannel, vscode.Disposable {
 
   dispose(): void {
     this.stateEmitter.dispose();
+    this.candidatesEmitter.dispose();
   }
 
   /** Subscribes to a new client's notifications (before it starts). */
   attach(client: LanguageClient): vscode.Disposable[] {
     return [
-      client.onNotification(Methods.candidates, (notification: CandidatesNotification) =>
-        this.store.applyCandidates(notification),
-      ),
+      client.onNotification(Methods.candidates, (notification: CandidatesNotification) => {
+        this.store.applyCandidates(notification);
+        this.candidatesEmitter.fire(notification);
+      }),
       client.onNotification(Methods.searchState, (state: SearchStateNotification) => {
         this.store.applySearchState(state);
         this.stateEmitter.fire(state);
@@ -75,6 +78,10 @@ export class ServerConnection implements SearchChannel, vscode.Disposable {
 
   onSearchState(listener: (state: SearchStateNotification) => void): vscode.Disposable {
     return this.stateEmitter.event(listener);
+  }
+
+  onCandidates(listener: (list: CandidatesNotification) => void): vscode.Disposable {
+    return this.candidatesEmitter.event(listener);
   }
 
   onProgressMessage(

@@ -93,7 +93,11 @@ describe('Candidates tree', () => {
     const tree = new CandidatesTreeProvider(store);
     store.applySearchState(searchState('s1', { iteration: 1, totalIterations: 3 }));
     const [kernel] = tree.getChildren();
-    assert.equal(tree.getTreeItem(kernel).description, 'iteration 1/3 · silu.py');
+    assert.equal(
+      tree.getTreeItem(kernel).description,
+      'iteration 2 of 3 · silu.py',
+      'one done, the second under way',
+    );
     const [message] = tree.getChildren(kernel) as CandidatesNode[];
     const item = tree.getTreeItem(message);
     assert.equal(item.label, 'Waiting for the first candidate…');

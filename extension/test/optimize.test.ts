@@ -3,9 +3,11 @@ import './support/installVscodeMock';
 import assert from 'node:assert/strict';
 import { beforeEach, describe, it } from 'node:test';
 
-import { describeOutcome, progressMessage, runOptimization, type SearchChannel } from '../src/optimize';
+import { describeOutcome, runOptimization, type SearchChannel } from '../src/optimize';
+import type { CandidatesNotification } from '../src/protocol';
+import { SearchProgress } from '../src/searchProgress';
 import type { OptimizeParams, OptimizeResult, SearchStateNotification } from '../src/protocol';
-import { KERNEL_URI, searchState } from './support/fixtures';
+import { KERNEL_URI, candidate, candidates, searchState } from './support/fixtures';
 import {
   Disposable,
   EventEmitter,
@@ -50,6 +52,12 @@ class ScriptedChannel implements SearchChannel {
 
   onSearchState(listener: (state: SearchStateNotification) => void): Disposable {
     return this.states.event(listener);
+  }
+
+  readonly lists = new EventEmitter<CandidatesNotification>();
+
+  onCandidates(listener: (list: CandidatesNotification) => void): Disposable {
+    return this.lists.event(listener);
   }
 
   readonly workDone = new EventEmitter<{ message: string; percentage?: number }>();
@@ -99,40 +107,43 @@ describe('optimize', () => {
 
     channel.states.fire(searchState('s1', { state: 'started', iteration: 0 }));
     channel.states.fire(searchState('other', { kernelName: 'softmax_kernel', iteration: 3 }));
+    channel.lists.fire(
+      candidates('s1', [candidate('a', { speedup: 1.1 }), candidate('b', { status: 'incorrect' })]),
+    );
+    channel.lists.fire(
+      candidates('other', [candidate('x', { speedup: 9 })], { kernelName: 'softmax_kernel' }),
+    );
     channel.states.fire(
       searchState('s1', { iteration: 2, totalIterations: 4, bestSpeedup: 1.3149, dollars: 0.0421 }),
     );
     channel.finish(result('completed'));
 
     assert.deepEqual(await outcome, { kind: 'finished', result: result('completed') });
-    const messages = record.reports.map((step) => step.message);
-    assert.deepEqual(messages, [
-      'starting…',
-      'profiling the original kernel…',
-      'iteration 2/4 · best 1.31× · $0.04',
-    ]);
-    assert.equal(record.reports[2].increment, 50, 'two of four iterations done');
+    assert.deepEqual(
+      record.reports.map((step) => [step.message, step.increment]),
+      [
+        ['starting…', undefined],
+        ['profiling the original kernel…', undefined],
+        ['iteration 1 of 4 · best 1.10× · 2 checked · $0.00', undefined],
+        ['iteration 3 of 4 · best 1.31× · 2 checked · $0.04', 50],
+      ],
+      'other searches do not leak in; two of four iterations done',
+    );
   });
 
-  it('shows the server\'s own reports between iterations, and does not go back to "profiling…"', async () => {
+  it("shows the server's own words until the search has started, then its own", async () => {
     const channel = new ScriptedChannel();
     const progress = started();
     const outcome = runOptimization(target, {}, channel);
     const record = await progress;
     channel.workDone.fire({ message: 'planning', percentage: 0 });
-    channel.states.fire(searchState('s1', { state: 'started', iteration: 0 }));
+    channel.states.fire(searchState('s1', { state: 'started', iteration: 0, totalIterations: 2 }));
     channel.workDone.fire({ message: 'iteration 0/2 · best 1.00× · 3 evaluated · $0.00', percentage: 25 });
-    channel.states.fire(searchState('s1', { iteration: 1, totalIterations: 2, bestSpeedup: 1.2 }));
     channel.finish(result('completed'));
     await outcome;
     assert.deepEqual(
-      record.reports.map((step) => [step.message, step.increment]),
-      [
-        ['starting…', undefined],
-        ['planning', undefined],
-        ['iteration 0/2 · best 1.00× · 3 evaluated · $0.00', 25],
-        ['iteration 1/2 · best 1.20× · $0.00', 25],
-      ],
+      record.reports.map((step) => step.message),
+      ['starting…', 'planning', 'profiling the original kernel…'],
     );
   });
 
@@ -182,12 +193,26 @@ describe('optimize', () => {
 });
 
 describe('what the user reads', () => {
-  it('formats progress before and after the first faster kernel', () => {
-    assert.equal(
-      progressMessage(searchState('s', { iteration: 1, totalIterations: 16 })),
-      'iteration 1/16 · no faster kernel yet · $0.00',
+  it('names the iteration under way, the best speedup so far, the candidates checked and the cost', () => {
+    const status = new SearchProgress();
+    assert.equal(status.message, 'starting…');
+    status.onState(searchState('s', { state: 'started', iteration: 0, totalIterations: 16 }));
+    assert.equal(status.message, 'profiling the original kernel…');
+    status.onCandidates(
+      candidates('s', [candidate('a', { status: 'pending' }), candidate('b', { status: 'timeout' })]),
     );
-    assert.equal(progressMessage(searchState('s', { state: 'started' })), 'profiling the original kernel…');
+    assert.equal(status.message, 'iteration 1 of 16 · no faster kernel yet · 1 checked · $0.00');
+    status.onState(searchState('s', { iteration: 16, totalIterations: 16, bestSpeedup: 1.5, dollars: 1.25 }));
+    assert.equal(
+      status.message,
+      'iteration 16 of 16 · best 1.50× · 1 checked · $1.25',
+      'never past the last',
+    );
+    assert.equal(status.percent, 100);
+    status.onState(
+      searchState('s', { state: 'finished', iteration: 16, totalIterations: 16, bestSpeedup: 1.5 }),
+    );
+    assert.equal(status.percent, 100);
   });
 
   it('names the outcome, the best speedup and the backend that measured it', () => {

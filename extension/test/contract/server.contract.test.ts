@@ -83,7 +83,9 @@ describe('the extension against the real language server', { timeout: 240_000 },
     // the progress notification the user watches
     const messages = record!.reports.map((step) => step.message ?? '');
     assert.ok(
-      messages.some((m) => /^iteration 1\/1 · (best \d+\.\d\d×|no faster kernel yet) · \$0\.00$/.test(m)),
+      messages.some((m) =>
+        /^iteration 1 of 1 · (best \d+\.\d\d×|no faster kernel yet) · \d+ checked · \$0\.00$/.test(m),
+      ),
       messages.join(' | '),
     );
     // the server also reported work-done progress on the token the client made

@@ -73,6 +73,7 @@ export class ServerHarness {
   private readonly exited: Promise<number | null>;
   private readonly waiters = new Set<() => void>();
   private readonly stateEmitter = new Emitter<SearchStateNotification>();
+  private readonly candidatesEmitter = new Emitter<CandidatesNotification>();
 
   /** How many times the server asked for its settings (workspace/configuration). */
   configurationRequests = 0;
@@ -125,6 +126,7 @@ export class ServerHarness {
     c.onNotification(Methods.candidates, (notification: CandidatesNotification) => {
       assertCandidatesNotification(notification);
       this.candidates.push(notification);
+      this.candidatesEmitter.fire(notification);
       this.wake();
     });
     c.onNotification(Methods.searchState, (state: SearchStateNotification) => {
@@ -259,6 +261,7 @@ export class ServerHarness {
         await c.sendRequest(Methods.cancel, { searchId });
       },
       onSearchState: (listener) => this.stateEmitter.event(listener),
+      onCandidates: (listener) => this.candidatesEmitter.event(listener),
       onProgressMessage: (token, listener) =>
         c.onProgress(progressType, token, (value) => {
           this.recordProgress(token, value);
