@@ -130,17 +130,20 @@ function normalize(text) {
 let failed = false;
 try {
   await step('workspace opened', async () => {
-    await page.goto(url);
-    await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
-    await sidebar.getByText('silu.py', { exact: true }).waitFor({ timeout: 60_000 });
+    await page.goto(url, { waitUntil: 'domcontentloaded', timeout: 120_000 });
+    await page.locator('.monaco-workbench').waitFor({ timeout: 120_000 });
+    await sidebar.getByText('silu.py', { exact: true }).waitFor({ timeout: 120_000 });
   });
 
   await step('kernel file opened', async () => {
+    const opened = Date.now();
     await page.keyboard.press('Control+P');
     const input = page.locator('.quick-input-widget input');
     await input.waitFor({ state: 'visible', timeout: UI_MS });
+    process.stdout.write(`quick open after ${((Date.now() - opened) / 1000).toFixed(1)} s … `);
     await input.fill('silu.py');
     await page.locator('.quick-input-widget .monaco-list-row', { hasText: 'silu.py' }).first().waitFor();
+    process.stdout.write(`listed after ${((Date.now() - opened) / 1000).toFixed(1)} s … `);
     await input.press('Enter');
     await editorLine('def silu_kernel').waitFor({ timeout: UI_MS });
   });
@@ -164,7 +167,7 @@ try {
     hoverText = await hover.innerText();
     assert.match(hoverText, /simulated/, `the hover does not say its figures are simulated: ${hoverText}`);
   });
-  console.log(`  hover: ${hoverText.split('\n').slice(0, 3).join(' | ')}`);
+  console.log(`  hover: ${hoverText.replace(/\s+/g, ' ').slice(0, 160)}…`);
   await page.keyboard.press('Escape');
 
   await step('optimizing', async () => {
@@ -182,15 +185,24 @@ try {
     searchSummary = await toast(/the search for silu_kernel (finished|reached|stopped early)/, SEARCH_MS);
     await until('the kernel row to stop searching', async () => !/searching/.test(await kernelRow.innerText()));
   });
-  console.log(`  ${searchSummary.split('\n')[0]}`);
+  console.log(`  ${searchSummary.split('\n').filter((line) => line.startsWith('AccelOpt')).join(' ')}`);
   console.log(`  best candidate: ${(await candidateRows.first().innerText()).replace(/\s+/g, ' ')}`);
 
-  // Make the next search long enough to be worth stopping; the editor picks the file up
-  // while the diff and the accept below happen.
+  // Make the next search long enough to be worth stopping (many rewrites per iteration, many
+  // iterations); the editor picks the workspace settings up while the diff and accept happen.
   mkdirSync(path.join(workspace, '.vscode'), { recursive: true });
   writeFileSync(
     path.join(workspace, '.vscode', 'settings.json'),
-    JSON.stringify({ 'accelopt.search.iterations': 40 }, null, 2),
+    JSON.stringify(
+      {
+        'accelopt.search.iterations': 40,
+        'accelopt.search.beamWidth': 4,
+        'accelopt.search.plansPerCandidate': 12,
+        'accelopt.search.samplesPerPlan': 2,
+      },
+      null,
+      2,
+    ),
   );
 
   let candidateText = '';
@@ -198,12 +210,13 @@ try {
     await candidateRows.first().click();
     await page.locator('.monaco-diff-editor').first().waitFor({ timeout: UI_MS });
     await page.locator('.monaco-diff-editor .editor.modified .view-line', { hasText: 'def silu_kernel' }).waitFor();
-    candidateText = normalize(await diffRightSide());
-    assert.notEqual(candidateText, normalize(original), 'the candidate side of the diff equals the original file');
-    assert.match(candidateText, /def silu_kernel\(/);
   });
 
   await step('accepted', async () => {
+    candidateText = normalize(await diffRightSide());
+    assert.notEqual(candidateText, normalize(original), 'the candidate side of the diff equals the original file');
+    assert.match(candidateText, /def silu_kernel\(/);
+    await page.keyboard.press('Control+Home');
     const row = candidateRows.first();
     await row.hover();
     await row.locator('.action-label[aria-label="Accept Candidate"]').click();
@@ -224,7 +237,16 @@ try {
     const progress = page.locator('.notifications-toasts .notification-toast', { hasText: /optimizing silu_kernel/ });
     await progress.waitFor({ timeout: UI_MS });
     // Stop it once it is really searching: an iteration is under way.
-    await until('the second search to start iterating', async () => /iteration \d+ of 40/.test(await progress.innerText()), SERVER_READY_MS);
+    await until(
+      'the second search to start iterating',
+      async () => {
+        const texts = await toastTexts();
+        const ended = texts.find((text) => /the search for silu_kernel/.test(text));
+        assert.equal(ended, undefined, `the second search ended before it could be cancelled: ${ended}`);
+        return texts.some((text) => /optimizing silu_kernel[\s\S]*iteration \d+ of 40/.test(text));
+      },
+      SERVER_READY_MS,
+    );
     await progress.hover();
     await progress.getByRole('button', { name: 'Cancel' }).click();
   });
@@ -236,6 +258,8 @@ try {
       async () => (await toastTexts()).every((text) => !/optimizing silu_kernel/.test(text)),
     );
     await until('the kernel row to stop searching', async () => !/searching/.test(await kernelRow.innerText()));
+    const lens = page.locator('.editor-instance .codelens-decoration').filter({ hasText: /of peak/ }).first();
+    await until('the code lens to stop saying Optimizing', async () => !/Optimizing/.test(await lens.innerText()));
   });
 } catch (error) {
   failed = true;
