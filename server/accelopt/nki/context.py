@@ -63,6 +63,7 @@ class KernelContext:
         self._next_tensor_id = 0
         self._loop_ids: dict[tuple[Any, ...], int] = {}
         self._names: dict[int, str] = {}
+        self._line_of: dict[tuple[Any, int], int] = {}  # (kernel code object, offset) -> line
         # tensor id -> (tensor, name, line, is_input, alloc loop frames), until finish()/info()
         self._pending: dict[int, tuple[Any, ...]] = {}
         self.loop_reduce_state: dict[tuple[Any, ...], Any] = {}
@@ -78,7 +79,13 @@ class KernelContext:
         while frame is not None:
             filename = frame.f_code.co_filename
             if filename == path:
-                return frame.f_lineno
+                # f_lineno decodes the code's line table from its start on every access; an
+                # instruction offset maps to one line, so remember it.
+                key = (frame.f_code, frame.f_lasti)
+                line = self._line_of.get(key)
+                if line is None:
+                    line = self._line_of[key] = frame.f_lineno
+                return line
             if not fallback and not filename.startswith(_EMULATOR_DIR):
                 fallback = frame.f_lineno
             frame = frame.f_back
@@ -223,7 +230,13 @@ class KernelContext:
                 scope.first_writes.setdefault(key, region)
                 continue
             first = scope.first_writes.get(key)
-            if first is not None and first.overlaps(region):
+            if first is None:
+                continue
+            # Region.overlaps, inlined: this runs for every write in every affine loop
+            for (a0, a1), (b0, b1) in zip(first.box, region.box):
+                if a0 >= b1 or b0 >= a1:
+                    break
+            else:
                 raise NkiError(
                     "err_unexpected_output_dependencies",
                     f"iterations 0 and {scope.iteration} of an affine_range loop (line "

@@ -36,7 +36,7 @@ def _pad_left(values: tuple[int, ...], ndim: int, fill: int) -> tuple[int, ...]:
 class IndexExpr:
     """An affine index grid: ``offset + sum(coefs[a] * t_a)``, ``t_a in range(sizes[a])``."""
 
-    __slots__ = ("_expanded", "coefs", "offset", "sizes", "values")
+    __slots__ = ("_expanded", "_negated", "coefs", "offset", "sizes", "values")
     __array_ufunc__ = None  # make numpy defer to our reflected operators
 
     def __init__(
@@ -52,6 +52,8 @@ class IndexExpr:
         self.values = values  # materialised grid for non-affine expressions
         # 1-D grids remember their placements (`[:, None]`, `[None, :]`): grids are immutable
         self._expanded: dict[tuple[bool, ...], IndexExpr] | None = None
+        # coefficients of -self, kept because tail masks write `n - i*128 - nl.arange(128)[:, None]`
+        self._negated: tuple[int, ...] | None = None
 
     # --- shape -----------------------------------------------------------------------------
 
@@ -133,7 +135,12 @@ class IndexExpr:
 
     def __rsub__(self, other: Any) -> IndexExpr:
         if isinstance(other, _INT_TYPES):
-            return (-self) + int(other)
+            if self.values is not None:
+                return (-self) + int(other)
+            negated = self._negated
+            if negated is None:
+                negated = self._negated = tuple(-c for c in self.coefs)
+            return IndexExpr(self.sizes, negated, int(other) - self.offset)
         return NotImplemented
 
     def __neg__(self) -> IndexExpr:

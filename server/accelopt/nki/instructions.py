@@ -178,14 +178,19 @@ def resolve_mask(ctx: KernelContext, mask: Any, shape: tuple[int, ...]) -> MaskI
         ranges = mask.axis_ranges(shape) if exact else None
         if ranges is None:
             ranges = mask.exact_axis_ranges(shape)
-        cached = (ranges, exact)
+        # A mask that provably keeps every element (a ragged-tail mask on an interior tile) is
+        # no mask: the instruction takes the unmasked path, with identical regions and values.
+        keeps_all = exact and all(lo == 0 and hi == n for (lo, hi), n in zip(ranges, shape))
+        cached = (ranges, exact, keeps_all)
         if key is not None:
             _MASK_CACHE[key] = cached
+    if cached[2]:
+        return None
     return MaskInfo(shape, list(cached[0]), mask, cached[1])
 
 
 # Generated kernels rebuild the same tail mask for every instruction: resolve each form once.
-_MASK_CACHE: dict[tuple[Any, ...], tuple[list[tuple[int, int]], bool]] = {}
+_MASK_CACHE: dict[tuple[Any, ...], tuple[list[tuple[int, int]], bool, bool]] = {}
 
 
 def _mask_key(mask: Predicate, shape: tuple[int, ...]) -> tuple[Any, ...] | None:
@@ -459,10 +464,10 @@ def elementwise(
     if psum_inputs:
         extra["psum_inputs"] = psum_inputs
     if minfo is None:
-        reads = tuple(v._region() for v in views)
+        reads = tuple([v._region() for v in views])
         writes = (out._full_region(),)
     else:
-        reads = tuple(region_of(v, minfo) for v in views)
+        reads = tuple([region_of(v, minfo) for v in views])
         writes = (out_region(out, minfo),)
     out._producer = ctx.emit(
         engine,
