@@ -37,3 +37,5 @@ test: lint pytest extension-test
 
 clean:
 	rm -rf $(VENV) node_modules out dist
+
+editor-e2e: ; ./scripts/editor_e2e.sh

@@ -45,6 +45,8 @@ cat >"$PROFILE/User/settings.json" <<JSON
   "workbench.secondarySideBar.defaultVisibility": "hidden",
   "chat.disableAIFeatures": true,
   "extensions.ignoreRecommendations": true,
+  "extensions.autoCheckUpdates": false,
+  "extensions.autoUpdate": false,
   "telemetry.telemetryLevel": "off",
   "update.mode": "none",
   "editor.codeLens": true,
@@ -94,6 +96,7 @@ for _ in $(seq 300); do
   sleep 0.2
 done
 
+echo "editor-e2e: editor ready after $(($(date +%s) - started)) s (environment, .vsix, install, start)"
 status=0
 E2E_URL="http://127.0.0.1:$PORT/?folder=$WORKSPACE" E2E_WORKSPACE="$WORKSPACE" E2E_ARTIFACTS="$ARTIFACTS" \
   node tests/editor_e2e/e2e.mjs || status=$?

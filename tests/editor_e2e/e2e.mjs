@@ -120,7 +120,9 @@ async function diffRightSide() {
   await modified.locator('.view-lines').click();
   await page.keyboard.press('Control+A');
   await page.keyboard.press('Control+C');
-  return until('the clipboard to hold the candidate', () => page.evaluate(() => navigator.clipboard.readText()));
+  return until('the clipboard to hold the candidate', () =>
+    page.evaluate(() => navigator.clipboard.readText()),
+  );
 }
 
 function normalize(text) {
@@ -150,7 +152,10 @@ try {
 
   let lensText = '';
   await step('code lens', async () => {
-    const lens = page.locator('.editor-instance .codelens-decoration').filter({ hasText: /% of peak/ }).first();
+    const lens = page
+      .locator('.editor-instance .codelens-decoration')
+      .filter({ hasText: /% of peak/ })
+      .first();
     await lens.waitFor({ timeout: SERVER_READY_MS });
     lensText = await lens.innerText();
     assert.match(lensText, /Optimize/, `the code lens offers no Optimize action: ${lensText}`);
@@ -162,7 +167,10 @@ try {
     const name = editorLine('def silu_kernel').locator('span > span', { hasText: /^silu_kernel$/ });
     await name.click(); // the cursor in the kernel is what the Optimize command acts on
     await name.hover();
-    const hover = page.locator('.monaco-hover:visible').filter({ hasText: /of peak/ }).first();
+    const hover = page
+      .locator('.monaco-hover:visible')
+      .filter({ hasText: /of peak/ })
+      .first();
     await hover.waitFor({ timeout: UI_MS });
     hoverText = await hover.innerText();
     assert.match(hoverText, /simulated/, `the hover does not say its figures are simulated: ${hoverText}`);
@@ -183,9 +191,17 @@ try {
 
   await step('search finished', async () => {
     searchSummary = await toast(/the search for silu_kernel (finished|reached|stopped early)/, SEARCH_MS);
-    await until('the kernel row to stop searching', async () => !/searching/.test(await kernelRow.innerText()));
+    await until(
+      'the kernel row to stop searching',
+      async () => !/searching/.test(await kernelRow.innerText()),
+    );
   });
-  console.log(`  ${searchSummary.split('\n').filter((line) => line.startsWith('AccelOpt')).join(' ')}`);
+  console.log(
+    `  ${searchSummary
+      .split('\n')
+      .filter((line) => line.startsWith('AccelOpt'))
+      .join(' ')}`,
+  );
   console.log(`  best candidate: ${(await candidateRows.first().innerText()).replace(/\s+/g, ' ')}`);
 
   // Make the next search long enough to be worth stopping (many rewrites per iteration, many
@@ -209,12 +225,18 @@ try {
   await step('diff', async () => {
     await candidateRows.first().click();
     await page.locator('.monaco-diff-editor').first().waitFor({ timeout: UI_MS });
-    await page.locator('.monaco-diff-editor .editor.modified .view-line', { hasText: 'def silu_kernel' }).waitFor();
+    await page
+      .locator('.monaco-diff-editor .editor.modified .view-line', { hasText: 'def silu_kernel' })
+      .waitFor();
   });
 
   await step('accepted', async () => {
     candidateText = normalize(await diffRightSide());
-    assert.notEqual(candidateText, normalize(original), 'the candidate side of the diff equals the original file');
+    assert.notEqual(
+      candidateText,
+      normalize(original),
+      'the candidate side of the diff equals the original file',
+    );
     assert.match(candidateText, /def silu_kernel\(/);
     await page.keyboard.press('Control+Home');
     const row = candidateRows.first();
@@ -227,14 +249,24 @@ try {
     });
     assert.equal(normalize(onDisk), candidateText, 'the file on disk is not the candidate shown in the diff');
     const tab = page.locator('.tabs-container .tab', { hasText: /^silu\.py/ }).first();
-    await until('the accepted file to be saved', async () => !(await tab.getAttribute('class')).includes('dirty'));
+    await until(
+      'the accepted file to be saved',
+      async () => !(await tab.getAttribute('class')).includes('dirty'),
+    );
   });
 
   await step('cancelling', async () => {
-    await page.locator('.tabs-container .tab', { hasText: /^silu\.py/ }).first().click();
-    await editorLine('def silu_kernel').locator('span > span', { hasText: /^silu_kernel$/ }).click();
+    await page
+      .locator('.tabs-container .tab', { hasText: /^silu\.py/ })
+      .first()
+      .click();
+    await editorLine('def silu_kernel')
+      .locator('span > span', { hasText: /^silu_kernel$/ })
+      .click();
     await runCommand('AccelOpt: Optimize Kernel');
-    const progress = page.locator('.notifications-toasts .notification-toast', { hasText: /optimizing silu_kernel/ });
+    const progress = page.locator('.notifications-toasts .notification-toast', {
+      hasText: /optimizing silu_kernel/,
+    });
     await progress.waitFor({ timeout: UI_MS });
     // Stop it once it is really searching: an iteration is under way.
     await until(
@@ -253,13 +285,21 @@ try {
 
   await step('stopped', async () => {
     await toast(/stopped the search for silu_kernel/, 60_000);
-    await until(
-      'the progress notification to close',
-      async () => (await toastTexts()).every((text) => !/optimizing silu_kernel/.test(text)),
+    await until('the progress notification to close', async () =>
+      (await toastTexts()).every((text) => !/optimizing silu_kernel/.test(text)),
     );
-    await until('the kernel row to stop searching', async () => !/searching/.test(await kernelRow.innerText()));
-    const lens = page.locator('.editor-instance .codelens-decoration').filter({ hasText: /of peak/ }).first();
-    await until('the code lens to stop saying Optimizing', async () => !/Optimizing/.test(await lens.innerText()));
+    await until(
+      'the kernel row to stop searching',
+      async () => !/searching/.test(await kernelRow.innerText()),
+    );
+    const lens = page
+      .locator('.editor-instance .codelens-decoration')
+      .filter({ hasText: /of peak/ })
+      .first();
+    await until(
+      'the code lens to stop saying Optimizing',
+      async () => !/Optimizing/.test(await lens.innerText()),
+    );
   });
 } catch (error) {
   failed = true;
