@@ -218,7 +218,8 @@ class KernelContext:
     def note_write(self, tensor: Tensor, region: Region, line: int, accumulate: bool) -> None:
         """Remember a write; two iterations of one affine loop writing the same place is an error."""
         tensor._written = True
-        tensor._root._written = True
+        if tensor._root is not None:
+            tensor._root._written = True
         if accumulate or not self.affine_scopes:
             return
         alloc = tensor._alloc_scopes
@@ -292,16 +293,18 @@ class KernelContext:
 def _tensor_info(
     tid: int, tensor: Tensor, name: str, line: int, is_input: bool, alloc_loops: tuple[LoopFrame, ...]
 ) -> TensorInfo:
+    # positional: this runs for every tile a kernel keeps
     return TensorInfo(
-        tensor_id=tid,
-        name=name,
-        shape=tensor.shape,
-        dtype=dname(tensor.dtype),
-        memory=tensor.memory,
-        line=line,
-        block_dims=tensor.block_dims,
-        is_input=is_input,
-        alloc_loops=alloc_loops,
+        tid,
+        name,
+        tensor.shape,
+        dname(tensor.dtype),
+        tensor.memory,
+        line,
+        tensor.block_dims,
+        is_input,
+        False,
+        alloc_loops,
     )
 
 

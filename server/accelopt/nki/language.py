@@ -272,7 +272,7 @@ def reshape(x: Any, shape: Any) -> _Tensor:
         _check_partitions(ctx, dims[block_dims], f"a tile of shape {dims}", line)
     data = x._data.reshape(dims) if x._data is not None else None
     tensor = _Tensor(dims, x.dtype, x.buffer, block_dims, data)
-    tensor._root = x._root
+    tensor._root = x if x._root is None else x._root
     tensor._written = x._written
     ctx.register_tensor(tensor, ctx.name_at(line, "reshaped"), line)
     return tensor

@@ -177,7 +177,10 @@ def run_kernel(
             info = ctx.info(tensor._tid)
             if info is not None:
                 info.is_output = True
-            if tensor.memory is Memory.HBM and not tensor._root._written:
+            if (
+                tensor.memory is Memory.HBM
+                and not (tensor if tensor._root is None else tensor._root)._written
+            ):
                 raise NkiError(
                     "err_tensor_output_not_written_to",
                     f"output tensor '{info.name if info else tensor._tid}' is returned but never written "

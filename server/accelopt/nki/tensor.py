@@ -241,39 +241,35 @@ class Tensor(TileOps):
         self._exact: np.ndarray | None = None
         # the producing op's mask (axis ranges, numeric grid), applied again when retargeted
         self._pmask: Any = None  # instructions.MaskInfo
-        self._full_cache: View | None = None
-        # the tensor whose memory this one reshapes (itself unless made by reshape)
-        self._root: Tensor = self
+        self._full_cache: Region | None = None  # the whole tensor's region
+        # the tensor whose memory this one reshapes (None: its own). Tensors hold no reference
+        # cycles, so a tile is freed as soon as the kernel drops it (no wait for the collector).
+        self._root: Tensor | None = None
 
     def __repr__(self) -> str:
         return f"Tensor(id={self._tid}, shape={self.shape}, dtype={self.dtype.name}, {self.memory.value})"
 
     def _full_view(self) -> View:
-        view = self._full_cache
-        if view is None:
-            shape = self.shape
-            layout = _FULL_LAYOUT.get(shape)
-            if layout is None:
-                terms = tuple((((d, 1),) if n > 1 else ()) for d, n in enumerate(shape))
-                layout = _FULL_LAYOUT[shape] = ((0,) * len(shape), terms, tuple((0, n) for n in shape))
-            view = View(self, shape, layout[0], layout[1], None, layout[2])
-            self._full_cache = view
-        return view
+        shape = self.shape
+        layout = _FULL_LAYOUT.get(shape)
+        if layout is None:
+            terms = tuple((((d, 1),) if n > 1 else ()) for d, n in enumerate(shape))
+            layout = _FULL_LAYOUT[shape] = ((0,) * len(shape), terms, tuple((0, n) for n in shape))
+        return View(self, shape, layout[0], layout[1], None, layout[2])
 
     def _full_region(self) -> Region:
-        return self._full_view()._region()
+        region = self._full_cache
+        if region is None:
+            region = self._full_cache = self._full_view()._region()
+        return region
 
     def __getitem__(self, key: Any) -> View:
         if key is Ellipsis:
             return self._full_view()
-        if key.__class__ is tuple and len(key) == len(self.shape) and key[-1].__class__ is not IndexExpr:
-            view = _slices_view(self, key)
-            if view is not None:
-                return view
-        return make_view(self, self.shape, key, base=None)
+        return _index_tensor(self, key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        view = self._full_view() if key is Ellipsis else make_view(self, self.shape, key, base=None)
+        view = self._full_view() if key is Ellipsis else _index_tensor(self, key)
         _instr().assign(view, value)
 
     def reshape(self, *shape: Any) -> Tensor:
@@ -632,6 +628,21 @@ def make_view(tensor: Tensor, shape: tuple[int, ...], key: Any, base: View | Non
     view = View(tensor, vshape, offsets, terms, arrays)
     _check_bounds(view)
     return view
+
+
+def _index_tensor(tensor: Tensor, key: Any) -> View:
+    """`tensor[key]`, trying the two common forms first: slices/ints on every dim (hand-written
+    kernels) and an index form seen before (the ints and `nl.arange` grids of generated kernels)."""
+    if key.__class__ is tuple:
+        if key[-1].__class__ is IndexExpr:
+            view = _advanced_from_template(tensor, tensor.shape, key)
+        elif len(key) == len(tensor.shape):
+            view = _slices_view(tensor, key)
+        else:
+            view = None
+        if view is not None:
+            return view
+    return make_view(tensor, tensor.shape, key, base=None)
 
 
 def _slices_view(tensor: Tensor, key: tuple[Any, ...]) -> View | None:
