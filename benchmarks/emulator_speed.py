@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/emulator_speed.py            # every example
     .venv/bin/python benchmarks/emulator_speed.py silu mamba # a subset
+    .venv/bin/python benchmarks/emulator_speed.py --trace-only --repeat 3   # trace-only column only
 
 For each kernel in kernels_examples/ at an NKIBench shape (NKI_NOTES §6) where the example's
 layout allows it, else a realistic size, prints the wall time of the numeric run, of the
@@ -11,6 +12,8 @@ numpy reference on compute-heavy kernels; trace-only <= 10 us per instruction.
 
 Runs single-threaded BLAS (as the sandboxed worker does), in this process, best of --repeat.
 Times are CPU seconds of this process, so the figures hold on a shared, loaded machine too.
+The first line gives the CPU time of a fixed pure-Python loop (`sum(range(100))`) so figures
+from different machines can be compared: divide us/instr by it.
 """
 
 from __future__ import annotations
@@ -67,7 +70,18 @@ def _best(fn, repeat: int) -> tuple[float, float, object]:
     return best_wall, best_cpu, result
 
 
-def measure(name: str, repeat: int) -> dict[str, float | str]:
+def python_loop_us(samples: int = 20_000) -> float:
+    """CPU microseconds of one `sum(range(100))`: this machine's pure-Python speed."""
+    best = float("inf")
+    for _ in range(5):
+        start = time.process_time()
+        for _ in range(samples):
+            sum(range(100))
+        best = min(best, time.process_time() - start)
+    return 1e6 * best / samples
+
+
+def measure(name: str, repeat: int, trace_only: bool = False) -> dict[str, float | str]:
     kernel_name, shape, origin = CASES[name]
     reference = _reference(name)
     reference.SHAPES["bench"] = shape
@@ -82,21 +96,25 @@ def measure(name: str, repeat: int) -> dict[str, float | str]:
             fn, nki_inputs, numerics=numerics, kernel_name=kernel_name, source_path=str(path)
         )
 
-    numeric_wall, numeric_s, numeric = _best(lambda: run(True), repeat)
     trace_wall, trace_s, traced = _best(lambda: run(False), repeat)
-    reference_wall, reference_s, expected = _best(lambda: reference.forward(*inputs), repeat)
-    kernel_out = numeric.outputs[0] if numeric.single else tuple(numeric.outputs)
-    got, want = reference.transform_nki_outputs(kernel_out, expected)
-    error = max(
-        float(np.linalg.norm(np.float64(g) - np.float64(w)) / np.linalg.norm(np.float64(w)))
-        for g, w in zip(got, want)
-    )
     instructions = len(traced.trace.records)
+    if trace_only:
+        nan = float("nan")
+        numeric_wall = numeric_s = reference_wall = reference_s = error = nan
+    else:
+        numeric_wall, numeric_s, numeric = _best(lambda: run(True), repeat)
+        reference_wall, reference_s, expected = _best(lambda: reference.forward(*inputs), repeat)
+        kernel_out = numeric.outputs[0] if numeric.single else tuple(numeric.outputs)
+        got, want = reference.transform_nki_outputs(kernel_out, expected)
+        error = max(
+            float(np.linalg.norm(np.float64(g) - np.float64(w)) / np.linalg.norm(np.float64(w)))
+            for g, w in zip(got, want)
+        )
     return {
         "kernel": name,
         "size": origin,
         "instructions": instructions,
-        "wall_s": numeric_wall + trace_wall + reference_wall,
+        "wall_s": sum(w for w in (numeric_wall, trace_wall, reference_wall) if not np.isnan(w)),
         "numeric_s": numeric_s,
         "trace_s": trace_s,
         "reference_s": reference_s,
@@ -113,9 +131,13 @@ def main() -> int:
     )
     parser.add_argument("kernels", nargs="*", help="subset (default: all)")
     parser.add_argument("--repeat", type=int, default=1, help="best of N runs")
+    parser.add_argument(
+        "--trace-only", action="store_true", help="time only the trace-only run (other columns: nan)"
+    )
     args = parser.parse_args()
     runtime.install_aliases()
 
+    print(f"machine: sum(range(100)) takes {python_loop_us():.2f} us CPU (pure-Python speed)")
     print("CPU seconds of this process (single-threaded BLAS); wall time is in the last column")
     header = (
         f"{'kernel':<16}{'instr':>8}{'numeric s':>11}{'trace s':>9}{'numpy s':>9}{'num/ref':>9}"
@@ -123,7 +145,7 @@ def main() -> int:
     )
     print(header)
     for name in args.kernels or list(CASES):
-        m = measure(name, args.repeat)
+        m = measure(name, args.repeat, args.trace_only)
         print(
             f"{m['kernel']:<16}{m['instructions']:>8,}{m['numeric_s']:>11.2f}{m['trace_s']:>9.2f}"
             f"{m['reference_s']:>9.2f}{m['numeric_over_ref']:>8.1f}x{m['us_per_instr_numeric']:>14.1f}"

@@ -176,6 +176,18 @@ class IndexExpr:
     def __getitem__(self, key: Any) -> IndexExpr:
         if key.__class__ is not tuple:
             key = (key,)
+        cache = self._expanded
+        if cache is not None and len(key) == 2:
+            # the two placements of nearly every index: [:, None] and [None, :]
+            a, b = key
+            if b is None and a.__class__ is slice and a.start is None and a.stop is None and a.step is None:
+                hit = cache.get(_COLUMN)
+            elif a is None and b.__class__ is slice and b.start is None and b.stop is None and b.step is None:
+                hit = cache.get(_ROW)
+            else:
+                hit = None
+            if hit is not None:
+                return hit
         if len(self.sizes) == 1 and self.values is None:
             # fast path for the ubiquitous nl.arange(n)[:, None] / [None, :] / [None, :, None]
             pattern = all_none_or_full(key)
@@ -258,6 +270,8 @@ class IndexExpr:
 
 
 _FULL = slice(None)
+_COLUMN = (False, True)  # all_none_or_full((slice(None), None))
+_ROW = (True, False)  # all_none_or_full((None, slice(None)))
 
 
 def all_none_or_full(key: tuple[Any, ...]) -> tuple[bool, ...] | None:
@@ -445,9 +459,18 @@ def _solve(offset: int, coef: int, op: str, size: int) -> tuple[int, int]:
 _ARANGES: dict[tuple[int, int, int], IndexExpr] = {}
 
 
+_ARANGE_N: dict[int, IndexExpr] = {}  # nl.arange(n), the usual call
+
+
 def arange(start: int, stop: int | None = None, step: int = 1) -> IndexExpr:
     if stop is None:
+        expr = _ARANGE_N.get(start) if start.__class__ is int and step == 1 else None
+        if expr is not None:
+            return expr
         start, stop = 0, start
+        if stop.__class__ is int and step == 1:
+            expr = _ARANGE_N[stop] = arange(0, stop, 1)
+            return expr
     key = (int(start), int(stop), int(step))
     expr = _ARANGES.get(key)
     if expr is None:  # grids are immutable, so one object per range serves every call
