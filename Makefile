@@ -27,8 +27,9 @@ demo: setup
 lint: setup
 	$(VENV)/bin/ruff check server tests benchmarks kernels_examples nkibench
 
+# One BLAS thread: tests that emulate in-process run many small matmuls, which threads only slow down.
 pytest: setup
-	$(VENV)/bin/pytest -q -p no:cacheprovider
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(VENV)/bin/pytest -q -p no:cacheprovider
 
 extension-test:
 	@if [ -f extension/package.json ] || grep -q '"vscode"' package.json; then ./scripts/extension_test.sh; fi
