@@ -1,6 +1,16 @@
 """The models that cross process and protocol boundaries round-trip without loss."""
 
-from accelopt.nki.trace import Engine, LoopFrame, LoopInfo, LoopKind, Memory, Region, TensorInfo, Trace, TraceRecord
+from accelopt.nki.trace import (
+    Engine,
+    LoopFrame,
+    LoopInfo,
+    LoopKind,
+    Memory,
+    Region,
+    TensorInfo,
+    Trace,
+    TraceRecord,
+)
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.search.candidate import Candidate
 from accelopt.search.events import CandidateEvent, search_event_adapter
@@ -51,5 +61,7 @@ def test_normalized_hash_ignores_comments_and_blank_lines():
 
 def test_search_events_are_discriminated():
     cand = Candidate(id="c0", parent_id=None, iteration=0, kernel=KernelSource(text="", name="k"))
-    event = search_event_adapter.validate_json(CandidateEvent(search_id="s", candidate=cand).model_dump_json())
+    event = search_event_adapter.validate_json(
+        CandidateEvent(search_id="s", candidate=cand).model_dump_json()
+    )
     assert isinstance(event, CandidateEvent)
