@@ -186,6 +186,7 @@ try {
   let searchSummary = '';
   await step('candidates arrive', async () => {
     await page.locator('.activitybar .action-item .action-label[aria-label^="AccelOpt"]').click();
+    await page.mouse.move(800, 700); // off the activity bar, so its tooltip does not cover the view
     await candidateRows.first().waitFor({ timeout: SEARCH_MS });
   });
 
