@@ -28,6 +28,10 @@ for pkg in libkrb5-dev libsecret-1-dev libx11-dev libxkbfile-dev chromium; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "editor_env: needs the Debian packages: ${need_apt[*]} (run: sudo apt-get install ${need_apt[*]})" >&2
+    exit 1
+  fi
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
