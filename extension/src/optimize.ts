@@ -101,23 +101,31 @@ export function runOptimization(
         reported = Math.max(reported, percent ?? 0);
         progress.report({ message, increment });
       };
-      /** Is this message about our search? The first one for our kernel tells us its id. */
-      const ours = (message: { searchId: string; uri: string; kernelName: string }): boolean => {
+      /**
+       * Is this message about our search? The first live one for our kernel tells us its id; the
+       * last words of a search stopped just before this one started (finished, not running) do not.
+       */
+      const ours = (
+        message: { searchId: string; uri: string; kernelName: string },
+        live: boolean,
+      ): boolean => {
         if (message.kernelName !== target.kernelName || !sameUri(message.uri, target.uri)) {
           return false;
         }
-        searchId ??= message.searchId;
+        if (searchId === undefined && live) {
+          searchId = message.searchId;
+        }
         return message.searchId === searchId;
       };
       const subscriptions: vscode.Disposable[] = [
         channel.onSearchState((state) => {
-          if (ours(state)) {
+          if (ours(state, state.state !== 'finished')) {
             status.onState(state);
             report(status.message, status.percent);
           }
         }),
         channel.onCandidates((list) => {
-          if (ours(list)) {
+          if (ours(list, list.running)) {
             status.onCandidates(list);
             report(status.message, status.percent);
           }

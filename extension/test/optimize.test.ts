@@ -105,6 +105,9 @@ describe('optimize', () => {
     assert.deepEqual(channel.params?.options, { iterations: 4, beamWidth: 2 });
     assert.equal(typeof channel.params?.workDoneToken, 'string');
 
+    // the last words of a search on this kernel stopped just before: not ours
+    channel.states.fire(searchState('s0', { state: 'finished', iteration: 1 }));
+    channel.lists.fire(candidates('s0', [candidate('old', { speedup: 5 })], { running: false }));
     channel.states.fire(searchState('s1', { state: 'started', iteration: 0 }));
     channel.states.fire(searchState('other', { kernelName: 'softmax_kernel', iteration: 3 }));
     channel.lists.fire(
