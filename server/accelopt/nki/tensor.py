@@ -241,27 +241,28 @@ class Tensor(TileOps):
         self._exact: np.ndarray | None = None
         # the producing op's mask (axis ranges, numeric grid), applied again when retargeted
         self._pmask: Any = None  # instructions.MaskInfo
-        self._full_cache: Region | None = None  # the whole tensor's region
-        # the tensor whose memory this one reshapes (None: its own). Tensors hold no reference
-        # cycles, so a tile is freed as soon as the kernel drops it (no wait for the collector).
+        self._full_cache: View | None = None
+        # the tensor whose memory this one reshapes (None: its own)
         self._root: Tensor | None = None
 
     def __repr__(self) -> str:
         return f"Tensor(id={self._tid}, shape={self.shape}, dtype={self.dtype.name}, {self.memory.value})"
 
     def _full_view(self) -> View:
-        shape = self.shape
-        layout = _FULL_LAYOUT.get(shape)
-        if layout is None:
-            terms = tuple((((d, 1),) if n > 1 else ()) for d, n in enumerate(shape))
-            layout = _FULL_LAYOUT[shape] = ((0,) * len(shape), terms, tuple((0, n) for n in shape))
-        return View(self, shape, layout[0], layout[1], None, layout[2])
+        view = self._full_cache
+        if view is None:
+            shape = self.shape
+            layout = _FULL_LAYOUT.get(shape)
+            if layout is None:
+                terms = tuple((((d, 1),) if n > 1 else ()) for d, n in enumerate(shape))
+                layout = _FULL_LAYOUT[shape] = ((0,) * len(shape), terms, tuple((0, n) for n in shape))
+            # a reference cycle (the view holds the tensor), but tiles are used through their
+            # full view over and over; the collector frees both
+            view = self._full_cache = View(self, shape, layout[0], layout[1], None, layout[2])
+        return view
 
     def _full_region(self) -> Region:
-        region = self._full_cache
-        if region is None:
-            region = self._full_cache = self._full_view()._region()
-        return region
+        return self._full_view()._region()
 
     def __getitem__(self, key: Any) -> View:
         if key is Ellipsis:
