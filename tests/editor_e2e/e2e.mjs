@@ -111,7 +111,11 @@ function editorLine(text) {
 }
 
 const sidebar = page.locator('#workbench\\.parts\\.sidebar');
-const candidateRows = sidebar.locator('.monaco-list-row[role="treeitem"]').filter({ hasText: /^\s*\d+\.\s/ });
+// Candidates are the second level of the Candidates tree (under their kernel), fastest first;
+// matched by their speedup so a change of label wording does not break the test.
+const candidateRows = sidebar
+  .locator('.monaco-list-row[role="treeitem"][aria-level="2"]')
+  .filter({ hasText: /\d\.\d\d×/ });
 const kernelRow = sidebar.locator('.monaco-list-row[role="treeitem"]', { hasText: 'silu_kernel' }).first();
 
 /** The text of the read-only candidate side of the open diff, as the editor holds it. */
