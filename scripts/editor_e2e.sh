@@ -16,7 +16,7 @@ started=$(date +%s)
 
 ./scripts/editor_env.sh >/dev/null
 # shellcheck source=/dev/null
-source .cache/editor/env.sh
+source "${ACCELOPT_EDITOR_CACHE:-$HOME/.cache/accelopt-editor}/env.sh"
 
 rm -rf "$ARTIFACTS"
 mkdir -p "$ARTIFACTS"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Prepare a real editor for the end-to-end test: Node 24, code-server with its native modules,
-# Chromium and playwright-core, all under .cache/editor (cached: a second run only checks).
+# Chromium and playwright-core, all under $ACCELOPT_EDITOR_CACHE (default ~/.cache/accelopt-editor,
+# outside the checkout so that every clone on a machine, CI's included, shares one warm copy;
+# a second run only checks).
 # Steps follow shared/EDITOR_E2E.md. Prints the environment file path at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT="$PWD/.cache/editor"
+ROOT="${ACCELOPT_EDITOR_CACHE:-$HOME/.cache/accelopt-editor}"
 CODE_SERVER_VERSION=4.139.1
 NODE_WHEEL_VERSION=24.19.0
 mkdir -p "$ROOT"
