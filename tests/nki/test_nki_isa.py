@@ -279,3 +279,58 @@ def test_newer_api_dst_keyword_writes_into_the_destination(kernel, rng):
         "psum_copy",
         "dma_store",
     ]
+
+
+NEWER_API_BODY = """
+def k(a_t, b, x):
+    out = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.shared_hbm)
+    s = nl.load(a_t)
+    m = nl.load(b)
+    t = nl.load(x)
+    ps = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.psum)
+    sb = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.sbuf)
+    act = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.sbuf)
+    both = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.sbuf)
+    scaled = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.sbuf)
+    {calls}
+    nl.store(out, value=scaled)
+    return out
+"""
+POSITIONAL_DST = """nisa.nc_matmul(ps, s, m)
+    nisa.tensor_copy(sb, ps)
+    nisa.activation(act, nl.exp, t)
+    nisa.tensor_tensor(both, sb, act, nl.add)
+    nisa.tensor_scalar(scaled, both, np.multiply, 0.5, op1=np.add, operand1=1.0)"""
+LEGACY = """ps[...] = nisa.nc_matmul(s, m)
+    sb[...] = nisa.tensor_copy(ps)
+    act[...] = nisa.activation(nl.exp, t)
+    both[...] = nisa.tensor_tensor(sb, act, nl.add)
+    scaled[...] = nisa.tensor_scalar(both, np.multiply, 0.5, op1=np.add, operand1=1.0)"""
+
+
+def test_newer_api_positional_dst_matches_the_legacy_assignment(kernel, rng):
+    """`nisa.op(dst, *legacy args)` (the newer API) writes dst exactly as `dst[...] = nisa.op(...)`."""
+    a_t = rng.standard_normal((8, 16)).astype(np.float32)
+    b = rng.standard_normal((8, 32)).astype(np.float32)
+    x = rng.standard_normal((16, 32)).astype(np.float32)
+    runs = [
+        kernel(NEWER_API_BODY.format(calls=calls)).run("k", a_t, b, x) for calls in (POSITIONAL_DST, LEGACY)
+    ]
+    expected = ((a_t.T @ b) + np.exp(x)) * 0.5 + 1.0
+    for run in runs:
+        np.testing.assert_allclose(run.outputs[0], expected, rtol=1e-5, atol=1e-5)
+    new, legacy = (
+        [(r.opcode, r.engine, r.reads, r.writes, r.dst_memory) for r in run.trace.records] for run in runs
+    )
+    assert new == legacy
+    assert [op for op, *_ in new] == [
+        "dma_load",
+        "dma_load",
+        "dma_load",
+        "nc_matmul",
+        "psum_copy",
+        "activation",
+        "tensor_tensor",
+        "tensor_scalar",
+        "dma_store",
+    ]

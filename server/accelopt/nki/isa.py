@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum as _enum
 import functools as _functools
+import inspect as _inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -92,12 +93,52 @@ class dge_mode(_enum.Enum):
     unknown = 3
 
 
+# Legacy calls begin with this many tile arguments; the newer API puts `dst` in front of the
+# same parameters (`nisa.tensor_tensor(out, a, b, op=nl.add)`). APIs whose newer signature is not
+# `dst` + the legacy one (memset, iota, affine_select) or is ambiguous (tensor_tensor_scan, whose
+# `initial` may be a tile) take `dst` only as a keyword.
+_LEGACY_LEADING_TILES = {
+    "nc_matmul": 2,
+    "nc_transpose": 1,
+    "activation": 0,
+    "activation_reduce": 0,
+    "tensor_scalar": 1,
+    "scalar_tensor_tensor": 1,
+    "tensor_tensor": 2,
+    "tensor_reduce": 0,
+    "tensor_copy": 1,
+    "reciprocal": 1,
+    "bn_stats": 1,
+    "bn_aggr": 1,
+}
+
+
+def _split_positional_dst(
+    args: tuple[Any, ...], kwargs: dict[str, Any], leading: int, names: tuple[str, ...]
+) -> tuple[Any, tuple[Any, ...]]:
+    """(dst, remaining args) for a newer-API call with `dst` first, else (None, args)."""
+    tiles = 0
+    for a in args:
+        if not isinstance(a, _TileOps):
+            break
+        tiles += 1
+    # one tile more than the legacy form starts with, or a keyword the positionals would also fill
+    if tiles > leading or any(name in kwargs for name in names[: len(args)]):
+        return args[0], args[1:]
+    return None, args
+
+
 def _writes_dst(fn: Callable[..., _Tensor]) -> Callable[..., Any]:
-    """Accept the newer API's ``dst=`` keyword: the result is written into `dst` (and `dst` is
-    returned), exactly as assigning the returned tile would."""
+    """Accept the newer API's `dst` (keyword, or first positional where the newer signature is
+    `dst` + the legacy parameters): the result is written into `dst` (and `dst` is returned),
+    exactly as assigning the returned tile would."""
+    leading = _LEGACY_LEADING_TILES.get(fn.__name__)
+    names = tuple(_inspect.signature(fn).parameters)
 
     @_functools.wraps(fn)
     def wrapper(*args: Any, dst: Any = None, **kwargs: Any) -> Any:
+        if dst is None and leading is not None and args and isinstance(args[0], _TileOps):
+            dst, args = _split_positional_dst(args, kwargs, leading, names)
         result = fn(*args, **kwargs)
         if dst is None:
             return result
