@@ -123,8 +123,11 @@ def _split_positional_dst(
             break
         tiles += 1
     # one tile more than the legacy form starts with, or a keyword the positionals would also fill
-    if tiles > leading or any(name in kwargs for name in names[: len(args)]):
+    if tiles > leading:
         return args[0], args[1:]
+    for name in names[: len(args)]:
+        if name in kwargs:
+            return args[0], args[1:]
     return None, args
 
 
@@ -137,7 +140,13 @@ def _writes_dst(fn: Callable[..., _Tensor]) -> Callable[..., Any]:
 
     @_functools.wraps(fn)
     def wrapper(*args: Any, dst: Any = None, **kwargs: Any) -> Any:
-        if dst is None and leading is not None and args and isinstance(args[0], _TileOps):
+        if (
+            dst is None
+            and leading is not None
+            and args
+            and (len(args) > leading or kwargs)  # else it cannot be the newer form
+            and isinstance(args[0], _TileOps)
+        ):
             dst, args = _split_positional_dst(args, kwargs, leading, names)
         result = fn(*args, **kwargs)
         if dst is None:
