@@ -95,6 +95,8 @@ export class CandidateStore {
   /** Order in which searches were first seen; a larger number is a newer search. */
   private readonly searchOrder = new Map<string, number>();
   private readonly listeners = new Set<Listener>();
+  /** Searches known to be over: a list still in flight when one stopped must not revive it. */
+  private readonly over = new Set<string>();
   private clock = 0;
 
   onDidChange(listener: Listener): { dispose(): void } {
@@ -108,7 +110,10 @@ export class CandidateStore {
     if (!group) {
       return;
     }
-    group.running = notification.running;
+    group.running = notification.running && !this.over.has(notification.searchId);
+    if (!notification.running) {
+      this.over.add(notification.searchId);
+    }
     group.documentVersion = notification.documentVersion;
     group.candidates = [...notification.candidates];
     this.changed();
@@ -120,12 +125,16 @@ export class CandidateStore {
       return;
     }
     group.progress = state;
-    group.running = state.state !== 'finished';
+    if (state.state === 'finished') {
+      this.over.add(state.searchId);
+    }
+    group.running = !this.over.has(state.searchId);
     this.changed();
   }
 
   /** Marks a search as over without waiting for the server (it was cancelled or the server died). */
   markStopped(searchId: string): void {
+    this.over.add(searchId);
     for (const group of this.groups.values()) {
       if (group.searchId === searchId && group.running) {
         group.running = false;

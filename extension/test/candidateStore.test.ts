@@ -128,5 +128,9 @@ describe('CandidateStore', () => {
     store.markStopped('s1');
     assert.equal(store.kernels()[0].running, false);
     assert.equal(store.kernels()[0].candidates.length, 1, 'the candidates found so far stay');
+    store.applyCandidates(candidates('s1', [candidate('a'), candidate('b')], { running: true }));
+    store.applySearchState(searchState('s1', { iteration: 2 }));
+    assert.equal(store.kernels()[0].running, false, 'a message still in flight does not revive it');
+    assert.equal(store.kernels()[0].candidates.length, 2, 'but its candidates are taken');
   });
 });
