@@ -31,7 +31,7 @@ lint: setup
 pytest: setup
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(VENV)/bin/pytest -q -p no:cacheprovider
 
-extension-test:
+extension-test: setup
 	@if [ -f extension/package.json ] || grep -q '"vscode"' package.json; then ./scripts/extension_test.sh; fi
 
 test: lint pytest extension-test
