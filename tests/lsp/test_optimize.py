@@ -4,6 +4,7 @@ reject, cancellation through $/cancelRequest and through the progress, responsiv
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Any
 
@@ -44,7 +45,7 @@ async def test_search_streams_candidates_and_the_best_one_is_applied(editor: Edi
     # under load are measured by benchmarks/lsp_latency.py
     elapsed = time.perf_counter() - started
     assert elapsed < 3.0, f"hover took {elapsed:.2f} s while the search ran"
-    assert "percent of peak" in card
+    assert "% of peak" in card, card
 
     result = await asyncio.wait_for(search, 120)
     assert result["reason"] in ("completed", "budget", "early_stop", "target_reached"), result["message"]
@@ -152,16 +153,41 @@ async def test_cancelling_the_progress_stops_the_search(editor: Editor):
     assert isinstance(progress(editor, token)[-1], types.WorkDoneProgressEnd)
 
 
-async def test_a_second_search_on_the_same_kernel_is_refused(editor: Editor):
+async def lens_titles(editor: Editor, uri: str) -> list[str]:
+    lenses = await editor.client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+    return [lens.command.title for lens in lenses if lens.command]
+
+
+async def test_a_second_search_on_the_same_kernel_is_refused_and_the_lens_follows_it(editor: Editor):
     uri = editor.open("silu.py")
     seen = len(editor.states)
-    first = asyncio.create_task(editor.request("accelopt/optimize", optimize_params(uri, None)))
+    first = asyncio.create_task(editor.request("accelopt/optimize", optimize_params(uri, None, iterations=8)))
     await wait_until(lambda: len(editor.states) > seen, what="search started")
     with pytest.raises(Exception, match="already running"):
         await editor.request("accelopt/optimize", optimize_params(uri, None))
     search_id = next(s["searchId"] for s in reversed(editor.states) if s["state"] == "started")
+
+    # the lens counts iterations as the progress notification does: the one under way, from 1
+    running = await lens_titles(editor, uri)
+    assert any(re.fullmatch(r"Optimizing… iteration [1-8] of 8( · best [\d.]+×)?", t) for t in running), (
+        running
+    )
+    assert "Optimize" not in running
+
+    # once a cancel is asked for, the lens stops saying "Optimizing" at once (not when the search
+    # has wound down), and offers nothing to click until it has
+    refreshes = editor.lens_refreshes
     await editor.request("accelopt/cancel", {"searchId": search_id})
+    await wait_until(lambda: editor.lens_refreshes > refreshes, 10, "a lens refresh after the cancel")
+    stopping = await lens_titles(editor, uri)
+    finished = any(s["searchId"] == search_id and s["state"] == "finished" for s in editor.states)
+    assert not any(t.startswith("Optimizing") for t in stopping), stopping
+    assert "Stopping the search…" in stopping or (finished and "Optimize" in stopping), stopping
+
     assert (await asyncio.wait_for(first, 60))["reason"] == "cancelled"
+    assert "Optimize" in await lens_titles(editor, uri)
 
 
 async def test_the_optimize_command_starts_a_search_with_server_initiated_progress(editor: Editor):

@@ -1,4 +1,5 @@
-"""Code lenses above each kernel: where it stands ("34% of peak · hbm-bound") and "Optimize"."""
+"""Code lenses above each kernel: where it stands ("34% of peak · HBM-bandwidth bound") and
+"Optimize", or how the kernel's search is going while one runs."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ from lsprotocol import types
 
 from accelopt.lsp.discovery import KernelInfo
 from accelopt.lsp.engine import ProfileOutcome
-from accelopt.lsp.hover import PROFILING
+from accelopt.lsp.hover import PROFILING, bound_label
+from accelopt.lsp.optimize import SearchSession
 
 OPTIMIZE_COMMAND = "accelopt.optimize"
+STOPPING = "Stopping the search…"
 
 
 def status_title(outcome: ProfileOutcome | None) -> str:
@@ -26,12 +29,20 @@ def status_title(outcome: ProfileOutcome | None) -> str:
     assert evaluation is not None
     profile = evaluation.profile
     if profile is not None and evaluation.status in ("ok", "incorrect"):
-        return f"{profile.percent_of_peak:.0%} of peak · {profile.bound}-bound"
+        return f"{profile.percent_of_peak:.0%} of peak · {bound_label(profile.bound)}"
     return evaluation.status.replace("_", " ")
 
 
+def search_title(session: SearchSession) -> str:
+    """The second lens while a search runs, in the words of the progress notification."""
+    if session.stopping:
+        return STOPPING
+    best = f" · best {session.best_speedup:.2f}×" if session.best_speedup else ""
+    return f"Optimizing… {session.iteration_label()}{best}"
+
+
 def kernel_lenses(
-    uri: str, kernel: KernelInfo, outcome: ProfileOutcome | None, search_note: str | None
+    uri: str, kernel: KernelInfo, outcome: ProfileOutcome | None, running: SearchSession | None
 ) -> list[types.CodeLens]:
     line_range = types.Range(
         start=types.Position(line=kernel.first_line, character=0),
@@ -39,10 +50,13 @@ def kernel_lenses(
     )
     # An empty command id makes a lens a label: VS Code shows it without making it clickable.
     status = types.CodeLens(range=line_range, command=types.Command(title=status_title(outcome), command=""))
-    optimize = types.CodeLens(
-        range=line_range,
-        command=types.Command(
-            title=search_note or "Optimize", command=OPTIMIZE_COMMAND, arguments=[uri, kernel.name]
-        ),
-    )
-    return [status, optimize]
+    if running is not None and running.stopping:
+        # nothing to click while the search winds down: a new one would be refused until it ends
+        second = types.Command(title=STOPPING, command="")
+    else:
+        second = types.Command(
+            title=search_title(running) if running is not None else "Optimize",
+            command=OPTIMIZE_COMMAND,
+            arguments=[uri, kernel.name],
+        )
+    return [status, types.CodeLens(range=line_range, command=second)]

@@ -7,12 +7,21 @@ from accelopt.profiling.profile import Profile
 
 PROFILING = "profiling…"
 
-_BOUND_NAMES = {
-    "hbm": "HBM bandwidth",
-    "tensor": "Tensor Engine",
-    "vector": "Vector/Scalar engines",
-    "latency": "latency (too little work to fill the machine)",
+# What limited the run, in the words a person uses (the Profile's `bound` is an internal token).
+BOUND_LABELS = {
+    "hbm": "HBM-bandwidth bound",
+    "tensor": "Tensor Engine bound",
+    "vector": "Vector/Scalar bound",
+    "latency": "latency bound",
 }
+# Markdown hard line break: keeps the headline figures on consecutive lines without the
+# paragraph spacing that made the card taller than VS Code lets a hover be.
+_BREAK = "  \n"
+_SNIPPET_CHARS = 60  # a costliest line longer than this would wrap and push the others out of view
+
+
+def bound_label(bound: str) -> str:
+    return BOUND_LABELS.get(bound, f"{bound} bound")
 
 
 def format_time(ms: float) -> str:
@@ -35,34 +44,41 @@ def pending_markdown(name: str) -> str:
     return f"**`{name}`** · {PROFILING}\n\nThe first profile of this version runs in the background."
 
 
+def code_span(text: str) -> str:
+    """`text` as inline code, shortened to fit one line of the card."""
+    if len(text) > _SNIPPET_CHARS:
+        text = text[: _SNIPPET_CHARS - 1].rstrip() + "…"
+    # a backtick in the code itself needs a longer fence (and spaces, which Markdown strips)
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
+
+
 def profile_markdown(name: str, profile: Profile) -> str:
-    busy = [
-        ("Tensor", profile.tensor_engine_active_time_percent),
-        ("Vector", profile.vector_engine_active_time_percent),
-        ("Scalar", profile.scalar_engine_active_time_percent),
-        ("GpSimd", profile.gpsimd_engine_active_time_percent),
-        ("DMA", profile.dma_active_time_percent),
-    ]
-    rows = [
-        f"**`{name}`** · {profile.label} ({profile.backend} backend)",
-        "",
-        "| | |",
-        "|---|---|",
-        f"| latency | {format_time(profile.latency_ms)} |",
-        f"| roofline peak | {format_time(profile.peak_latency_ms)} |",
-        f"| percent of peak | {profile.percent_of_peak:.0%} |",
-        f"| bound | {profile.bound} ({_BOUND_NAMES.get(profile.bound, profile.bound)}) |",
-        f"| HBM traffic | {format_bytes(profile.hbm_read_bytes)} read · "
-        f"{format_bytes(profile.hbm_write_bytes)} written |",
-        "",
+    """Header, headline figures, engines and the three costliest lines: short enough that VS Code
+    shows the whole card without a scrollbar (the costliest lines are the actionable part)."""
+    busy = sorted(
+        [
+            ("Tensor", profile.tensor_engine_active_time_percent),
+            ("Vector", profile.vector_engine_active_time_percent),
+            ("Scalar", profile.scalar_engine_active_time_percent),
+            ("GpSimd", profile.gpsimd_engine_active_time_percent),
+            ("DMA", profile.dma_active_time_percent),
+        ],
+        key=lambda pair: -pair[1],  # the busiest engine first: it is the one that explains the bound
+    )
+    headline = [
+        f"**{format_time(profile.latency_ms)}** · {profile.percent_of_peak:.0%} of peak "
+        f"(roofline {format_time(profile.peak_latency_ms)}) · {bound_label(profile.bound)}",
+        f"HBM traffic: {format_bytes(profile.hbm_read_bytes)} read · "
+        f"{format_bytes(profile.hbm_write_bytes)} written",
         "Engines busy: " + " · ".join(f"{engine} {share:.0%}" for engine, share in busy),
     ]
+    rows = [f"**`{name}`** · {profile.label}", "", _BREAK.join(headline)]
     if profile.lines:
-        rows += ["", "Costliest lines:", ""]
+        rows += ["", "Costliest lines:"]  # an ordered list starting at 1 may follow a paragraph line
         for rank, cost in enumerate(profile.lines[:3], start=1):
             snippet = cost.text.strip()
-            code = f" `{snippet}`" if snippet else ""
-            rows.append(f"{rank}. line {cost.line} — {cost.fraction:.0%} ({format_time(cost.time_ms)}){code}")
+            code = f" {code_span(snippet)}" if snippet else ""
+            rows.append(f"{rank}. line {cost.line} · {cost.fraction:.0%} · {format_time(cost.time_ms)}{code}")
     return "\n".join(rows)
 
 

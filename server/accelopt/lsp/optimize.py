@@ -114,6 +114,9 @@ class SearchSession:
     result: OptimizeResult | None = None
     task: asyncio.Task[OptimizeResult] | None = None
     started_at: float = field(default_factory=time.monotonic)
+    # told when a cancel is first asked for, so the editor can say "stopping" at once rather
+    # than when the search has wound down (which takes as long as its evaluations in flight)
+    on_cancel: Callable[[], None] | None = None
     _diffs: dict[str, str] = field(default_factory=dict)
 
     # -- what the client sees ------------------------------------------------------------------
@@ -173,17 +176,33 @@ class SearchSession:
             message=message,
         )
 
+    @property
+    def stopping(self) -> bool:
+        """Asked to stop, still winding down."""
+        return self.running and self.cancel_event.is_set()
+
+    def iteration_label(self) -> str:
+        """ "iteration 2 of 16": the iteration under way while running (`iteration` counts the
+        completed ones, as the events do), the last completed one once finished. The VS Code
+        client words its progress notification the same way."""
+        if self.total_iterations <= 0:
+            return "starting"
+        current = min(self.iteration + 1, self.total_iterations) if self.running else self.iteration
+        return f"iteration {current} of {self.total_iterations}"
+
     def progress_message(self) -> str:
         best = f"best {self.best_speedup:.2f}×" if self.best_speedup else "no faster kernel yet"
-        return (
-            f"iteration {self.iteration}/{self.total_iterations} · {best} · "
-            f"{self.evaluations} evaluated · ${self.dollars:.2f}"
-        )
+        parts = [self.iteration_label(), best, f"{self.evaluations} evaluated"]
+        if self.dollars > 0:  # offline agents cost nothing: "$0.00" would only be noise
+            parts.append(f"${self.dollars:.2f}")
+        return " · ".join(parts)
 
     def cancel(self, why: str) -> None:
         if self.running and not self.cancel_event.is_set():
             log.info("search %s: cancel requested (%s)", self.id, why)
             self.cancel_event.set()
+            if self.on_cancel is not None:
+                self.on_cancel()
 
 
 class SearchManager:
@@ -218,8 +237,10 @@ class SearchManager:
         options: SearchOptions,
         token: str | int | None,
     ) -> SearchSession:
-        if self.running_for(uri, kernel_name):
-            raise SearchRefused(f"a search on `{kernel_name}` is already running")
+        running = self.running_for(uri, kernel_name)
+        if running is not None:
+            doing = "is still stopping" if running.stopping else "is already running"
+            raise SearchRefused(f"a search on `{kernel_name}` {doing}")
         settings = self._settings()
         kernel = KernelSource(text=text, name=kernel_name, path=path)
         try:
@@ -242,6 +263,7 @@ class SearchManager:
             max_candidates=settings.max_candidates,
             token=token,
             total_iterations=config.iterations,
+            on_cancel=lambda: self._host.search_changed(uri),
         )
         agents_mode = options.agents or settings.agents.mode
         if agents_mode == "llm" and not settings.agents.base_url:
@@ -368,6 +390,8 @@ class SearchManager:
 
     async def shutdown(self) -> None:
         """Stop every search (the server is going away): ask, then wait a little, then force."""
+        for session in self.sessions.values():
+            session.on_cancel = None  # no lens refreshes for an editor that is shutting us down
         self.cancel_all("server shutting down")
         tasks = [s.task for s in self.sessions.values() if s.task is not None and not s.task.done()]
         if tasks:

@@ -345,11 +345,7 @@ def create_server() -> AccelOptServer:
         for kernel in ls.kernels(doc):
             outcome = ls.profiles.request(doc.uri, doc.version, ls.kernel_source(doc, kernel.name))
             running = ls.searches.running_for(doc.uri, kernel.name)
-            note = None
-            if running is not None:
-                best = f" · best {running.best_speedup:.2f}×" if running.best_speedup else ""
-                note = f"Optimizing… iteration {running.iteration}/{running.total_iterations}{best}"
-            lenses += codelens.kernel_lenses(doc.uri, kernel, outcome, note)
+            lenses += codelens.kernel_lenses(doc.uri, kernel, outcome, running)
         return lenses
 
     @server.feature(
