@@ -108,6 +108,7 @@ async def run_task(
     result = TaskResult(task=name, mode=mode)
     started = time.monotonic()
     seen: set[str] = set()
+    kernels: set[str] = {kernel.normalized_hash()}
     best = 1.0
     async for event in run_search(
         kernel, task, offline_agents(seed=args.seed), backend, config_for(mode, args), memory=memory
@@ -118,12 +119,19 @@ async def run_task(
             result.peak_before = base.percent_of_peak
         elif isinstance(event, CandidateEvent):
             candidate = event.candidate
+            # Count backend evaluations: not agent failures, not repeats of a kernel already seen.
             if candidate.status == "pending" or candidate.id in seen or candidate.plan is None:
                 continue
             seen.add(candidate.id)
+            if candidate.message.startswith(("planner:", "executor:")):
+                continue
+            digest = candidate.kernel.normalized_hash()
+            if digest in kernels:
+                continue
+            kernels.add(digest)
             if candidate.status == "ok" and candidate.speedup is not None:
                 best = max(best, candidate.speedup)
-            result.curve.append((len(seen), best))
+            result.curve.append((len(kernels) - 1, best))
         elif isinstance(event, Finished):
             result.reason = event.reason
             result.evaluations = event.evaluations

@@ -23,6 +23,7 @@ from accelopt.agents.offline.catalogue import all_sites, get_rewrite, title_for
 from accelopt.agents.offline.rewrites.base import Params, Site
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Experience, Plan
+from accelopt.search.memory import kernel_family
 
 # Which engine fractions of a profile a relieved resource corresponds to.
 _ENGINE_FIELDS = {
@@ -46,22 +47,28 @@ def _similarity(a: str, b: str) -> float:
     return len(ta & tb) / max(1, len(ta | tb))
 
 
-def memory_scores(kernel_text: str, experiences: list[Experience]) -> dict[str, tuple[float, list[int]]]:
-    """rewrite -> (score, experience ids): similarity-weighted mean log-speedup of past uses."""
+def memory_scores(
+    kernel_name: str, kernel_text: str, experiences: list[Experience]
+) -> dict[str, tuple[float, list[int]]]:
+    """rewrite -> (score, experience ids): the log-speedups of its past uses, weighted by how much
+    the experience's kernel resembles this one (same kernel family: full weight; otherwise the
+    cube of the token overlap, so lessons from unrelated kernels barely count), and damped when
+    the evidence is thin."""
+    family = kernel_family(kernel_name)
     weighted: dict[str, list[tuple[float, float]]] = defaultdict(list)
     ids: dict[str, list[int]] = defaultdict(list)
     for exp in experiences:
         name = rewrite_of(exp)
         if name is None or exp.speedup <= 0:
             continue
-        weight = 0.25 + _similarity(kernel_text, exp.slow_kernel)
+        weight = 1.0 if exp.kernel_family == family else _similarity(kernel_text, exp.slow_kernel) ** 3
         weighted[name].append((weight, math.log(exp.speedup)))
         if exp.id is not None:
             ids[name].append(exp.id)
     scores: dict[str, tuple[float, list[int]]] = {}
     for name, items in weighted.items():
         total = sum(w for w, _ in items)
-        scores[name] = (sum(w * v for w, v in items) / total, ids[name])
+        scores[name] = (sum(w * v for w, v in items) / (total + 0.5), ids[name])
     return scores
 
 
@@ -117,13 +124,13 @@ class OfflinePlanner:
         # search asks N times for one plan each (`proposal` 0..N-1) and the N answers must differ.
         digest = hashlib.sha256(f"{self.seed}:{text}".encode()).digest()
         rng = random.Random(int.from_bytes(digest[:8], "big"))
-        memory = memory_scores(text, request.experiences)
+        memory = memory_scores(request.kernel.name, text, request.experiences)
         scored: list[tuple[float, Site]] = []
         for site in sites:
             score = 1.0 + get_rewrite(site.rewrite).prior + profile_score(site, request.profile)
             learned = memory.get(site.rewrite)
             if learned is not None:
-                score += 8.0 * learned[0]  # log-speedup: +0.1 -> +0.8
+                score += 12.0 * learned[0]  # a 1.2x lesson of the same family: about +1.5
             score += rng.random() * 0.6
             scored.append((score, site))
         scored.sort(key=lambda item: -item[0])
