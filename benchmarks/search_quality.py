@@ -182,6 +182,7 @@ def print_reach_table(results: dict[str, dict[str, TaskResult]]) -> None:
     header = "".join(f"{m:>14}" for m in MODES if m in results)
     print(f"{'task':24} {'target':>8}{header}")
     totals = {m: 0 for m in results}
+    reached = {m: 0 for m in results}
     counted = 0
     for name, with_memory in results["beam+memory"].items():
         without = results["beam"].get(name)
@@ -197,6 +198,7 @@ def print_reach_table(results: dict[str, dict[str, TaskResult]]) -> None:
                 continue
             needed = results[mode][name].evaluations_to_reach(target)
             cells.append(f"{needed if needed is not None else 'never':>14}")
+            reached[mode] += needed is not None
             if mode in ("beam+memory", "beam"):
                 reached_all &= needed is not None
                 totals[mode] += needed or 0
@@ -207,13 +209,35 @@ def print_reach_table(results: dict[str, dict[str, TaskResult]]) -> None:
     if counted and totals["beam"]:
         saving = 1 - totals["beam+memory"] / totals["beam"]
         print(
-            f"{'total':24} {'':8}"
-            + "".join(f"{totals[m]:>14}" for m in MODES if m in totals)
+            f"{'total (reached)':24} {'':8}"
+            + "".join(f"{f'{totals[m]} ({reached[m]}/{counted})':>14}" for m in MODES if m in totals)
             + f"\nmemory saves {100 * saving:.1f}% of the evaluations needed (beam+memory vs beam)"
         )
 
 
+def load_results(paths: list[str]) -> dict[str, dict[str, TaskResult]]:
+    """Results saved with --json (several runs can be merged, later files win per mode)."""
+    results: dict[str, dict[str, TaskResult]] = {}
+    for path in paths:
+        for mode, rows in json.loads(Path(path).read_text()).items():
+            results[mode] = {
+                name: TaskResult(**{**row, "curve": [tuple(p) for p in row["curve"]]})
+                for name, row in rows.items()
+            }
+    return results
+
+
+def print_tables(results: dict[str, dict[str, TaskResult]]) -> None:
+    for mode in MODES:
+        if mode in results:
+            print_mode_table(mode, list(results[mode].values()))
+    print_reach_table(results)
+
+
 async def main(args: argparse.Namespace) -> int:
+    if args.from_json:
+        print_tables(load_results(args.from_json))
+        return 0
     tasks = [t.name for t in load_index()]
     if args.tasks:
         wanted = args.tasks.split(",")
@@ -247,9 +271,7 @@ async def main(args: argparse.Namespace) -> int:
                     memory.close()
     finally:
         await backend.aclose()
-    for mode in modes:
-        print_mode_table(mode, list(results[mode].values()))
-    print_reach_table(results)
+    print_tables(results)
     if args.json:
         Path(args.json).write_text(
             json.dumps({m: {t: asdict(r) for t, r in rows.items()} for m, rows in results.items()}, indent=1)
@@ -274,6 +296,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per evaluation")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write every result (with curves) to this file")
+    parser.add_argument(
+        "--from-json",
+        nargs="+",
+        metavar="FILE",
+        help="print the tables of saved --json results instead of running",
+    )
     return parser.parse_args(argv)
 
 
