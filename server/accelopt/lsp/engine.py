@@ -55,6 +55,12 @@ def build_task(kernel: KernelSource, size: str) -> Task:
     return task_for_kernel(kernel, None, size=size)
 
 
+def warm_task_imports() -> None:
+    """Import what `build_task` needs (numpy among it: about a second, more on a loaded machine)
+    so that the first search does not pay for it between the click and its first candidate."""
+    import accelopt.profiling.task  # noqa: F401
+
+
 def task_problem_from(error: Exception, kernel: KernelSource) -> TaskProblem:
     from accelopt.profiling.inputs import DirectiveError, find_directive, suggest_inputs_directive
 

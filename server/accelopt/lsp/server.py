@@ -24,7 +24,7 @@ from accelopt.lsp import actions, codelens, diagnostics, hover
 from accelopt.lsp.config import ServerSettings, merge_settings
 from accelopt.lsp.discovery import KernelInfo, find_kernels
 from accelopt.lsp.edits import minimal_edits
-from accelopt.lsp.engine import Engine
+from accelopt.lsp.engine import Engine, warm_task_imports
 from accelopt.lsp.memory_view import list_experiences
 from accelopt.lsp.optimize import SearchManager, SearchRefused, SearchSession
 from accelopt.lsp.profiles import ProfileStore
@@ -74,6 +74,7 @@ class AccelOptServer(LanguageServer):
         self.searches = SearchManager(lambda: self.settings, self)
         self._kernel_cache: OrderedDict[tuple[str, int | None, int], list[KernelInfo]] = OrderedDict()
         self._debounce: dict[str, asyncio.Task[None]] = {}
+        self._warming: asyncio.Task[None] | None = None
 
     # -- documents and kernels -----------------------------------------------------------------
 
@@ -193,6 +194,9 @@ class AccelOptServer(LanguageServer):
         log.info("settings: %s", settings.redacted())
         self.searches.processes.keep_spare = settings.prestart_search_process
         self.searches.processes.prime()
+        if settings.prestart_search_process and self._warming is None:
+            # the same trade as the spare search process: a little memory now, a faster first search
+            self._warming = asyncio.create_task(asyncio.to_thread(warm_task_imports))
         if changed:
             self.profiles.clear()
             self.refresh_lenses()
