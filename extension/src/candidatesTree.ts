@@ -2,9 +2,9 @@
  * The Candidates view: one node per kernel (its latest search), under it the candidates ranked,
  * then a collapsed node holding the ones that failed their checks.
  *
- * Labels carry what a kernel engineer scans for (place, speedup, plan); the description carries
- * percent of peak, status and which backend measured the numbers; the tooltip carries the whole
- * rationale. Clicking a candidate opens its diff.
+ * Labels carry what a kernel engineer scans for (rank and speedup); the description carries the
+ * plan's title, percent of peak and state; the tooltip carries the whole rationale. Only a real
+ * gain gets the green check. Clicking a candidate opens its diff.
  */
 
 import * as vscode from 'vscode';
@@ -16,6 +16,7 @@ import {
   formatLatency,
   formatPercentOfPeak,
   formatSpeedup,
+  isFaster,
   measuredOn,
   pluralize,
   statusLabel,
@@ -96,19 +97,29 @@ export class CandidatesTreeProvider implements vscode.TreeDataProvider<Candidate
   }
 }
 
-/** Where a kernel's search stands: "iteration 2 of 16 · silu.py · simulated on trn1". */
+/**
+ * Where a kernel's search stands, best figure first so a narrow sidebar keeps it:
+ * "best 1.31× · iteration 2 of 16 · silu.py · simulated on trn1". The file name comes late: one
+ * kernel per file is the common case, so it is the part a person misses least when cut.
+ */
 export function kernelDescription(group: KernelGroup): string {
   const parts: string[] = [];
   const progress = group.progress;
+  const best = group.candidates.find((candidate) => candidate.info.status === 'ok');
   if (group.applied) {
-    parts.push(`candidate ${group.applied.position} applied`);
-  } else if (group.running) {
+    parts.push(`${formatSpeedup(group.applied.info.speedup)} applied (candidate ${group.applied.position})`);
+  } else if (best && isFaster(best.info.speedup)) {
+    parts.push(`best ${formatSpeedup(best.info.speedup)}`);
+  } else if (best && !group.running) {
+    parts.push('none faster');
+  }
+  if (group.running) {
     parts.push(
       progress && progress.totalIterations > 0
         ? `iteration ${Math.min(progress.iteration + 1, progress.totalIterations)} of ${progress.totalIterations}`
         : 'starting…',
     );
-  } else {
+  } else if (!group.applied) {
     parts.push(pluralize(group.candidates.length, 'candidate'));
   }
   parts.push(uriBasename(group.uri));
@@ -130,8 +141,10 @@ function kernelItem(group: KernelGroup): vscode.TreeItem {
     `**${escapeMarkdown(group.kernelName)}** in \`${escapeMarkdown(uriBasename(group.uri))}\`\n\n`,
   );
   if (group.progress) {
+    // Offline agents cost nothing; "$0.00" would only be noise.
+    const cost = group.progress.dollars > 0 ? `, cost so far ${formatDollars(group.progress.dollars)}` : '';
     tooltip.appendMarkdown(
-      `Iteration ${group.progress.iteration} of ${group.progress.totalIterations}, cost so far ${formatDollars(group.progress.dollars)}\n\n`,
+      `Iterations done: ${group.progress.iteration} of ${group.progress.totalIterations}${cost}\n\n`,
     );
   }
   tooltip.appendMarkdown(
@@ -144,29 +157,45 @@ function kernelItem(group: KernelGroup): vscode.TreeItem {
 }
 
 /**
- * "1. 1.84× · 61% of peak": the figures a kernel engineer scans for come first, so a narrow
- * sidebar cuts the plan's title (in the description and the tooltip) rather than the numbers.
+ * "1. 1.84×": rank and speedup only, so a narrow sidebar has room left for what tells the
+ * candidates apart, the plan's title (in the description, which VS Code cuts first).
  */
 export function candidateLabel(candidate: RankedCandidate): string {
   const { info } = candidate;
   if (info.status !== 'ok') {
     return info.title.trim() || 'candidate';
   }
-  const peak = formatPercentOfPeak(info.percentOfPeak);
-  return `${candidate.position}. ${formatSpeedup(info.speedup)}${peak ? ` · ${peak}` : ''}`;
+  return `${candidate.position}. ${formatSpeedup(info.speedup)}`;
 }
 
-/** "hoist the weight load", with the status when it is not plainly "correct". */
+/**
+ * "fuse the activation · 61% of peak", led by the state when it is not plainly a win:
+ * "applied · …", "outdated · …", "no faster · …" (a correct rewrite that reads 1.00×).
+ */
 export function candidateDescription(candidate: RankedCandidate): string {
   const { info } = candidate;
   if (info.status !== 'ok') {
     return statusLabel(info.status);
   }
-  const title = info.title.trim() || 'baseline';
+  const parts: string[] = [];
   if (candidate.applied) {
-    return `applied · ${title}`;
+    parts.push('applied');
+  } else if (candidate.outdated) {
+    parts.push('outdated');
+  } else if (isNoFaster(info.speedup)) {
+    parts.push('no faster');
   }
-  return candidate.outdated ? `outdated · ${title}` : title;
+  parts.push(info.title.trim() || 'baseline');
+  const peak = formatPercentOfPeak(info.percentOfPeak);
+  if (peak) {
+    parts.push(peak);
+  }
+  return parts.join(' · ');
+}
+
+/** Reads "1.00×": correct, but not a win ("slower" already says itself in the label). */
+function isNoFaster(speedup: number | null): boolean {
+  return speedup !== null && Number.isFinite(speedup) && Number(speedup.toFixed(2)) === 1;
 }
 
 export function candidateTooltip(candidate: RankedCandidate): vscode.MarkdownString {
@@ -198,7 +227,7 @@ export function candidateTooltip(candidate: RankedCandidate): vscode.MarkdownStr
   return md;
 }
 
-type CandidateState = 'ok' | 'pending' | 'failed' | 'applied' | 'outdated';
+type CandidateState = 'ok' | 'notFaster' | 'pending' | 'failed' | 'applied' | 'outdated';
 
 function candidateState(candidate: RankedCandidate): CandidateState {
   const { status } = candidate.info;
@@ -208,11 +237,19 @@ function candidateState(candidate: RankedCandidate): CandidateState {
   if (status !== 'ok') {
     return 'failed';
   }
-  return candidate.applied ? 'applied' : candidate.outdated ? 'outdated' : 'ok';
+  if (candidate.applied) {
+    return 'applied';
+  }
+  if (candidate.outdated) {
+    return 'outdated';
+  }
+  return isFaster(candidate.info.speedup) ? 'ok' : 'notFaster';
 }
 
 const STATE_ICONS: Record<CandidateState, vscode.ThemeIcon> = {
   ok: new vscode.ThemeIcon('pass', new vscode.ThemeColor('testing.iconPassed')),
+  // Correct but not a win: no green check, so only real gains look like gains.
+  notFaster: new vscode.ThemeIcon('circle-outline'),
   applied: new vscode.ThemeIcon('check-all', new vscode.ThemeColor('testing.iconPassed')),
   outdated: new vscode.ThemeIcon('history'),
   pending: new vscode.ThemeIcon('loading~spin'),
@@ -226,8 +263,9 @@ function candidateItem(candidate: RankedCandidate): vscode.TreeItem {
   item.description = candidateDescription(candidate);
   item.tooltip = candidateTooltip(candidate);
   const state = candidateState(candidate);
-  // Menus key on this: Accept only for "ok", Show Diff for all but "pending", Reject for all but "applied".
-  item.contextValue = `accelopt.candidate.${state}`;
+  // Menus key on this: Accept only for "ok", Show Diff for all but "pending", Reject for all but
+  // "applied". A correct rewrite that is not faster may still be accepted, so it counts as "ok".
+  item.contextValue = `accelopt.candidate.${state === 'notFaster' ? 'ok' : state}`;
   item.iconPath = STATE_ICONS[state];
   if (state !== 'pending') {
     item.command = {

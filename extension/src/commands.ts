@@ -14,7 +14,16 @@ import { showCandidateDiff } from './diffProvider';
 import { measuredOn } from './format';
 import { findKernels, kernelAtLine } from './kernelPicker';
 import type { MemoryTreeProvider } from './memoryTree';
-import { describeOutcome, runOptimization, sameUri, type OptimizeTarget } from './optimize';
+import {
+  SHOW_CANDIDATES,
+  SHOW_DIFF_OF_BEST,
+  countCandidates,
+  describeOutcome,
+  outcomeActions,
+  runOptimization,
+  sameUri,
+  type OptimizeTarget,
+} from './optimize';
 import type { ServerConnection } from './serverConnection';
 import type { ServerLauncher } from './serverLauncher';
 import { toSearchOptions, type ClientSettings } from './settings';
@@ -183,8 +192,8 @@ async function optimizeKernel(deps: CommandDeps, args: readonly unknown[]): Prom
   void deps.memory.refresh();
   const group = deps.store.kernel(target.uri, target.kernelName);
   const best = group?.candidates.find((candidate) => candidate.info.status === 'ok');
-  const message = describeOutcome(outcome, target, group?.candidates.length ?? 0, best?.info);
-  const actions = best ? ['Show Diff of Best', 'Show Candidates'] : ['Show Candidates'];
+  const message = describeOutcome(outcome, target, countCandidates(group?.candidates ?? []), best?.info);
+  const actions = outcomeActions(best?.info);
   const show =
     message.severity === 'error'
       ? vscode.window.showErrorMessage
@@ -193,9 +202,9 @@ async function optimizeKernel(deps: CommandDeps, args: readonly unknown[]): Prom
         : vscode.window.showInformationMessage;
   // Not awaited: the command is done when the search is; the message may stay up for a while.
   void show(message.text, ...actions).then(async (choice) => {
-    if (choice === 'Show Diff of Best' && best) {
+    if (choice === SHOW_DIFF_OF_BEST && best) {
       await showCandidateDiff(best);
-    } else if (choice === 'Show Candidates') {
+    } else if (choice === SHOW_CANDIDATES) {
       await vscode.commands.executeCommand('accelopt.candidates.focus');
     }
   });

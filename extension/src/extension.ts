@@ -53,7 +53,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const memory = new MemoryTreeProvider(() => connection.memory());
   const memoryView = vscode.window.createTreeView('accelopt.memory', { treeDataProvider: memory });
   memory.onDidChangeTreeData(() => {
-    memoryView.description = memory.path;
+    memoryView.description = memory.description;
   });
 
   let searchesRunning = 0;

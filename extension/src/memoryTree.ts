@@ -23,9 +23,14 @@ export class MemoryTreeProvider implements vscode.TreeDataProvider<MemoryNode>, 
 
   constructor(private readonly fetch: MemoryFetcher) {}
 
-  /** Where the memory lives (shown as the view's description). */
+  /** Where the memory lives (its full path is in every lesson's tooltip). */
   get path(): string | undefined {
     return this.pathValue;
+  }
+
+  /** The view's description: the memory file's name, not a long (often temporary) directory. */
+  get description(): string | undefined {
+    return this.pathValue === undefined ? undefined : fileName(this.pathValue);
   }
 
   dispose(): void {
@@ -51,7 +56,7 @@ export class MemoryTreeProvider implements vscode.TreeDataProvider<MemoryNode>, 
       item.tooltip = node.detail;
       return item;
     }
-    return experienceItem(node.experience);
+    return experienceItem(node.experience, this.pathValue);
   }
 
   private async load(): Promise<void> {
@@ -86,7 +91,13 @@ export function experienceDescription(experience: ExperienceInfo): string {
     .join(' · ');
 }
 
-function experienceItem(experience: ExperienceInfo): vscode.TreeItem {
+/** "/tmp/x/memory.sqlite" -> "memory.sqlite" (either separator: the server may run on Windows). */
+export function fileName(path: string): string {
+  const trimmed = path.replace(/[\\/]+$/, '');
+  return trimmed.slice(Math.max(trimmed.lastIndexOf('/'), trimmed.lastIndexOf('\\')) + 1) || path;
+}
+
+function experienceItem(experience: ExperienceInfo, memoryPath: string | undefined): vscode.TreeItem {
   const item = new vscode.TreeItem(experience.title, vscode.TreeItemCollapsibleState.None);
   item.id = `experience/${experience.id}`;
   item.description = experienceDescription(experience);
@@ -101,6 +112,10 @@ function experienceItem(experience: ExperienceInfo): vscode.TreeItem {
   md.appendMarkdown(
     `\n\n${formatSpeedup(experience.speedup)} (${measuredOn(experience.backend, experience.hardware)}), by ${experience.model}, ${experience.createdAt}`,
   );
+  if (memoryPath !== undefined) {
+    md.appendMarkdown('\n\nIn the memory at ');
+    md.appendText(memoryPath);
+  }
   item.tooltip = md;
   return item;
 }

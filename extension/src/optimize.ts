@@ -12,6 +12,7 @@ import * as vscode from 'vscode';
 
 import { formatSpeedup, isFaster, measuredOn, pluralize } from './format';
 import type {
+  CandidateInfo,
   CandidatesNotification,
   OptimizeParams,
   OptimizeResult,
@@ -187,15 +188,44 @@ export interface OutcomeMessage {
   readonly text: string;
 }
 
+/** How many candidates a search left in the view, and how many of those are faster. */
+export interface CandidateCounts {
+  readonly usable: number;
+  readonly faster: number;
+}
+
+export function countCandidates(candidates: readonly { readonly info: CandidateInfo }[]): CandidateCounts {
+  return {
+    usable: candidates.length,
+    faster: candidates.filter(({ info }) => info.status === 'ok' && isFaster(info.speedup)).length,
+  };
+}
+
+export const SHOW_DIFF_OF_BEST = 'Show Diff of Best';
+export const SHOW_CANDIDATES = 'Show Candidates';
+
+/**
+ * The buttons on the message when a search ends: the best candidate's diff only when it is
+ * faster (a diff of a 1.00× rewrite is not worth a primary button).
+ */
+export function outcomeActions(best: CandidateInfo | undefined): string[] {
+  return best && best.status === 'ok' && isFaster(best.speedup)
+    ? [SHOW_DIFF_OF_BEST, SHOW_CANDIDATES]
+    : [SHOW_CANDIDATES];
+}
+
 /** What the user is told when a search ends. */
 export function describeOutcome(
   outcome: OptimizeOutcome,
   target: OptimizeTarget,
-  usable: number,
+  counts: CandidateCounts,
   backend: { backend: string; hardware: string } | undefined,
 ): OutcomeMessage {
   const where = backend ? ` (${measuredOn(backend.backend, backend.hardware)})` : '';
-  const kept = `${pluralize(usable, 'candidate')} in the AccelOpt view`;
+  const noneFaster = counts.usable > 0 && counts.faster === 0;
+  const kept = noneFaster
+    ? `${pluralize(counts.usable, 'correct rewrite')}, none faster, in the AccelOpt view`
+    : `${pluralize(counts.usable, 'candidate')} in the AccelOpt view`;
   switch (outcome.kind) {
     case 'cancelled':
       return {
@@ -223,13 +253,15 @@ export function describeOutcome(
         early_stop: 'stopped early (no further improvement)',
         target_reached: 'reached the target percent of peak',
       };
+      const ended = `AccelOpt: the search for ${target.kernelName} ${why[result.reason] ?? result.reason}`;
+      if (!isFaster(result.bestSpeedup) && noneFaster) {
+        // "kept" already says nothing is faster; say it once.
+        return { severity: 'info', text: `${ended}${where}: ${kept}.` };
+      }
       const best = isFaster(result.bestSpeedup)
         ? `best candidate ${formatSpeedup(result.bestSpeedup)} faster${where}`
         : `no faster kernel found${where}`;
-      return {
-        severity: 'info',
-        text: `AccelOpt: the search for ${target.kernelName} ${why[result.reason] ?? result.reason}: ${best}; ${kept}.`,
-      };
+      return { severity: 'info', text: `${ended}: ${best}; ${kept}.` };
     }
   }
 }

@@ -1,7 +1,8 @@
 /**
  * What the progress notification says while a search runs, from the server's search states
  * (iteration boundaries, cost) and its candidate lists (which arrive within an iteration):
- * "iteration 2 of 16 · best 1.31× · 14 checked · $0.00".
+ * "iteration 2 of 16 · best 1.31× · 14 checked · $0.04" (no cost while nothing was spent, as with
+ * the offline agents).
  *
  * "Iteration k of N" names the iteration under way (the server counts completed ones).
  */
@@ -57,7 +58,9 @@ export class SearchProgress {
     if (this.lists > 0) {
       parts.push(`${this.checked} checked`);
     }
-    parts.push(formatDollars(this.dollars));
+    if (this.dollars > 0) {
+      parts.push(formatDollars(this.dollars));
+    }
     return parts.join(' · ');
   }
 

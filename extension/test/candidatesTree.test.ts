@@ -40,14 +40,15 @@ describe('Candidates tree', () => {
     assert.equal(kernelItem.label, 'silu_kernel');
     assert.equal(kernelItem.collapsibleState, TreeItemCollapsibleState.Expanded);
     assert.equal(kernelItem.contextValue, 'accelopt.kernel.running');
-    assert.equal(kernelItem.description, 'starting… · silu.py · measured on trn2');
+    assert.equal(kernelItem.description, 'best 2.50× · starting… · silu.py · measured on trn2');
 
     const items = tree.getChildren(kernel).map((node) => tree.getTreeItem(node));
-    assert.equal(items[0].label, '1. 2.50× · 5.0% of peak');
-    assert.equal(items[0].description, 'fuse the activation');
-    assert.equal(items[1].label, '2. 1.23× · 61% of peak');
-    assert.equal(items[1].description, 'hoist the weight load');
+    assert.equal(items[0].label, '1. 2.50×', 'rank and speedup only: the plan must fit in a narrow sidebar');
+    assert.equal(items[0].description, 'fuse the activation · 5.0% of peak');
+    assert.equal(items[1].label, '2. 1.23×');
+    assert.equal(items[1].description, 'hoist the weight load · 61% of peak');
     assert.equal(items[1].contextValue, 'accelopt.candidate.ok');
+    assert.equal((items[1].iconPath as ThemeIcon).id, 'pass');
     const tooltip = tooltipText(items[1].tooltip);
     assert.match(tooltip, /1\. widen the tiles\n2\. hoist the weight load/);
     assert.match(tooltip, /speedup 1\.23× · 20\.0 µs · 61% of peak \(simulated on trn1\)/);
@@ -73,7 +74,10 @@ describe('Candidates tree', () => {
       ),
     );
     const [kernel] = tree.getChildren();
-    assert.equal(tree.getTreeItem(kernel).description, '1 candidate · silu.py · simulated on trn1');
+    assert.equal(
+      tree.getTreeItem(kernel).description,
+      'best 1.50× · 1 candidate · silu.py · simulated on trn1',
+    );
     const children = tree.getChildren(kernel);
     assert.deepEqual(
       children.map((node) => node.kind),
@@ -114,13 +118,75 @@ describe('Candidates tree', () => {
     );
     store.markApplied({ searchId: 's1', candidateId: 'a' });
     const [kernel] = tree.getChildren();
-    assert.equal(tree.getTreeItem(kernel).description, 'candidate 1 applied · silu.py · simulated on trn1');
+    assert.equal(
+      tree.getTreeItem(kernel).description,
+      '2.00× applied (candidate 1) · silu.py · simulated on trn1',
+    );
     const [applied, outdated] = tree.getChildren(kernel).map((node) => tree.getTreeItem(node));
     assert.equal(applied.contextValue, 'accelopt.candidate.applied');
-    assert.equal(applied.description, 'applied · plan a');
+    assert.equal(applied.description, 'applied · plan a · 40% of peak');
     assert.equal(outdated.contextValue, 'accelopt.candidate.outdated');
-    assert.equal(outdated.description, 'outdated · plan b');
+    assert.equal(outdated.description, 'outdated · plan b · 40% of peak');
     assert.match(tooltipText(outdated.tooltip), /before another candidate was applied/);
+  });
+
+  it('keeps the green check for real gains: a 1.00× rewrite is neutral and says "no faster"', () => {
+    const store = new CandidateStore();
+    const tree = new CandidatesTreeProvider(store);
+    store.applyCandidates(
+      candidates(
+        's1',
+        [
+          candidate('win', { speedup: 1.07, percentOfPeak: 0.3, title: 'fuse into one silu' }),
+          candidate('same', { speedup: 1.004, percentOfPeak: 0.28, title: 'reorder the loops' }),
+          candidate('slow', { speedup: 0.9, percentOfPeak: 0.25, title: 'split the tiles' }),
+        ],
+        { running: false },
+      ),
+    );
+    const [kernel] = tree.getChildren();
+    const [win, same, slow] = tree.getChildren(kernel).map((node) => tree.getTreeItem(node));
+    assert.equal(win.label, '1. 1.07×');
+    assert.equal(win.description, 'fuse into one silu · 30% of peak');
+    assert.equal((win.iconPath as ThemeIcon).id, 'pass');
+    assert.equal(same.label, '2. 1.00×');
+    assert.equal(same.description, 'no faster · reorder the loops · 28% of peak');
+    assert.equal((same.iconPath as ThemeIcon).id, 'circle-outline');
+    assert.equal(same.contextValue, 'accelopt.candidate.ok', 'correct, so it can still be accepted');
+    assert.equal(slow.label, '3. 0.90× (slower)');
+    assert.equal(slow.description, 'split the tiles · 25% of peak', 'the label already says slower');
+    assert.equal((slow.iconPath as ThemeIcon).id, 'circle-outline');
+  });
+
+  it('says "none faster" on the kernel row when no candidate beats the original', () => {
+    const store = new CandidateStore();
+    const tree = new CandidatesTreeProvider(store);
+    store.applyCandidates(
+      candidates('s1', [candidate('a', { speedup: 1 }), candidate('b', { speedup: 0.999 })], {
+        running: false,
+      }),
+    );
+    const [kernel] = tree.getChildren();
+    assert.equal(
+      tree.getTreeItem(kernel).description,
+      'none faster · 2 candidates · silu.py · simulated on trn1',
+    );
+    // While it runs, nothing is claimed yet: the iteration leads.
+    store.applyCandidates(candidates('s2', [candidate('c', { speedup: 1 })]));
+    store.applySearchState(searchState('s2', { iteration: 0, totalIterations: 40 }));
+    const [running] = tree.getChildren();
+    assert.equal(tree.getTreeItem(running).description, 'iteration 1 of 40 · silu.py · simulated on trn1');
+  });
+
+  it('mentions the cost in the kernel tooltip only once something was spent', () => {
+    const store = new CandidateStore();
+    const tree = new CandidatesTreeProvider(store);
+    store.applySearchState(searchState('s1', { iteration: 1, totalIterations: 4, dollars: 0 }));
+    const tooltipOf = (): string => tooltipText(tree.getTreeItem(tree.getChildren()[0]).tooltip);
+    assert.match(tooltipOf(), /Iterations done: 1 of 4\n/);
+    assert.doesNotMatch(tooltipOf(), /\$/);
+    store.applySearchState(searchState('s1', { iteration: 2, totalIterations: 4, dollars: 0.0421 }));
+    assert.match(tooltipOf(), /Iterations done: 2 of 4, cost so far \$0\.04\n/);
   });
 
   it('refreshes the view whenever the store changes', () => {

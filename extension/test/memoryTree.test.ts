@@ -3,7 +3,7 @@ import './support/installVscodeMock';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { MemoryTreeProvider, experienceDescription } from '../src/memoryTree';
+import { MemoryTreeProvider, experienceDescription, fileName } from '../src/memoryTree';
 import type { ExperienceInfo, MemoryResult } from '../src/protocol';
 import { MarkdownString, type ThemeIcon } from './support/vscode';
 
@@ -35,6 +35,7 @@ describe('Memory tree', () => {
     await tree.refresh();
     assert.equal(refreshes, 1);
     assert.equal(tree.path, '/home/me/.accelopt/memory.sqlite');
+    assert.equal(tree.description, 'memory.sqlite', 'the header names the file, not its directory');
     const items = tree.getChildren().map((node) => tree.getTreeItem(node));
     assert.deepEqual(
       items.map((item) => item.label),
@@ -44,6 +45,19 @@ describe('Memory tree', () => {
     assert.equal((items[0].iconPath as ThemeIcon).id, 'arrow-down');
     assert.equal(items[1].description, '1.30× faster · silu · simulated on trn1');
     assert.match((items[1].tooltip as MarkdownString).value, /do thing 2/);
+    assert.ok(
+      (items[1].tooltip as MarkdownString).value.endsWith(
+        'In the memory at /home/me/\\.accelopt/memory\\.sqlite',
+      ),
+      'the full path is in the tooltip',
+    );
+  });
+
+  it('shortens a memory path to its file name, with either separator', () => {
+    assert.equal(fileName('/tmp/accelopt-editor-e2e.U1k0EP/state/memory.sqlite'), 'memory.sqlite');
+    assert.equal(fileName('C:\\Users\\me\\memory.sqlite'), 'memory.sqlite');
+    assert.equal(fileName('memory.sqlite'), 'memory.sqlite');
+    assert.equal(fileName('/data/memory/'), 'memory');
   });
 
   it('shares one request between refreshes that overlap', async () => {

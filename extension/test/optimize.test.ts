@@ -3,7 +3,13 @@ import './support/installVscodeMock';
 import assert from 'node:assert/strict';
 import { beforeEach, describe, it } from 'node:test';
 
-import { describeOutcome, runOptimization, type SearchChannel } from '../src/optimize';
+import {
+  countCandidates,
+  describeOutcome,
+  outcomeActions,
+  runOptimization,
+  type SearchChannel,
+} from '../src/optimize';
 import type { CandidatesNotification } from '../src/protocol';
 import { SearchProgress } from '../src/searchProgress';
 import type { OptimizeParams, OptimizeResult, SearchStateNotification } from '../src/protocol';
@@ -127,7 +133,7 @@ describe('optimize', () => {
       [
         ['starting…', undefined],
         ['profiling the original kernel…', undefined],
-        ['iteration 1 of 4 · best 1.10× · 2 checked · $0.00', undefined],
+        ['iteration 1 of 4 · best 1.10× · 2 checked', undefined],
         ['iteration 3 of 4 · best 1.31× · 2 checked · $0.04', 50],
       ],
       'other searches do not leak in; two of four iterations done',
@@ -182,7 +188,7 @@ describe('optimize', () => {
     (await progress).source.cancel();
     const value = await outcome;
     assert.deepEqual(value, { kind: 'cancelled', searchId: undefined, confirmed: false });
-    assert.equal(describeOutcome(value, target, 0, undefined).severity, 'warning');
+    assert.equal(describeOutcome(value, target, { usable: 0, faster: 0 }, undefined).severity, 'warning');
   });
 
   it('reports a failed request as a failure, not a cancellation', async () => {
@@ -204,7 +210,11 @@ describe('what the user reads', () => {
     status.onCandidates(
       candidates('s', [candidate('a', { status: 'pending' }), candidate('b', { status: 'timeout' })]),
     );
-    assert.equal(status.message, 'iteration 1 of 16 · no faster kernel yet · 1 checked · $0.00');
+    assert.equal(
+      status.message,
+      'iteration 1 of 16 · no faster kernel yet · 1 checked',
+      'nothing spent (offline agents): no "$0.00"',
+    );
     status.onState(searchState('s', { iteration: 16, totalIterations: 16, bestSpeedup: 1.5, dollars: 1.25 }));
     assert.equal(
       status.message,
@@ -221,25 +231,81 @@ describe('what the user reads', () => {
   it('names the outcome, the best speedup and the backend that measured it', () => {
     const sim = { backend: 'simulator', hardware: 'trn1' };
     assert.equal(
-      describeOutcome({ kind: 'finished', result: result('completed') }, target, 3, sim).text,
+      describeOutcome(
+        { kind: 'finished', result: result('completed') },
+        target,
+        { usable: 3, faster: 2 },
+        sim,
+      ).text,
       'AccelOpt: the search for silu_kernel finished: best candidate 1.84× faster (simulated on trn1); 3 candidates in the AccelOpt view.',
     );
     assert.match(
-      describeOutcome({ kind: 'finished', result: result('budget', { bestSpeedup: 1.0 }) }, target, 1, sim)
-        .text,
-      /reached its budget: no faster kernel found \(simulated on trn1\); 1 candidate in/,
+      describeOutcome(
+        { kind: 'finished', result: result('budget', { bestSpeedup: 1.0 }) },
+        target,
+        { usable: 0, faster: 0 },
+        sim,
+      ).text,
+      /reached its budget: no faster kernel found \(simulated on trn1\); 0 candidates in/,
+    );
+    assert.equal(
+      describeOutcome(
+        { kind: 'finished', result: result('completed', { bestSpeedup: 1.0 }) },
+        target,
+        { usable: 5, faster: 0 },
+        sim,
+      ).text,
+      'AccelOpt: the search for silu_kernel finished (simulated on trn1): 5 correct rewrites, none faster, in the AccelOpt view.',
     );
     const error = describeOutcome(
       { kind: 'finished', result: result('error', { message: 'endpoint unreachable' }) },
       target,
-      0,
+      { usable: 0, faster: 0 },
       sim,
     );
     assert.equal(error.severity, 'error');
     assert.match(error.text, /endpoint unreachable/);
     assert.match(
-      describeOutcome({ kind: 'cancelled', searchId: 's1', confirmed: true }, target, 2, sim).text,
-      /stopped the search for silu_kernel; 2 candidates/,
+      describeOutcome(
+        { kind: 'cancelled', searchId: 's1', confirmed: true },
+        target,
+        { usable: 2, faster: 1 },
+        sim,
+      ).text,
+      /stopped the search for silu_kernel; 2 candidates in the AccelOpt view\.$/,
     );
+    assert.equal(
+      describeOutcome(
+        { kind: 'cancelled', searchId: 's1', confirmed: true },
+        target,
+        { usable: 2, faster: 0 },
+        sim,
+      ).text,
+      'AccelOpt: stopped the search for silu_kernel; 2 correct rewrites, none faster, in the AccelOpt view.',
+    );
+  });
+
+  it('counts the faster candidates: 1.004× reads 1.00× and is not faster, failures never count', () => {
+    assert.deepEqual(
+      countCandidates([
+        { info: candidate('a', { speedup: 1.07 }) },
+        { info: candidate('b', { speedup: 1.004 }) },
+        { info: candidate('c', { speedup: 0.9 }) },
+        { info: candidate('d', { status: 'incorrect', speedup: 3 }) },
+      ]),
+      { usable: 4, faster: 1 },
+    );
+  });
+
+  it('offers the diff of the best candidate only when it is faster', () => {
+    assert.deepEqual(outcomeActions(candidate('a', { speedup: 1.07 })), [
+      'Show Diff of Best',
+      'Show Candidates',
+    ]);
+    assert.deepEqual(outcomeActions(candidate('a', { speedup: 1.0 })), ['Show Candidates']);
+    assert.deepEqual(outcomeActions(candidate('a', { speedup: 1.004 })), ['Show Candidates']);
+    assert.deepEqual(outcomeActions(candidate('a', { speedup: 0.8 })), ['Show Candidates']);
+    assert.deepEqual(outcomeActions(candidate('a', { status: 'timeout', speedup: 2 })), ['Show Candidates']);
+    assert.deepEqual(outcomeActions(undefined), ['Show Candidates']);
   });
 });
