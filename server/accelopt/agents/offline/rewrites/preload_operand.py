@@ -337,22 +337,28 @@ def _nest(
 
 
 def _named_slice(view: KernelView, expr: cst.BaseExpression) -> cst.Slice | None:
-    """`cols` bound to `slice(lo, hi)` as the equivalent `lo:hi`."""
+    """`cols` bound to `slice(lo, hi)` as the equivalent `lo:hi`, from the binding that reaches
+    `expr` (the nearest earlier assignment in the enclosing blocks: a kernel may reuse a name)."""
     if not isinstance(expr, cst.Name):
         return None
-    for stmt in view.simple_statements():
-        for small in stmt.body:
+    current: cst.CSTNode | None = view.statement_of(expr)
+    while current is not None:
+        siblings = view.siblings(current) if isinstance(current, cst.BaseStatement) else []
+        position = next((i for i, s in enumerate(siblings) if s is current), None)
+        for earlier in reversed(siblings[:position] if position is not None else []):
+            if expr.value not in view.access(earlier).rebinds:
+                continue
+            small = earlier.body[0] if isinstance(earlier, cst.SimpleStatementLine) else None
             if (
                 isinstance(small, cst.Assign)
-                and len(small.targets) == 1
-                and isinstance(small.targets[0].target, cst.Name)
-                and small.targets[0].target.value == expr.value
                 and isinstance(small.value, cst.Call)
                 and isinstance(small.value.func, cst.Name)
                 and small.value.func.value == "slice"
                 and len(small.value.args) == 2
             ):
                 return cst.Slice(lower=small.value.args[0].value, upper=small.value.args[1].value)
+            return None
+        current = next((a for a in view.ancestors(current) if isinstance(a, cst.BaseStatement)), None)
     return None
 
 
