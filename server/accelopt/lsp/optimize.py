@@ -182,9 +182,9 @@ class SearchSession:
         return self.running and self.cancel_event.is_set()
 
     def iteration_label(self) -> str:
-        """ "iteration 2 of 16": the iteration under way while running (`iteration` counts the
-        completed ones, as the events do), the last completed one once finished. The VS Code
-        client words its progress notification the same way."""
+        """The iteration as a person counts it, e.g. "iteration 2 of 16": the one under way while
+        running (`iteration` counts the completed ones, as the events do), the last completed
+        one once finished. The VS Code client words its progress notification the same way."""
         if self.total_iterations <= 0:
             return "starting"
         current = min(self.iteration + 1, self.total_iterations) if self.running else self.iteration
