@@ -7,7 +7,7 @@
  * "Iteration k of N" names the iteration under way (the server counts completed ones).
  */
 
-import { formatDollars, formatSpeedup } from './format';
+import { formatDollars, formatSpeedup, isFaster } from './format';
 import type { CandidatesNotification, SearchStateNotification } from './protocol';
 
 export class SearchProgress {
@@ -54,7 +54,8 @@ export class SearchProgress {
       parts.push(`iteration ${current} of ${this.total}`);
     }
     const best = this.best;
-    parts.push(best === null ? 'no faster kernel yet' : `best ${formatSpeedup(best)}`);
+    // A best of 1.00× is the original kernel's own time, not a find.
+    parts.push(isFaster(best) ? `best ${formatSpeedup(best)}` : 'no faster kernel yet');
     if (this.lists > 0) {
       parts.push(`${this.checked} checked`);
     }

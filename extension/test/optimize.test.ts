@@ -215,6 +215,12 @@ describe('what the user reads', () => {
       'iteration 1 of 16 · no faster kernel yet · 1 checked',
       'nothing spent (offline agents): no "$0.00"',
     );
+    status.onState(searchState('s', { iteration: 3, totalIterations: 16, bestSpeedup: 1.0 }));
+    assert.equal(
+      status.message,
+      'iteration 4 of 16 · no faster kernel yet · 1 checked',
+      'a best of 1.00× is not a find',
+    );
     status.onState(searchState('s', { iteration: 16, totalIterations: 16, bestSpeedup: 1.5, dollars: 1.25 }));
     assert.equal(
       status.message,
