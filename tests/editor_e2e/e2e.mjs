@@ -265,6 +265,10 @@ try {
       .locator('.tabs-container .tab', { hasText: /^silu\.py/ })
       .first()
       .click();
+    // The first search's closing message may still be on screen: clear it, so that a "finished"
+    // message seen from here on can only belong to the second search.
+    await runCommand('Notifications: Clear All Notifications');
+    await until('the old notifications to close', async () => (await toastTexts()).length === 0);
     await editorLine('def silu_kernel')
       .locator('span > span', { hasText: /^silu_kernel$/ })
       .click();
