@@ -3,9 +3,10 @@
     m' = b1*m + (1-b1)*g          v' = b2*v + (1-b2)*g^2
     p' = p*(1 - lr*wd) - lr/bc1 * m' / (sqrt(v'/bc2) + eps)
 
-The row count need not be a multiple of 128: the last row block is masked, exactly as a
-compiler emits it (`-128*i0 - p + (rows-1) >= 0`). Every instruction of a block carries the
-mask; the engine is left to the compiler where two engines could do the work.
+A 2-D loop over 128 x 256 tiles; each tile is loaded, updated with fused two-op instructions
+(scalar_tensor_tensor for the moving averages and the final step, one tensor_scalar for
+`1 / (d + eps)`) and stored. The row count need not be a multiple of 128: the last row block is
+masked, as a compiler emits it (`-128*i0 - p + (rows-1) >= 0`).
 """
 
 import neuronxcc.nki as nki
@@ -26,140 +27,56 @@ def adamw_kernel(param, grad, exp_avg, exp_avg_sq):
     import numpy as np
 
     rows, cols = param.shape
-    row_blocks = (rows + 127) // 128
-    col_blocks = cols // 512
     bias1 = 1.0 - BETA1**STEP
     bias2 = 1.0 - BETA2**STEP
     out = nl.ndarray((rows, cols), dtype=np.float32, buffer=nl.shared_hbm)
 
-    blk = (row_blocks, col_blocks, nl.par_dim(128), 512)
-    p_t = nl.ndarray(blk, dtype=np.float32, buffer=nl.sbuf)
-    g_t = nl.ndarray(blk, dtype=np.float32, buffer=nl.sbuf)
-    m_t = nl.ndarray(blk, dtype=np.float32, buffer=nl.sbuf)
-    v_t = nl.ndarray(blk, dtype=np.float32, buffer=nl.sbuf)
-    m_scaled = nl.ndarray(blk, dtype=np.float32, buffer=nl.sbuf)
-    g_scaled = nl.ndarray(blk, dtype=np.float32, buffer=nl.sbuf)
-    m_new = nl.ndarray(blk, dtype=np.float32, buffer=nl.sbuf)
-    g_sq = nl.ndarray(blk, dtype=np.float32, buffer=nl.sbuf)
-    v_scaled = nl.ndarray(blk, dtype=np.float32, buffer=nl.sbuf)
-    v_new = nl.ndarray(blk, dtype=np.float32, buffer=nl.sbuf)
-    denom = nl.ndarray(blk, dtype=np.float32, buffer=nl.sbuf)
-    inv_denom = nl.ndarray(blk, dtype=np.float32, buffer=nl.sbuf)
-    update = nl.ndarray(blk, dtype=np.float32, buffer=nl.sbuf)
-    p_decayed = nl.ndarray(blk, dtype=np.float32, buffer=nl.sbuf)
-    p_new = nl.ndarray(blk, dtype=np.float32, buffer=nl.sbuf)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(256)[None, :]
+    for i0 in nl.affine_range((rows + 127) // 128):
+        for i1 in nl.affine_range(cols // 256):
+            live = -128 * i0 - i_p + (rows - 1) >= 0
+            p = nl.load(param[128 * i0 + i_p, 256 * i1 + i_f], mask=live)
+            g = nl.load(grad[128 * i0 + i_p, 256 * i1 + i_f], mask=live)
+            m = nl.load(exp_avg[128 * i0 + i_p, 256 * i1 + i_f], mask=live)
+            v = nl.load(exp_avg_sq[128 * i0 + i_p, 256 * i1 + i_f], mask=live)
 
-    for i0 in nl.affine_range(row_blocks):
-        for i1 in nl.affine_range(col_blocks):
-            p_t[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]] = nl.load(
-                param[128 * i0 + nl.arange(128)[:, None], 512 * i1 + nl.arange(512)[None, :]],
-                mask=(-128 * i0 - nl.arange(128)[:, None] + (rows - 1) >= 0),
+            """ m' = (g * (1-b1)) + b1*m """
+            m_decayed = nisa.tensor_scalar(data=m, op0=np.multiply, operand0=BETA1, mask=live)
+            m_new = nisa.scalar_tensor_tensor(
+                data=g, op0=np.multiply, operand0=1.0 - BETA1, op1=np.add, operand1=m_decayed, mask=live
             )
-            g_t[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]] = nl.load(
-                grad[128 * i0 + nl.arange(128)[:, None], 512 * i1 + nl.arange(512)[None, :]],
-                mask=(-128 * i0 - nl.arange(128)[:, None] + (rows - 1) >= 0),
+            """ v' = (g^2 * (1-b2)) + b2*v; the square on the scalar engine, off the vector engine """
+            g_sq = nisa.activation(op=nl.square, data=g, mask=live)
+            v_decayed = nisa.tensor_scalar(
+                data=v, op0=np.multiply, operand0=BETA2, engine=nisa.gpsimd_engine, mask=live
             )
-            m_t[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]] = nl.load(
-                exp_avg[128 * i0 + nl.arange(128)[:, None], 512 * i1 + nl.arange(512)[None, :]],
-                mask=(-128 * i0 - nl.arange(128)[:, None] + (rows - 1) >= 0),
+            v_new = nisa.scalar_tensor_tensor(
+                data=g_sq, op0=np.multiply, operand0=1.0 - BETA2, op1=np.add, operand1=v_decayed, mask=live
             )
-            v_t[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]] = nl.load(
-                exp_avg_sq[128 * i0 + nl.arange(128)[:, None], 512 * i1 + nl.arange(512)[None, :]],
-                mask=(-128 * i0 - nl.arange(128)[:, None] + (rows - 1) >= 0),
+            """ 1 / (sqrt(v'/bc2) + eps) """
+            root = nisa.activation(op=nl.sqrt, data=v_new, scale=1.0 / bias2, mask=live)
+            inv_denom = nisa.tensor_scalar(
+                data=root, op0=np.add, operand0=EPS, op1=np.divide, operand1=1.0, reverse1=True, mask=live
             )
-            m_scaled[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]] = nisa.tensor_scalar(
-                data=m_t[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]],
+            direction = nisa.tensor_tensor(data1=m_new, data2=inv_denom, op=np.multiply, mask=live)
+            """ p' = (direction * -lr/bc1) + p*(1 - lr*wd) """
+            p_decayed = nisa.tensor_scalar(
+                data=p,
                 op0=np.multiply,
-                operand0=np.dtype(np.float32).type(BETA1),
-                engine=nki.isa.unknown_engine,
-                mask=(-128 * i0 - nl.arange(128)[:, None] + (rows - 1) >= 0),
+                operand0=1.0 - LR * WEIGHT_DECAY,
+                engine=nisa.gpsimd_engine,
+                mask=live,
             )
-            g_scaled[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]] = nisa.tensor_scalar(
-                data=g_t[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]],
+            p_new = nisa.scalar_tensor_tensor(
+                data=direction,
                 op0=np.multiply,
-                operand0=np.dtype(np.float32).type(1.0 - BETA1),
-                engine=nki.isa.unknown_engine,
-                mask=(-128 * i0 - nl.arange(128)[:, None] + (rows - 1) >= 0),
+                operand0=-LR / bias1,
+                op1=np.add,
+                operand1=p_decayed,
+                mask=live,
             )
-            m_new[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]] = nisa.tensor_tensor(
-                data1=m_scaled[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]],
-                data2=g_scaled[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]],
-                op=np.add,
-                mask=(-128 * i0 - nl.arange(128)[:, None] + (rows - 1) >= 0),
-            )
-            g_sq[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]] = nisa.tensor_tensor(
-                data1=g_t[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]],
-                data2=g_t[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]],
-                op=np.multiply,
-                mask=(-128 * i0 - nl.arange(128)[:, None] + (rows - 1) >= 0),
-            )
-            v_scaled[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]] = nisa.tensor_scalar(
-                data=v_t[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]],
-                op0=np.multiply,
-                operand0=np.dtype(np.float32).type(BETA2),
-                engine=nki.isa.unknown_engine,
-                mask=(-128 * i0 - nl.arange(128)[:, None] + (rows - 1) >= 0),
-            )
-            """ v' = (1 - b2) * g^2 + b2 * v """
-            v_new[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]] = nisa.tensor_tensor(
-                data1=nisa.tensor_scalar(
-                    data=g_sq[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]],
-                    op0=np.multiply,
-                    operand0=np.dtype(np.float32).type(1.0 - BETA2),
-                    engine=nki.isa.unknown_engine,
-                    mask=(-128 * i0 - nl.arange(128)[:, None] + (rows - 1) >= 0),
-                ),
-                data2=v_scaled[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]],
-                op=np.add,
-                mask=(-128 * i0 - nl.arange(128)[:, None] + (rows - 1) >= 0),
-            )
-            denom[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]] = nisa.activation(
-                op=nl.sqrt,
-                data=v_new[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]],
-                scale=np.dtype(np.float32).type(1.0 / bias2),
-                mask=(-128 * i0 - nl.arange(128)[:, None] + (rows - 1) >= 0),
-            )
-            inv_denom[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]] = nisa.reciprocal(
-                nisa.tensor_scalar(
-                    data=denom[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]],
-                    op0=np.add,
-                    operand0=np.dtype(np.float32).type(EPS),
-                    engine=nki.isa.unknown_engine,
-                    mask=(-128 * i0 - nl.arange(128)[:, None] + (rows - 1) >= 0),
-                ),
-                mask=(-128 * i0 - nl.arange(128)[:, None] + (rows - 1) >= 0),
-            )
-            update[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]] = nisa.tensor_tensor(
-                data1=m_new[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]],
-                data2=inv_denom[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]],
-                op=np.multiply,
-                mask=(-128 * i0 - nl.arange(128)[:, None] + (rows - 1) >= 0),
-            )
-            p_decayed[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]] = nisa.tensor_scalar(
-                data=p_t[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]],
-                op0=np.multiply,
-                operand0=np.dtype(np.float32).type(1.0 - LR * WEIGHT_DECAY),
-                engine=nki.isa.unknown_engine,
-                mask=(-128 * i0 - nl.arange(128)[:, None] + (rows - 1) >= 0),
-            )
-            """ p' = p * (1 - lr*wd) - (lr / bc1) * update """
-            p_new[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]] = nisa.tensor_tensor(
-                data1=p_decayed[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]],
-                data2=nisa.tensor_scalar(
-                    data=update[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]],
-                    op0=np.multiply,
-                    operand0=np.dtype(np.float32).type(LR / bias1),
-                    engine=nki.isa.unknown_engine,
-                    mask=(-128 * i0 - nl.arange(128)[:, None] + (rows - 1) >= 0),
-                ),
-                op=np.subtract,
-                mask=(-128 * i0 - nl.arange(128)[:, None] + (rows - 1) >= 0),
-            )
-            nl.store(
-                out[128 * i0 + nl.arange(128)[:, None], 512 * i1 + nl.arange(512)[None, :]],
-                value=p_new[i0, i1, nl.arange(128)[:, None], nl.arange(512)[None, :]],
-                mask=(-128 * i0 - nl.arange(128)[:, None] + (rows - 1) >= 0),
-            )
+            nl.store(out[128 * i0 + i_p, 256 * i1 + i_f], value=p_new, mask=live)
         """ end loop i1 """
     """ end loop i0 """
     return out

@@ -9,7 +9,7 @@ EPS = 1e-8
 WEIGHT_DECAY = 0.01
 STEP = 10
 
-# (rows, cols): rows need not be a multiple of 128 (the kernel masks the tail), cols a multiple of 512
+# (rows, cols): rows need not be a multiple of 128 (the kernel masks the tail), cols a multiple of 256
 SHAPES = {"full": (1000, 2048), "small": (200, 1024)}
 
 

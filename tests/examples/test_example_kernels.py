@@ -42,17 +42,18 @@ EXPECTED_COUNTS: dict[str, tuple[str, dict[str, int]]] = {
     ),
     # 2 heads x 2 chunks: 4 loads (two 64-partition halves, cos, sin), 6 vector ops, 2 stores
     "rope": ("rope_kernel", {"dma_load": 16, "tensor_tensor": 24, "dma_store": 8}),
-    # 200 x 1024 in 2 x 2 blocks (the second row block masked to 72 rows): 4 loads, 7
-    # tensor_scalar, 5 tensor_tensor, 1 sqrt activation, 1 reciprocal and 1 store per block
+    # 200 x 1024 in 2 x 4 tiles of 128 x 256 (the second row block masked to 72 rows), per tile:
+    # 4 loads; 4 tensor_scalar (b1*m, b2*v, 1/(d+eps), p decay); 3 scalar_tensor_tensor (m', v', p');
+    # 2 activations (square, sqrt); 1 tensor_tensor (m' * 1/(d+eps)); 1 store
     "adamw": (
         "adamw_kernel",
         {
-            "dma_load": 16,
-            "tensor_scalar": 28,
-            "tensor_tensor": 20,
-            "activation": 4,
-            "reciprocal": 4,
-            "dma_store": 4,
+            "dma_load": 32,
+            "tensor_scalar": 32,
+            "scalar_tensor_tensor": 24,
+            "activation": 16,
+            "tensor_tensor": 8,
+            "dma_store": 8,
         },
     ),
 }
