@@ -692,99 +692,31 @@ def _reduce(
     return out
 
 
-def sum(
-    x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, mask: Any = None, **_: Any
-) -> _Tensor:
-    ctx = _current()
-    return _reduce(
-        ctx, ctx.line(), _ops.spec("add"), x, axis, dtype=dtype, keepdims=keepdims, mask=mask, api="nl.sum"
-    )
+def _make_reduction(name: str, op: str, *, mean: bool = False) -> Any:
+    """``nl.<name>``: a reduction of a tile with the binary op ``op`` (a mean divides by the count)."""
+    spec = _ops.spec(op)
+    api = f"nl.{name}"
+
+    def fn(
+        x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, mask: Any = None, **_: Any
+    ) -> _Tensor:
+        ctx = _current()
+        return _reduce(
+            ctx, ctx.line(), spec, x, axis, dtype=dtype, keepdims=keepdims, mask=mask, mean=mean, api=api
+        )
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Reduce a tile along axes with {op}" + (", divided by the count." if mean else ".")
+    return fn
 
 
-def max(
-    x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, mask: Any = None, **_: Any
-) -> _Tensor:
-    ctx = _current()
-    return _reduce(
-        ctx,
-        ctx.line(),
-        _ops.spec("maximum"),
-        x,
-        axis,
-        dtype=dtype,
-        keepdims=keepdims,
-        mask=mask,
-        api="nl.max",
-    )
-
-
-def min(
-    x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, mask: Any = None, **_: Any
-) -> _Tensor:
-    ctx = _current()
-    return _reduce(
-        ctx,
-        ctx.line(),
-        _ops.spec("minimum"),
-        x,
-        axis,
-        dtype=dtype,
-        keepdims=keepdims,
-        mask=mask,
-        api="nl.min",
-    )
-
-
-def prod(
-    x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, mask: Any = None, **_: Any
-) -> _Tensor:
-    ctx = _current()
-    return _reduce(
-        ctx,
-        ctx.line(),
-        _ops.spec("multiply"),
-        x,
-        axis,
-        dtype=dtype,
-        keepdims=keepdims,
-        mask=mask,
-        api="nl.prod",
-    )
-
-
-def mean(
-    x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, mask: Any = None, **_: Any
-) -> _Tensor:
-    ctx = _current()
-    return _reduce(
-        ctx,
-        ctx.line(),
-        _ops.spec("add"),
-        x,
-        axis,
-        dtype=dtype,
-        keepdims=keepdims,
-        mask=mask,
-        mean=True,
-        api="nl.mean",
-    )
-
-
-def all(
-    x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, mask: Any = None, **_: Any
-) -> _Tensor:
-    ctx = _current()
-    return _reduce(
-        ctx,
-        ctx.line(),
-        _ops.spec("minimum"),
-        x,
-        axis,
-        dtype=dtype,
-        keepdims=keepdims,
-        mask=mask,
-        api="nl.all",
-    )
+sum = _make_reduction("sum", "add")
+max = _make_reduction("max", "maximum")
+min = _make_reduction("min", "minimum")
+prod = _make_reduction("prod", "multiply")
+mean = _make_reduction("mean", "add", mean=True)
+# nl.all is a minimum reduction: on 0/1 tiles it is 1 only where every element is 1
+all = _make_reduction("all", "minimum")
 
 
 def var(x: Any, axis: Any = None, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
