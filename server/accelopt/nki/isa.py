@@ -37,6 +37,7 @@ from accelopt.nki.instructions import to_view as _to_view
 from accelopt.nki.instructions import unassigned_extra as _unassigned_extra
 from accelopt.nki.tensor import Tensor as _Tensor
 from accelopt.nki.tensor import TileOps as _TileOps
+from accelopt.nki.tensor import View as _View
 from accelopt.nki.trace import Engine as _Engine
 from accelopt.nki.trace import Memory as _Memory
 
@@ -194,6 +195,29 @@ def nc_matmul(
     return out
 
 
+def _emit_vector_whole_tile(
+    ctx: _KernelContext, line: int, opcode: str, view: _View, out: _Tensor, out_dtype: Any, **costs: Any
+) -> None:
+    """Record a Vector Engine instruction that reads all of ``view`` (unmasked) into the new SBUF
+    tile ``out``; ``costs`` are the instruction's own extra fields (vector_ops, is_transpose)."""
+    p, f = _pf(view.shape)
+    out._producer = ctx.emit(
+        _Engine.VECTOR,
+        opcode,
+        p,
+        f,
+        _dname(view._tensor.dtype),
+        _dname(out_dtype),
+        (view._region(),),
+        (out._full_region(),),
+        view._tensor.memory,
+        _Memory.SBUF,
+        line,
+        bytes=p * f * view._tensor.dtype.itemsize,
+        **costs,
+    )
+
+
 @_writes_dst
 def nc_transpose(data: Any, mask: Any = None, dtype: Any = None, engine: Any = None, **_: Any) -> _Tensor:
     """Transpose a tile: on the Tensor Engine into PSUM (default), or on the Vector Engine
@@ -214,21 +238,7 @@ def nc_transpose(data: Any, mask: Any = None, dtype: Any = None, engine: Any = N
         out_dtype = _dt.as_dtype(dtype) if dtype is not None else view._tensor.dtype
         values = _read_values(view, False).reshape(p, f).T if ctx.numerics else None
         out = _result_tile(ctx, (f, p), out_dtype, _SBUF, line, "transpose", values, None)
-        out._producer = ctx.emit(
-            _Engine.VECTOR,
-            "transpose",
-            p,
-            f,
-            _dname(view._tensor.dtype),
-            _dname(out_dtype),
-            (view._region(),),
-            (out._full_region(),),
-            view._tensor.memory,
-            _Memory.SBUF,
-            line,
-            bytes=p * f * view._tensor.dtype.itemsize,
-            is_transpose=True,
-        )
+        _emit_vector_whole_tile(ctx, line, "transpose", view, out, out_dtype, is_transpose=True)
         return out
     return _nl._tensor_engine_transpose(ctx, line, view, "nisa.nc_transpose", strict=True)
 
@@ -760,21 +770,7 @@ def bn_stats(data: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tenso
             cols += [np.full(p, n, dtype=np.float64), mean, m2]
         values = np.stack(cols, axis=1).astype(np.float32)
     out = _result_tile(ctx, (p, _BN_STATS_DIM), out_dtype, _SBUF, line, "bn_stats", values, None)
-    out._producer = ctx.emit(
-        _Engine.VECTOR,
-        "bn_stats",
-        p,
-        f,
-        _dname(view._tensor.dtype),
-        _dname(out_dtype),
-        (view._region(),),
-        (out._full_region(),),
-        view._tensor.memory,
-        _Memory.SBUF,
-        line,
-        bytes=p * f * view._tensor.dtype.itemsize,
-        vector_ops=2 * p * f,
-    )
+    _emit_vector_whole_tile(ctx, line, "bn_stats", view, out, out_dtype, vector_ops=2 * p * f)
     return out
 
 
@@ -801,21 +797,7 @@ def bn_aggr(data: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor
         m2 = (m2s + counts * (means - mean[:, None]) ** 2).sum(axis=1)
         values = np.stack([mean, m2 / safe], axis=1).astype(np.float32)
     out = _result_tile(ctx, (p, _BN_AGGR_DIM), out_dtype, _SBUF, line, "bn_aggr", values, None)
-    out._producer = ctx.emit(
-        _Engine.VECTOR,
-        "bn_aggr",
-        p,
-        f,
-        _dname(view._tensor.dtype),
-        _dname(out_dtype),
-        (view._region(),),
-        (out._full_region(),),
-        view._tensor.memory,
-        _Memory.SBUF,
-        line,
-        bytes=p * f * view._tensor.dtype.itemsize,
-        vector_ops=p * f,
-    )
+    _emit_vector_whole_tile(ctx, line, "bn_aggr", view, out, out_dtype, vector_ops=p * f)
     return out
 
 
