@@ -41,7 +41,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import EvalStatus, Evaluation, KernelSource
 from accelopt.profiling.policy import check_source
-from accelopt.profiling.profile import Bound, Profile, Work
+from accelopt.profiling.profile import SUMMARY_COUNTS, SUMMARY_FRACTIONS, SUMMARY_RATIOS, Bound, Profile, Work
 from accelopt.profiling.task import Task
 
 COMPILE_OPTIONS = "--disable-dge --logical-nc-config=1"
@@ -55,31 +55,6 @@ MAX_BATCHES = 3
 MAX_MESSAGE = 8000
 # The compiler's error codes (NKI_NOTES §2) are part of its messages; agents learn from them.
 _ERROR_CODE = re.compile(r"\berr_[a-z0-9_]+\b")
-
-# summary-json keys copied into Profile as they are (same names; `_percent` fields are fractions)
-_INT_FIELDS = (
-    "hbm_read_bytes",
-    "hbm_write_bytes",
-    "sbuf_read_bytes",
-    "sbuf_write_bytes",
-    "psum_read_bytes",
-    "psum_write_bytes",
-    "spill_save_bytes",
-    "spill_reload_bytes",
-    "hardware_flops",
-    "transpose_flops",
-)
-_FLOAT_FIELDS = (
-    "mm_arithmetic_intensity",
-    "peak_flops_bandwidth_ratio",
-    "hfu_estimated_percent",
-)
-_FRACTION_FIELDS = (
-    "tensor_engine_active_time_percent",
-    "vector_engine_active_time_percent",
-    "scalar_engine_active_time_percent",
-    "gpsimd_engine_active_time_percent",
-)
 
 
 class NeuronUnavailable(RuntimeError):
@@ -289,11 +264,10 @@ def profile_from_summary(result: NeuronResult, task: Task, hardware: str) -> Pro
     latency_s = statistics.median(result.samples_s) if result.samples_s else float(summary["total_time"])
     if latency_s <= 0:
         raise ValueError(f"total_time must be positive, got {latency_s}")
-    fields: dict[str, Any] = {k: int(summary[k]) for k in _INT_FIELDS if k in summary}
-    fields.update({k: float(summary[k]) for k in _FLOAT_FIELDS if k in summary})
-    fields.update({k: min(1.0, max(0.0, float(summary[k]))) for k in _FRACTION_FIELDS if k in summary})
-    if "dma_active_time_percent" in summary:
-        fields["dma_active_time_percent"] = min(1.0, max(0.0, float(summary["dma_active_time_percent"])))
+    # the summary-json keys Profile shares with neuron-profile are copied as they are
+    fields: dict[str, Any] = {k: int(summary[k]) for k in SUMMARY_COUNTS if k in summary}
+    fields.update({k: float(summary[k]) for k in SUMMARY_RATIOS if k in summary})
+    fields.update({k: min(1.0, max(0.0, float(summary[k]))) for k in SUMMARY_FRACTIONS if k in summary})
     work = task.work
     if work is None and result.work is not None:
         work = Work(

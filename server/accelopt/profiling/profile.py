@@ -13,6 +13,29 @@ from pydantic import BaseModel, Field
 Bound = Literal["hbm", "tensor", "vector", "latency"]
 BackendName = Literal["simulator", "neuron"]
 
+# The summary-json metrics a Profile carries under neuron-profile's own names: byte and flop
+# counts, plain ratios, and engine-active fractions (kept in [0, 1]).
+SUMMARY_COUNTS = (
+    "hbm_read_bytes",
+    "hbm_write_bytes",
+    "sbuf_read_bytes",
+    "sbuf_write_bytes",
+    "psum_read_bytes",
+    "psum_write_bytes",
+    "spill_save_bytes",
+    "spill_reload_bytes",
+    "hardware_flops",
+    "transpose_flops",
+)
+SUMMARY_RATIOS = ("mm_arithmetic_intensity", "peak_flops_bandwidth_ratio", "hfu_estimated_percent")
+SUMMARY_FRACTIONS = (
+    "tensor_engine_active_time_percent",
+    "vector_engine_active_time_percent",
+    "scalar_engine_active_time_percent",
+    "gpsimd_engine_active_time_percent",
+    "dma_active_time_percent",
+)
+
 
 class LineCost(BaseModel):
     """Time attributed to one kernel source line (busy engine time of its instructions)."""
@@ -84,27 +107,12 @@ class Profile(BaseModel):
 
     def summary_fields(self) -> dict[str, float]:
         """The neuron-profile-style metric dictionary the agents read."""
-        keys = [
+        keys = (
             "latency_ms",
-            "hbm_read_bytes",
-            "hbm_write_bytes",
-            "sbuf_read_bytes",
-            "sbuf_write_bytes",
-            "psum_read_bytes",
-            "psum_write_bytes",
-            "spill_save_bytes",
-            "spill_reload_bytes",
-            "hardware_flops",
-            "transpose_flops",
-            "mm_arithmetic_intensity",
-            "peak_flops_bandwidth_ratio",
-            "hfu_estimated_percent",
-            "tensor_engine_active_time_percent",
-            "vector_engine_active_time_percent",
-            "scalar_engine_active_time_percent",
-            "gpsimd_engine_active_time_percent",
-            "dma_active_time_percent",
+            *SUMMARY_COUNTS,
+            *SUMMARY_RATIOS,
+            *SUMMARY_FRACTIONS,
             "peak_latency_ms",
             "percent_of_peak",
-        ]
+        )
         return {k: getattr(self, k) for k in keys}
