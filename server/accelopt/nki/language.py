@@ -900,42 +900,35 @@ def broadcast_to(x: Any, shape: Any) -> _Tensor:
         values = np.broadcast_to(_read_values(view, False).reshape(src_shape), shape)
     out = _result_tile(ctx, shape, view._tensor.dtype, _SBUF, line, "broadcast", values, None)
     partitions, free = _pf(shape)
+    costs: dict[str, Any]
     if src_shape[0] == 1 and shape[0] > 1:
+        # one row to many partitions runs as a K=1 matmul on the Tensor Engine
         fp32 = view._tensor.dtype == np.float32
-        out._producer = ctx.emit(
-            _Engine.TENSOR,
-            "broadcast",
-            1,
-            free,
-            _dname(view._tensor.dtype),
-            _dname(view._tensor.dtype),
-            (view._region(),),
-            (out._full_region(),),
-            view._tensor.memory,
-            _Memory.SBUF,
-            line,
-            bytes=_prod(view.shape) * view._tensor.dtype.itemsize,
-            flops=2 * partitions * free * (2 if fp32 else 1),
-            matmul_kmn=(1, partitions, free),
-            extra={"api": "broadcast_to"},
-        )
+        engine, opcode, rows = _Engine.TENSOR, "broadcast", 1
+        costs = {
+            "flops": 2 * partitions * free * (2 if fp32 else 1),
+            "matmul_kmn": (1, partitions, free),
+            "extra": {"api": "broadcast_to"},
+        }
     else:
         legal = (_Engine.VECTOR, _Engine.SCALAR) if view._tensor.memory is _Memory.PSUM else _ANY
-        out._producer = ctx.emit(
-            _Engine.UNASSIGNED,
-            "tensor_copy",
-            partitions,
-            free,
-            _dname(view._tensor.dtype),
-            _dname(view._tensor.dtype),
-            (view._region(),),
-            (out._full_region(),),
-            view._tensor.memory,
-            _Memory.SBUF,
-            line,
-            bytes=_prod(view.shape) * view._tensor.dtype.itemsize,
-            extra=_unassigned_extra(_Engine.UNASSIGNED, legal, {"api": "broadcast_to"}),
-        )
+        engine, opcode, rows = _Engine.UNASSIGNED, "tensor_copy", partitions
+        costs = {"extra": _unassigned_extra(_Engine.UNASSIGNED, legal, {"api": "broadcast_to"})}
+    out._producer = ctx.emit(
+        engine,
+        opcode,
+        rows,
+        free,
+        _dname(view._tensor.dtype),
+        _dname(view._tensor.dtype),
+        (view._region(),),
+        (out._full_region(),),
+        view._tensor.memory,
+        _Memory.SBUF,
+        line,
+        bytes=_prod(view.shape) * view._tensor.dtype.itemsize,
+        **costs,
+    )
     return out
 
 
