@@ -145,3 +145,17 @@ CASES["cg_axpy"] = Case(
     lambda r: [_normal(r, 256, 256), _normal(r, 256, 256)],
     lambda x, y: [y - 2.0 * x],
 )
+CASES["hw_silu_offsets"] = Case(
+    "hw_silu_offsets.py",
+    "silu_offsets_kernel",
+    "hand-written",
+    lambda r: [_normal(r, 128, 1024)],
+    lambda x: [x * _sigmoid(x)],
+)
+CASES["hw_column_ramp"] = Case(
+    "hw_column_ramp.py",
+    "column_ramp_kernel",
+    "hand-written",
+    lambda r: [_normal(r, 128, 512)],
+    lambda x: [x + (np.arange(x.shape[1]) // 256 * 256).astype(np.float32)],
+)

@@ -4,7 +4,8 @@ instructions and DMA transfers (each pays a fixed cost, NKI_NOTES §4).
 A loop `for j in range(T)` whose variable only offsets tiles along a free (non-partition) axis,
 `j * C : (j + 1) * C` or `C * j + nl.arange(C)[None, :]`, becomes `range(T // factor)` with
 offsets `factor * C` and tiles `factor * C` wide: every `C`-wide grid, slice and tile shape in the
-loop body is scaled, masks included. Refused when the variable is used any other way, when it
+loop body is scaled, masks included. The hand-written spelling `c0 = j * C` followed by slices
+`c0 : c0 + C` is understood too, as long as `c0` is used for nothing else. Refused when the variable is used any other way, when it
 tiles the partition axis, when the loop feeds the Tensor Engine, when a buffer it fills is also
 used outside the loop, or when the wider tiles would overflow PSUM (2 KiB per partition) or SBUF.
 A trip count not known from the source gets an assertion, so a shape that does not divide fails
@@ -36,6 +37,7 @@ class _Widening:
     multiplies: list[cst.BinaryOperation] = field(default_factory=list)  # `C * j` whose C scales
     aranges: list[cst.Call] = field(default_factory=list)  # `nl.arange(C)` on a free axis
     shapes: list[cst.BaseExpression] = field(default_factory=list)  # a tile shape's free extent C
+    widths: list[cst.BaseExpression] = field(default_factory=list)  # `C` in `c0 : c0 + C`
     factors: list[int] = field(default_factory=list)
 
 
@@ -91,7 +93,7 @@ class WidenFreeDim(Rewrite):
         for call in widening.aranges:
             arg = call.args[0]
             edits[id(arg.value)] = _scaled(view, arg.value, factor)
-        for extent in widening.shapes:
+        for extent in [*widening.shapes, *widening.widths]:
             edits[id(extent)] = _scaled(view, extent, factor)
         loop = widening.loop
         trip = loop.trip_expr
@@ -146,7 +148,10 @@ def _analyse(view: KernelView, loop: Loop) -> _Widening | str | None:
         coef = form.coefficient(var) if form is not None else 0
         if form is None or coef == 0:
             return f"{var} is used in `{view.snippet(root, 40)}` (line {view.line(use)}), not only as a tile offset"
-        size, reason = _context_chunk(view, root, parent, abs(coef))
+        if isinstance(parent, cst.Assign):
+            size, reason = _offset_name_chunk(view, loop, root, parent, widening)
+        else:
+            size, reason = _context_chunk(view, root, parent, abs(coef))
         if reason is not None:
             return reason
         if size is None:
@@ -176,7 +181,11 @@ def _analyse(view: KernelView, loop: Loop) -> _Widening | str | None:
 def _unexplained_width(view: KernelView, loop: Loop, widening: _Widening) -> str | None:
     """Any other spelling of the tile width in the loop body (a broadcast shape, the index of the
     last column) would silently keep the old width: refuse rather than guess its meaning."""
-    scaled: list[cst.CSTNode] = [*widening.shapes, *(c.args[0].value for c in widening.aranges)]
+    scaled: list[cst.CSTNode] = [
+        *widening.shapes,
+        *widening.widths,
+        *(c.args[0].value for c in widening.aranges),
+    ]
     for mul in widening.multiplies:
         scaled.append(mul.left if view.eval_int(mul.left) is not None else mul.right)
     covered = {id(n) for n in scaled}
@@ -272,6 +281,82 @@ def _context_chunk(
             return None, "a mask compares the loop variable alone"
         return None, "a mask on the partition axis moves with the loop variable"
     return None, f"`{view.snippet(root, 40)}` is used as a value"
+
+
+def _offset_name_chunk(
+    view: KernelView, loop: Loop, root: cst.BaseExpression, assign: cst.Assign, widening: _Widening
+) -> tuple[int | None, str | None]:
+    """`c0 = j * C` bound once inside the loop, then only ever the start of a `c0 : c0 + C`
+    free-axis slice: the tile width is C, and each `C` after `c0 +` scales with the offsets."""
+    value = f"`{view.snippet(root, 40)}` is used as a value"
+    form = linear_form(view, root)
+    if form is None or len(form.terms) != 1 or form.const or form.aranges:
+        return None, value
+    width = abs(form.coefficient(loop.var))
+    stmt = view.statement_of(assign)
+    if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name) or stmt is None:
+        return None, value
+    name = assign.targets[0].target.value
+    if not view.contains(loop.node, stmt) or _binding_count(view, name) != 1:
+        return None, f"{value}: {name} is not bound once, in the {loop.var} loop body"
+    widths: list[cst.BaseExpression] = []
+    for use in view.name_uses(name):
+        parent = view.parent(use)
+        if isinstance(parent, cst.AssignTarget) and view.statement_of(use) is stmt:
+            continue  # the binding itself
+        if isinstance(parent, cst.Slice) and parent.lower is use and view.contains(loop.node, use):
+            stop = _stop_width(view, parent.upper, name)
+            element = view.parent(parent)
+            subscript = view.parent(element) if element is not None else None
+            if stop is not None and view.eval_int(stop) == width and isinstance(subscript, cst.Subscript):
+                if _is_partition_element(view, subscript, element):
+                    return None, "the loop variable tiles the partition axis"
+                widths.append(stop)
+                continue
+        grand = view.parent(parent) if parent is not None else None
+        if isinstance(grand, cst.Slice) and grand.upper is parent and _is_name(grand.lower, name):
+            continue  # the `c0` of a `c0 : c0 + C` stop, checked with its start
+        return None, (
+            f"{value}: {name} = {view.snippet(root, 30)} is used in "
+            f"`{view.snippet(parent or use, 40)}` (line {view.line(use)}), not only as the start of "
+            f"a `{name} : {name} + {width}` slice"
+        )
+    if not widths:
+        return None, f"{value}: {name} never starts a tile slice"
+    widening.widths.extend(widths)
+    return width, None
+
+
+def _stop_width(view: KernelView, upper: cst.BaseExpression | None, name: str) -> cst.BaseExpression | None:
+    """The `C` of a slice stop written `name + C` or `C + name`."""
+    if not isinstance(upper, cst.BinaryOperation) or not isinstance(upper.operator, cst.Add):
+        return None
+    if _is_name(upper.left, name) and view.eval_int(upper.right) is not None:
+        return upper.right
+    if _is_name(upper.right, name) and view.eval_int(upper.left) is not None:
+        return upper.left
+    return None
+
+
+def _is_name(expr: cst.CSTNode | None, name: str) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == name
+
+
+def _binding_count(view: KernelView, name: str) -> int:
+    """How many statements in the kernel assign `name` (loop targets included)."""
+    count = 0
+    for stmt in view.statements():
+        if isinstance(stmt, cst.For):
+            count += any(_is_name(n, name) for n in walk(stmt.target))
+            continue
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.Assign):
+                count += sum(any(_is_name(n, name) for n in walk(t.target)) for t in small.targets)
+            elif isinstance(small, (cst.AugAssign, cst.AnnAssign)):
+                count += _is_name(small.target, name)
+    return count
 
 
 def _named_slice_chunk(view: KernelView, call: cst.Call, coef: int) -> tuple[int | None, str | None]:
