@@ -29,7 +29,6 @@ from accelopt.search.events import (
     CostEvent,
     Finished,
     IterationEvent,
-    LessonEvent,
     SearchEvent,
     Started,
 )
@@ -285,8 +284,6 @@ async def _drive(stream: Any, events: list[SearchEvent], console: Console) -> Fi
                 )
             elif isinstance(event, CostEvent):
                 state.update(dollars=event.dollars, tokens=event.prompt_tokens + event.completion_tokens)
-            elif isinstance(event, LessonEvent):
-                pass
             elif isinstance(event, Finished):
                 finished = event
                 state["evals"] = event.evaluations
