@@ -6,6 +6,7 @@ from accelopt.agents.offline.kernel_ir import view_of
 from accelopt.agents.offline.rewrites.affine_range import AffineRange
 from accelopt.agents.offline.rewrites.assign_engine import AssignEngine
 from accelopt.agents.offline.rewrites.base import Params, Rewrite, Site
+from accelopt.agents.offline.rewrites.block_accumulators import BlockAccumulators
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.rewrites.fold_activation import FoldActivation
 from accelopt.agents.offline.rewrites.fuse_scalar_tensor_tensor import FuseScalarTensorTensor
@@ -24,6 +25,7 @@ REWRITES: tuple[Rewrite, ...] = (
     AffineRange(),
     LoopInterchange(),
     WidenFreeDim(),
+    BlockAccumulators(),
     FuseSilu(),
     FoldActivation(),
     FuseTensorScalar(),
