@@ -201,6 +201,10 @@ def _analyse(view: KernelView, loop: Loop) -> _Plan:
         raise NotApplicable(f"no load is shared between {var} tiles and no transfer gets wider")
     plan.trip = view.eval_int(loop.trip_expr)
     plan.factors = _factors(view, plan, simple)
+    if not plan.factors and plan.trip is not None and all(plan.trip % f for f in FACTORS):
+        raise NotApplicable(
+            f"its trip count {plan.trip} is not a multiple of {' or '.join(map(str, FACTORS))}"
+        )
     if not plan.factors:
         raise NotApplicable(
             "no block size fits the trip count and the 8 PSUM banks "
@@ -689,7 +693,7 @@ def _wide_load(
         for use in view.name_uses(target.value):
             if use is target:
                 continue
-            if plan.member_of.get(id(view.statement_of(use))) is not group or _before(view, use, stmt):
+            if not _later_member(view, plan, group, use, stmt):
                 return None
             readers.append(use)
     elif isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
@@ -712,7 +716,7 @@ def _wide_load(
             parent = view.parent(use)
             if not isinstance(parent, cst.Subscript) or _squash(view.code(parent)) != text:
                 return None
-            if plan.member_of.get(id(owner)) is not group or _before(view, use, stmt):
+            if not _later_member(view, plan, group, use, stmt):
                 return None
             if _writes_name(view, owner, buffer) or not _grid_reader(view, parent, width):
                 return None
@@ -741,6 +745,18 @@ def _buffer_allocation(view: KernelView, buffer: str) -> cst.Call | None:
             shape = argument(call, 0, "shape")
             return call if isinstance(shape, cst.Tuple) and len(shape.elements) >= 2 else None
     return None
+
+
+def _later_member(
+    view: KernelView, plan: _Plan, group: _Group, use: cst.CSTNode, load: cst.BaseStatement
+) -> bool:
+    """A read inside a member loop (this group's or a later one's in the same body, nested or
+    not) that runs after the wide load: the wide tile is there for it."""
+    return (
+        plan.member_of.get(id(view.statement_of(use))) is not None
+        and view.contains(group.owner, use)
+        and not _before(view, use, load)
+    )
 
 
 def _grid_reader(view: KernelView, sub: cst.Subscript, width: int) -> bool:
@@ -1254,7 +1270,9 @@ class _Builder:
             for n in names_in(a.targets[0].target)
         }
         copies: list[cst.BaseStatement] = []
-        pending = sorted((read & set(plan.defs)) - defined_here)
+        # Only definitions that differ per member; the others are still in scope where they are.
+        per_member = {n for n in plan.defs if n in plan.variant}
+        pending = sorted((read & per_member) - defined_here)
         seen: set[str] = set()
         while pending:
             name = pending.pop(0)
@@ -1264,9 +1282,7 @@ class _Builder:
             stmt = plan.defs[name]
             copies.insert(0, stmt.with_changes(leading_lines=()))
             read |= names_in(_single_assign(stmt).value)  # type: ignore[union-attr]
-            pending.extend(
-                sorted((names_in(_single_assign(stmt).value) & set(plan.defs)) - defined_here - seen)
-            )  # type: ignore[union-attr]
+            pending.extend(sorted((names_in(_single_assign(stmt).value) & per_member) - defined_here - seen))  # type: ignore[union-attr]
         body: list[cst.BaseStatement] = []
         if self.var in read:
             body.append(
@@ -1286,16 +1302,29 @@ class _Builder:
 
 
 def _unused_definitions(plan: _Plan, group: _Group, original: list[cst.BaseStatement]) -> set[int]:
-    """Positions of index definitions no other member of the group reads (the groups that do read
-    them get their own copy)."""
+    """Positions of index definitions nothing left in the member loop reads (wide loads and
+    stores moved out of it spell their indices out; other groups get their own copy)."""
     definitions = {id(s) for s in plan.defs.values()}
-    unused = set()
+    reads: dict[int, set[str]] = {}
     for p in group.positions:
-        if id(original[p]) not in definitions:
+        if p in group.loads or (p in group.stores and group.stores[p].producer is not None):
             continue
-        name = _target_name(original[p])
-        if not any(name in names_in(original[q]) for q in group.positions if q != p):
-            unused.add(p)
+        if p in group.stores:
+            value = argument(group.stores[p].call, 1, "value")
+            reads[p] = names_in(value)
+        else:
+            reads[p] = names_in(original[p])
+    unused: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for p in group.positions:
+            if p in unused or id(original[p]) not in definitions:
+                continue
+            name = _target_name(original[p])
+            if not any(name in names for q, names in reads.items() if q != p and q not in unused):
+                unused.add(p)
+                changed = True
     return unused
 
 
