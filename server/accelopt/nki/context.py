@@ -29,6 +29,7 @@ from accelopt.nki.trace import (
 )
 
 if TYPE_CHECKING:
+    from accelopt.nki.replay import Recorder
     from accelopt.nki.tensor import Tensor
 
 _ASSIGNED_NAME = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?:\[.*\])?\s*(?:[-+*/]|//|\*\*)?=(?!=)")
@@ -68,6 +69,11 @@ class KernelContext:
         self._pending: dict[int, tuple[Any, ...]] = {}
         self.loop_reduce_state: dict[tuple[Any, ...], Any] = {}
         self.program_ids: tuple[int, ...] = ()
+        # trace-only replay of repeated API calls (accelopt.nki.replay): the logs by call site
+        # and argument structure, the recorder of the call being logged, the API nesting depth
+        self._replays: dict[tuple[Any, ...], Any] = {}
+        self._recorder: Recorder | None = None
+        self._api_depth = 0
 
     # --- locations -----------------------------------------------------------------------
 
@@ -126,8 +132,12 @@ class KernelContext:
             is_input,
             self.frames if alloc_loops is None else alloc_loops,
         )
+        if self._recorder is not None:
+            self._recorder.registered(tensor, name, line, is_input, alloc_loops is not None)
 
     def forget_tensor(self, tensor: Tensor) -> None:
+        if self._recorder is not None:
+            self._recorder.refuse()
         if self._pending.pop(tensor._tid, None) is None:
             self.trace.tensors.pop(tensor._tid, None)
 
@@ -213,6 +223,8 @@ class KernelContext:
             {} if extra is None else extra,
         )
         records.append(record)
+        if self._recorder is not None:
+            self._recorder.emitted(record)
         return record
 
     def note_write(self, tensor: Tensor, region: Region, line: int, accumulate: bool) -> None:
@@ -220,6 +232,8 @@ class KernelContext:
         tensor._written = True
         if tensor._root is not None:
             tensor._root._written = True
+        if self._recorder is not None:
+            self._recorder.wrote(tensor, region, line, accumulate)
         if accumulate or not self.affine_scopes:
             return
         alloc = tensor._alloc_scopes

@@ -42,7 +42,11 @@ def to_view(ctx: KernelContext, x: Any, line: int) -> View:
     """A tile argument as a view; reading it ends its 'fresh' state and checks its scope."""
     if isinstance(x, Tensor):
         if x._alias is not None:
+            if ctx._recorder is not None:
+                ctx._recorder.refuse()
             return x._alias
+        if ctx._recorder is not None:
+            ctx._recorder.viewed(x, line)
         if x._fresh:
             x._fresh = False
             x._exact = None
@@ -51,6 +55,8 @@ def to_view(ctx: KernelContext, x: Any, line: int) -> View:
         return x._full_view()
     if isinstance(x, View):
         tensor = x._tensor
+        if ctx._recorder is not None:
+            ctx._recorder.viewed(tensor, line)
         if tensor._fresh:
             tensor._fresh = False
             tensor._exact = None

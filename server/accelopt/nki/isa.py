@@ -14,6 +14,7 @@ import numpy as np
 from accelopt.nki import dtypes as _dt
 from accelopt.nki import language as _nl
 from accelopt.nki import ops as _ops
+from accelopt.nki import replay as _replay
 
 # Imported helpers are bound to underscore names: kernels see this module as `nisa` (see language.py).
 from accelopt.nki.context import KernelContext as _KernelContext
@@ -812,3 +813,28 @@ def dma_copy(dst: Any = None, src: Any = None, mask: Any = None, **_: Any) -> No
     sview = _to_view(ctx, src, line)
     minfo = _resolve_mask(ctx, mask, dview.shape)
     _dma_copy(ctx, dview, sview, line, mask=minfo)
+
+
+# Trace-only runs replay repeated calls of these from the same kernel statement (see replay.py).
+_replay.make_replayable(
+    globals(),
+    (
+        "nc_matmul",
+        "nc_transpose",
+        "activation",
+        "activation_reduce",
+        "tensor_scalar",
+        "scalar_tensor_tensor",
+        "tensor_tensor",
+        "tensor_tensor_scan",
+        "tensor_reduce",
+        "tensor_copy",
+        "reciprocal",
+        "memset",
+        "iota",
+        "affine_select",
+        "bn_stats",
+        "bn_aggr",
+        "dma_copy",
+    ),
+)

@@ -15,6 +15,7 @@ import numpy as np
 
 from accelopt.nki import dtypes as _dt
 from accelopt.nki import ops as _ops
+from accelopt.nki import replay as _replay
 
 # Everything this module imports for its own use is bound to an underscore name: kernels see
 # this module as `nl`, and the sandbox refuses underscore attributes, so helpers that could reach
@@ -491,8 +492,13 @@ def _apply_op(op: Any, *inputs: Any, dtype: Any = None, mask: Any = None) -> _Te
     return _binary(ctx, line, spec, inputs[0], inputs[1], dtype, mask)
 
 
+_UNARY_NAMES: list[str] = []
+_BINARY_NAMES: list[str] = []
+
+
 def _make_unary(name: str) -> Any:
     spec = _ops.spec(name)
+    _UNARY_NAMES.append(name)
 
     def fn(x: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
         ctx = _current()
@@ -506,6 +512,7 @@ def _make_unary(name: str) -> Any:
 
 def _make_binary(name: str) -> Any:
     spec = _ops.spec(name)
+    _BINARY_NAMES.append(name)
 
     def fn(x: Any, y: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
         ctx = _current()
@@ -1018,3 +1025,38 @@ def loop_reduce(
     acc._producer = record
     acc._fresh = acc._alias is None
     return acc
+
+
+# Trace-only runs replay repeated calls of these from the same kernel statement (see replay.py).
+_replay.make_replayable(
+    globals(),
+    (
+        "ndarray",
+        "empty_like",
+        "full",
+        "zeros",
+        "ones",
+        "zeros_like",
+        "ones_like",
+        "full_like",
+        "load",
+        "load_transpose2d",
+        "store",
+        *_UNARY_NAMES,
+        *_BINARY_NAMES,
+        "copy",
+        "identity",
+        "where",
+        "sum",
+        "max",
+        "min",
+        "prod",
+        "mean",
+        "all",
+        "var",
+        "softmax",
+        "matmul",
+        "transpose",
+        "broadcast_to",
+    ),
+)

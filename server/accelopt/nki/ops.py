@@ -240,6 +240,14 @@ def register(func: Any, name: str) -> None:
     _KEEP_ALIVE.append(func)
 
 
+def alias(func: Any, original: Any) -> None:
+    """Make `func` (a wrapper of `original`) usable as an `op=` argument wherever `original` is."""
+    found = _BY_OBJECT.get(id(original))
+    if found is not None:
+        _BY_OBJECT[id(func)] = found
+        _KEEP_ALIVE.append(func)
+
+
 def spec(name: str) -> OpSpec:
     return _SPECS[name]
 
