@@ -159,3 +159,17 @@ CASES["hw_column_ramp"] = Case(
     lambda r: [_normal(r, 128, 512)],
     lambda x: [x + (np.arange(x.shape[1]) // 256 * 256).astype(np.float32)],
 )
+CASES["cg_heads"] = Case(
+    "cg_heads.py",
+    "heads_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 4, 256, 64), _normal(r, 4, 256, 64)],
+    lambda x, y: [3.0 * x * y],
+)
+CASES["hw_heads"] = Case(
+    "hw_heads.py",
+    "heads_kernel",
+    "hand-written",
+    lambda r: [_normal(r, 4, 256, 64), _normal(r, 4, 256, 64)],
+    lambda x, y: [_sigmoid(x) * y + 1.0],
+)

@@ -9,6 +9,7 @@ from accelopt.agents.offline.rewrites.base import Params, Rewrite, Site
 from accelopt.agents.offline.rewrites.block_accumulators import BlockAccumulators
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.rewrites.fold_activation import FoldActivation
+from accelopt.agents.offline.rewrites.fold_loop import FoldLoop
 from accelopt.agents.offline.rewrites.fuse_scalar_tensor_tensor import FuseScalarTensorTensor
 from accelopt.agents.offline.rewrites.fuse_silu import FuseSilu
 from accelopt.agents.offline.rewrites.fuse_tensor_scalar import FuseTensorScalar
@@ -26,6 +27,7 @@ REWRITES: tuple[Rewrite, ...] = (
     LoopInterchange(),
     WidenFreeDim(),
     BlockAccumulators(),
+    FoldLoop(),
     FuseSilu(),
     FoldActivation(),
     FuseTensorScalar(),
