@@ -64,7 +64,8 @@ class KernelContext:
         self._next_tensor_id = 0
         self._loop_ids: dict[tuple[Any, ...], int] = {}
         self._names: dict[int, str] = {}
-        self._line_of: dict[tuple[Any, int], int] = {}  # (kernel code object, offset) -> line
+        # (id of a kernel code object, offset) -> line; the kernel's code lives as long as the run
+        self._line_of: dict[tuple[int, int], int] = {}
         # tensor id -> (tensor, name, line, is_input, alloc loop frames), until finish()/info()
         self._pending: dict[int, tuple[Any, ...]] = {}
         self.loop_reduce_state: dict[tuple[Any, ...], Any] = {}
@@ -87,7 +88,7 @@ class KernelContext:
             if filename == path:
                 # f_lineno decodes the code's line table from its start on every access; an
                 # instruction offset maps to one line, so remember it.
-                key = (frame.f_code, frame.f_lasti)
+                key = (id(frame.f_code), frame.f_lasti)  # code objects hash slowly
                 line = self._line_of.get(key)
                 if line is None:
                     line = self._line_of[key] = frame.f_lineno

@@ -180,10 +180,10 @@ class IndexExpr:
         if cache is not None and len(key) == 2:
             # the two placements of nearly every index: [:, None] and [None, :]
             a, b = key
-            if b is None and a.__class__ is slice and a.start is None and a.stop is None and a.step is None:
-                hit = cache.get(_COLUMN)
-            elif a is None and b.__class__ is slice and b.start is None and b.stop is None and b.step is None:
-                hit = cache.get(_ROW)
+            if b is None:
+                hit = cache.get(_COLUMN) if a.__class__ is slice and a == _FULL else None
+            elif a is None:
+                hit = cache.get(_ROW) if b.__class__ is slice and b == _FULL else None
             else:
                 hit = None
             if hit is not None:
@@ -464,9 +464,10 @@ _ARANGE_N: dict[int, IndexExpr] = {}  # nl.arange(n), the usual call
 
 def arange(start: int, stop: int | None = None, step: int = 1) -> IndexExpr:
     if stop is None:
-        expr = _ARANGE_N.get(start) if start.__class__ is int and step == 1 else None
-        if expr is not None:
-            return expr
+        if step == 1 and start.__class__ is int:
+            expr = _ARANGE_N.get(start)
+            if expr is not None:
+                return expr
         start, stop = 0, start
         if stop.__class__ is int and step == 1:
             expr = _ARANGE_N[stop] = arange(0, stop, 1)

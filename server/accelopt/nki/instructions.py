@@ -515,21 +515,29 @@ def _writable_by(record_engine: Engine, opcode: str, memory: Memory) -> bool:
 def assign(dst: View, value: Any, *, accumulate: bool = False, exempt: bool = False) -> None:
     """``dst[...] = value``: retarget a fresh result's instruction, else copy / fill."""
     ctx = current()
-    if (
-        isinstance(value, View)
-        and value._assigned_at == len(ctx.trace.records)
-        and value._tensor is dst._tensor
-    ):
-        value._assigned_at = -1
-        return  # the second half of `dst[key] += x`, already done
-    if isinstance(value, Tensor) and value._alias is not None and not accumulate:
+    cls = value.__class__  # tiles are exactly Tensor or View (no subclasses)
+    if cls is View:
+        if value._assigned_at == len(ctx.trace.records) and value._tensor is dst._tensor:
+            value._assigned_at = -1
+            return  # the second half of `dst[key] += x`, already done
+    elif cls is Tensor:
         alias = value._alias
-        if alias._tensor is dst._tensor and alias._box() == dst._box() and alias.shape == dst.shape:
-            return  # already there (e.g. a loop_reduce accumulator living in `dst`)
-    line = ctx.line()
-    if isinstance(value, Tensor) and value._fresh and value._producer is not None and value._alias is None:
-        if _retarget(ctx, dst, value, line, accumulate, exempt):
+        if alias is not None:
+            if (
+                not accumulate
+                and alias._tensor is dst._tensor
+                and alias._box() == dst._box()
+                and alias.shape == dst.shape
+            ):
+                return  # already there (e.g. a loop_reduce accumulator living in `dst`)
+        elif value._fresh and value._producer is not None:
+            line = ctx.line()
+            if _retarget(ctx, dst, value, line, accumulate, exempt):
+                return
+            src = to_view(ctx, value, line)
+            copy_into(ctx, dst, src, line, accumulate=accumulate, exempt=exempt)
             return
+    line = ctx.line()
     if isinstance(value, TileOps):
         src = to_view(ctx, value, line)
         copy_into(ctx, dst, src, line, accumulate=accumulate, exempt=exempt)
@@ -540,23 +548,26 @@ def assign(dst: View, value: Any, *, accumulate: bool = False, exempt: bool = Fa
 def _retarget(ctx: KernelContext, dst: View, src: Tensor, line: int, accumulate: bool, exempt: bool) -> bool:
     record = src._producer
     assert record is not None
-    if prod(dst.shape) != prod(src.shape):
-        return False
-    if (dst.shape[0] if dst.shape else 1) != (src.shape[0] if src.shape else 1):
-        raise ctx.error(
-            "err_num_partition_mismatch",
-            f"cannot assign a tile with {src.shape[0]} partitions to {dst.shape[0]} partitions",
-            line,
-        )
-    if not _writable_by(record.engine, record.opcode, dst._tensor.memory):
+    dshape, sshape = dst.shape, src.shape
+    if dshape != sshape:
+        if prod(dshape) != prod(sshape):
+            return False
+        if (dshape[0] if dshape else 1) != (sshape[0] if sshape else 1):
+            raise ctx.error(
+                "err_num_partition_mismatch",
+                f"cannot assign a tile with {sshape[0]} partitions to {dshape[0]} partitions",
+                line,
+            )
+    memory = dst._tensor.memory
+    if not _writable_by(record.engine, record.opcode, memory):
         if record.opcode in TENSOR_ENGINE_OPS and record.extra.get("strict"):
             raise ctx.error(
                 "err_unsupported_memory",
                 f"the Tensor Engine writes only PSUM; {record.opcode} cannot write a tensor in "
-                f"{dst._tensor.memory.value.upper()}",
+                f"{memory.value.upper()}",
                 line,
             )
-        if record.engine is Engine.GPSIMD and dst._tensor.memory is Memory.PSUM:
+        if record.engine is Engine.GPSIMD and memory is Memory.PSUM:
             raise ctx.error("err_unsupported_memory", "the GpSimd engine cannot write PSUM", line)
         return False
     if accumulate and record.opcode not in TENSOR_ENGINE_OPS:

@@ -963,7 +963,7 @@ def loop_reduce(
     first = _builtins.all(f.iteration == 0 for f in frames if f.loop_id in loop_ids)
     outer = tuple(f for f in frames if f.loop_id not in loop_ids)
     caller = _sys._getframe(1)
-    key = (caller.f_code, caller.f_lasti, outer)
+    key = (id(caller.f_code), caller.f_lasti, outer)  # code objects hash slowly
     acc: _Tensor | None = ctx.loop_reduce_state.get(key)
     out_dtype = _dt.as_dtype(dtype) if dtype is not None else view._tensor.dtype
     minfo = _resolve_mask(ctx, mask, view.shape)

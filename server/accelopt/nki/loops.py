@@ -30,7 +30,8 @@ def _traced(rng: range, kind: LoopKind, nki_scope: bool) -> Iterator[int]:
         yield from rng
         return
     caller = sys._getframe(1)
-    scope = ctx.enter_loop(kind, len(rng), ctx.line(), (caller.f_code, caller.f_lasti), nki_scope)
+    # the site by code id: code objects hash slowly, and the kernel's code outlives the run
+    scope = ctx.enter_loop(kind, len(rng), ctx.line(), (id(caller.f_code), caller.f_lasti), nki_scope)
     try:
         loop_id = scope.loop_id
         for n, i in enumerate(rng):

@@ -20,6 +20,7 @@ from accelopt.nki.context import current
 from accelopt.nki.dtypes import nan_fill
 from accelopt.nki.indexing import IndexExpr, Predicate
 from accelopt.nki.loops import LoopVar
+from accelopt.nki.siteindex import learn, view_at_site
 from accelopt.nki.trace import Memory, Region
 
 if TYPE_CHECKING:
@@ -267,10 +268,15 @@ class Tensor(TileOps):
     def __getitem__(self, key: Any) -> View:
         if key is Ellipsis:
             return self._full_view()
-        return _index_tensor(self, key)
+        caller = sys._getframe(1)
+        return _index_at(self, key, (id(caller.f_code), caller.f_lasti))
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        view = self._full_view() if key is Ellipsis else _index_tensor(self, key)
+        if key is Ellipsis:
+            view = self._full_view()
+        else:
+            caller = sys._getframe(1)
+            view = _index_at(self, key, (id(caller.f_code), caller.f_lasti))
         _instr().assign(view, value)
 
     def reshape(self, *shape: Any) -> Tensor:
@@ -628,6 +634,16 @@ def make_view(tensor: Tensor, shape: tuple[int, ...], key: Any, base: View | Non
         return _compose(base, offsets, terms, arrays, vshape)
     view = View(tensor, vshape, offsets, terms, arrays)
     _check_bounds(view)
+    return view
+
+
+def _index_at(tensor: Tensor, key: Any, site: tuple[int, int]) -> View:
+    """`tensor[key]` written at a kernel call site: a form compiled for the site, else the parser
+    (whose result teaches the site its form)."""
+    view = view_at_site(tensor, key, site)
+    if view is None:
+        view = _index_tensor(tensor, key)
+        learn(tensor, key, view, site)
     return view
 
 

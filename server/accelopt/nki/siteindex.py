@@ -1,0 +1,200 @@
+"""Indexing a tensor from a kernel statement seen before: a small function compiled per form.
+
+A kernel statement such as ``w[128 * i1 + nl.arange(128)[:, None], 512 * i2 + nl.arange(512)[None, :]]``
+or ``x[r0 : r0 + 128, c0 : c0 + 512]`` runs once per loop iteration with the same *form* (the
+kinds of the index parts, the grids' sizes and coefficients, the slices' extents) and new
+offsets. The first time a call site meets a form, the general parser (`tensor.make_view`) builds
+the view and this module compiles a straight-line function for the form: it checks that a key
+has exactly that form (anything else: None, and the general parser runs) and builds the view
+from the key's offsets with the view's shape, terms and box deltas as constants. The compiled
+view is identical to what the general parser builds; only the work per call shrinks.
+
+Only in-bounds forms are compiled for slices (out-of-range slices are errors the general parser
+reports); grids may reach outside the tensor (a masked tail), which marks the view as the
+general parser does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from accelopt.nki.indexing import IndexExpr
+from accelopt.nki.loops import LoopVar
+
+Builder = Callable[[Any, Any], Any]
+
+_SITES: dict[tuple[int, int], list[Builder]] = {}
+_MAX_FORMS_PER_SITE = 4
+_MAX_SITES = 20_000  # compiled forms of kernels loaded earlier in this process are dropped past this
+
+
+def view_at_site(tensor: Any, key: Any, site: tuple[int, int]) -> Any:
+    """The view `tensor[key]` if a form compiled at `site` matches, else None."""
+    builders = _SITES.get(site)
+    if builders is not None:
+        for build in builders:
+            view = build(tensor, key)
+            if view is not None:
+                return view
+    return None
+
+
+def learn(tensor: Any, key: Any, view: Any, site: tuple[int, int]) -> None:
+    """Compile the form of `key` (which the general parser turned into `view`) for `site`."""
+    builders = _SITES.get(site)
+    if builders is None:
+        if len(_SITES) >= _MAX_SITES:
+            _SITES.clear()
+        builders = _SITES[site] = []
+    if len(builders) >= _MAX_FORMS_PER_SITE:
+        return
+    build = _compile(tensor, key, view)
+    if build is None or build(tensor, key) is None:
+        build = _no_form  # keeps the site from compiling the same unsupported form every call
+    builders.append(build)
+
+
+def _no_form(tensor: Any, key: Any) -> None:
+    return None
+
+
+def _compile(tensor: Any, key: Any, view: Any) -> Builder | None:
+    if key.__class__ is not tuple or view._arrays is not None:
+        return None
+    shape = tensor.shape
+    n = len(key)
+    if n > len(shape):
+        return None
+    kinds = set()
+    for k in key:
+        cls = k.__class__
+        if cls is IndexExpr:
+            if k.values is not None:
+                return None
+            kinds.add("grid")
+        elif cls is slice:
+            kinds.add("slice")
+        elif cls is int or cls is LoopVar:
+            continue
+        else:
+            return None
+    if kinds == {"grid"}:
+        return _compile_grids(shape, key, view)
+    if kinds == {"slice"} and n == len(shape):
+        return _compile_slices(shape, key, view)
+    return None
+
+
+def _int_check(name: str) -> str:
+    return f"({name}.__class__ is int or {name}.__class__ is LoopVar)"
+
+
+def _compile_grids(shape: tuple[int, ...], key: tuple[Any, ...], view: Any) -> Builder | None:
+    n = len(key)
+    consts: dict[str, Any] = {"IndexExpr": IndexExpr, "LoopVar": LoopVar, "View": type(view)}
+    names = [f"k{d}" for d in range(n)]
+    lines = [
+        "def build(tensor, key):",
+        f"    if key.__class__ is not tuple or len(key) != {n} or tensor.shape != SHAPE:",
+        "        return None",
+        f"    {', '.join(names)}{',' if n == 1 else ''} = key",
+    ]
+    consts["SHAPE"] = shape
+    box_parts = []
+    oob_parts = []
+    for d, k in enumerate(key):
+        lo, hi = view._box()[d]
+        off = view._offsets[d]
+        dlo, dhi = lo - off, hi - off
+        if k.__class__ is IndexExpr:
+            consts[f"S{d}"], consts[f"C{d}"] = k.sizes, k.coefs
+            lines.append(
+                f"    if k{d}.__class__ is not IndexExpr or k{d}.values is not None or k{d}.sizes != S{d} "
+                f"or k{d}.coefs != C{d}:"
+            )
+            lines.append("        return None")
+            lines.append(f"    o{d} = k{d}.offset")
+        else:
+            lines.append(f"    if not {_int_check(f'k{d}')}:")
+            lines.append("        return None")
+            lines.append(f"    o{d} = k{d} + 0 if k{d} >= 0 else k{d} + {shape[d]}")
+        box_parts.append(f"(o{d} + {dlo}, o{d} + {dhi})")
+        if dhi > dlo:
+            oob_parts.append(f"o{d} + {dlo} < 0 or o{d} + {dhi} > {shape[d]}")
+    trailing_offsets = view._offsets[n:]
+    trailing_box = view._box()[n:]
+    consts["VSHAPE"], consts["TERMS"] = view.shape, view._terms
+    offsets = ", ".join([f"o{d}" for d in range(n)] + [str(o) for o in trailing_offsets])
+    box = ", ".join(box_parts + [repr(b) for b in trailing_box])
+    lines.append(f"    view = View(tensor, VSHAPE, ({offsets},), TERMS, None, ({box},))")
+    if oob_parts:
+        lines.append(f"    view._oob = {' or '.join(oob_parts)}")
+    lines.append("    return view")
+    return _define(lines, consts)
+
+
+def _compile_slices(shape: tuple[int, ...], key: tuple[Any, ...], view: Any) -> Builder | None:
+    """One in-bounds step-1 slice or int per dimension (what tensor._slices_view accepts)."""
+    n = len(key)
+    consts: dict[str, Any] = {"LoopVar": LoopVar, "View": type(view), "SHAPE": shape}
+    names = [f"k{d}" for d in range(n)]
+    lines = [
+        "def build(tensor, key):",
+        f"    if key.__class__ is not tuple or len(key) != {n} or tensor.shape != SHAPE:",
+        "        return None",
+        f"    {', '.join(names)}{',' if n == 1 else ''} = key",
+    ]
+    offsets, box = [], []
+    for d, k in enumerate(key):
+        size = shape[d]
+        if k.__class__ is slice:
+            if k.step is not None and k.step != 1:
+                return None
+            start_none, stop_none = k.start is None, k.stop is None
+            lines.append(f"    if k{d}.__class__ is not slice:")
+            lines.append("        return None")
+            lines.append(f"    s{d}, e{d}, t{d} = k{d}.start, k{d}.stop, k{d}.step")
+            lines.append(f"    if t{d} is not None and t{d} != 1:")
+            lines.append("        return None")
+            if start_none:
+                lines.append(f"    if s{d} is not None:")
+                lines.append("        return None")
+                lines.append(f"    s{d} = 0")
+            else:
+                lines.append(f"    if not {_int_check(f's{d}')}:")
+                lines.append("        return None")
+                lines.append(f"    s{d} = s{d} + 0")
+            if stop_none:
+                lines.append(f"    if e{d} is not None:")
+                lines.append("        return None")
+                lines.append(f"    e{d} = {size}")
+            else:
+                lines.append(f"    if not {_int_check(f'e{d}')}:")
+                lines.append("        return None")
+                lines.append(f"    e{d} = e{d} + 0")
+            start = 0 if start_none else int(k.start)
+            stop = size if stop_none else int(k.stop)
+            extent = stop - start
+            # the extent is part of the form (it fixes the view's shape and terms)
+            lines.append(f"    if e{d} - s{d} != {extent} or s{d} < 0 or e{d} > {size}:")
+            lines.append("        return None")
+            offsets.append(f"s{d}")
+            box.append(f"(s{d}, e{d})")
+        else:
+            lines.append(f"    if not {_int_check(f'k{d}')} or not 0 <= k{d} < {size}:")
+            lines.append("        return None")
+            lines.append(f"    i{d} = k{d} + 0")
+            offsets.append(f"i{d}")
+            box.append(f"(i{d}, i{d} + 1)")
+    consts["VSHAPE"], consts["TERMS"] = view.shape, view._terms
+    lines.append(
+        f"    return View(tensor, VSHAPE, ({', '.join(offsets)},), TERMS, None, ({', '.join(box)},))"
+    )
+    return _define(lines, consts)
+
+
+def _define(lines: list[str], consts: dict[str, Any]) -> Builder:
+    namespace = dict(consts)
+    exec(compile("\n".join(lines), "<accelopt.nki.siteindex>", "exec"), namespace)
+    return namespace["build"]
