@@ -102,7 +102,7 @@ class _Plan:
 
 class BlockAccumulators(Rewrite):
     name = "block_accumulators"
-    prior = 0.9
+    prior = 1.0
     summary = "block an output-tile loop: several PSUM accumulators share each operand load"
 
     def analyse(self, view: KernelView) -> list[Site | Refusal]:
@@ -426,7 +426,9 @@ def _collect_groups(view: KernelView, plan: _Plan, owner: cst.For, dependent: se
             # definitions inside it, such as a rebound loop variable, come along).
             inner = [s for s in view.simple_statements(stmt) if not _is_filler(s)]
             work = [s for s in inner if id(s) not in plan.def_ids]
-            if work and all(id(s) in dependent for s in work):
+            # A loop that loads stays open, so that its loads can become wide ones.
+            loads = any(view.is_call(c, "nl", "load") for s in work for c in view.calls_in(s))
+            if work and not loads and all(id(s) in dependent for s in work):
                 run.append(position)
             else:
                 close()
