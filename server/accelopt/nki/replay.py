@@ -31,7 +31,8 @@ import numpy as np
 from accelopt.nki import ops
 from accelopt.nki.context import KernelContext, active_context
 from accelopt.nki.errors import _EMULATOR_DIR
-from accelopt.nki.indexing import IndexExpr, Predicate
+from accelopt.nki.indexing import _NP_COMPARE as _COMPARE
+from accelopt.nki.indexing import IndexExpr, Predicate, _solve
 from accelopt.nki.loops import LoopVar
 from accelopt.nki.tensor import Buffer, Tensor, View, par_dim
 from accelopt.nki.trace import Region, TraceRecord
@@ -94,14 +95,7 @@ def _structure(value: Any, tiles: list[Any]) -> Any:
             raise _Unreplayable
         return (IndexExpr, value.sizes, value.coefs, value.offset)
     if cls is Predicate:
-        if value.values is not None:
-            raise _Unreplayable
-        conds = []
-        for expr, op in value.conds:
-            if expr.values is not None:
-                raise _Unreplayable
-            conds.append((expr.sizes, expr.coefs, expr.offset, op))
-        return (Predicate, tuple(conds))
+        return _mask_structure(value)
     if cls is tuple or cls is list:
         return (cls, tuple([_structure(v, tiles) for v in value]))
     if cls is par_dim:
@@ -115,8 +109,28 @@ def _structure(value: Any, tiles: list[Any]) -> Any:
     raise _Unreplayable
 
 
-def _unreplayable() -> Any:
-    raise _Unreplayable
+def _mask_structure(mask: Predicate) -> tuple[Any, ...]:
+    """A mask by what it selects rather than by its offsets: a tail mask such as
+    ``-128 * i0 - i_p + 10943 >= 0`` has a new offset every iteration but keeps every row on all
+    but the last. Each condition on one axis is described by the range of that axis it keeps
+    (what resolving the mask against any instruction shape uses); conditions on constants by
+    their truth. Conditions spanning several axes make the mask unreplayable."""
+    if mask.values is not None:
+        raise _Unreplayable
+    conds = []
+    for expr, op in mask.conds:
+        if expr.values is not None:
+            raise _Unreplayable
+        live = [a for a, (c, n) in enumerate(zip(expr.coefs, expr.sizes)) if c and n > 1]
+        if len(live) > 1:
+            raise _Unreplayable
+        if live:
+            a = live[0]
+            kept: Any = _solve(expr.offset, expr.coefs[a], op, expr.sizes[a])
+        else:
+            kept = bool(_COMPARE[op](expr.offset, 0))
+        conds.append((expr.sizes, expr.coefs, op, kept))
+    return (Predicate, tuple(conds))
 
 
 # --- recording -------------------------------------------------------------------------------
