@@ -26,6 +26,13 @@ BMM = Case(
     lambda r: [_normal(r, 2, 64, 256), _normal(r, 2, 64, 1024)],
     lambda a, b: [np.einsum("bkm,bkn->bmn", a, b)],
 )
+ROWSUM = Case(
+    "cg_matmul_rowsum.py",
+    "matmul_rowsum_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 256, 256) * 0.1, _normal(r, 256, 1024) * 0.1],
+    lambda a, b: [a.T @ b, (a.T @ b).sum(axis=1, keepdims=True)],
+)
 FIVE_ROWS = Case(
     "hw_five_row_tiles.py",
     "five_row_tiles_kernel",
@@ -117,6 +124,15 @@ def test_hand_written_accumulator_gets_a_block_dimension():
     assert_matches_reference(case, new)
 
 
+def test_a_loop_reduce_over_the_blocked_loop_reduces_over_block_and_members():
+    new = REWRITE.apply(ROWSUM.text, ROWSUM.name, site(ROWSUM, "i1").id, {"factor": 2})
+    flat = squash(new)
+    assert "loop_indices=[i1_blk,i1_in]" in flat
+    # the product tile the reduction and the store share stays block-indexed by the rebound i1
+    assert "v7[i0,i1,nl.arange(128)[:,None],nl.arange(512)[None,:]]=nl.copy(" in flat
+    assert_matches_reference(ROWSUM, new)
+
+
 def test_a_factor_that_does_not_divide_the_trip_count_fails_loudly():
     """N = 1024 is two 512-wide tiles: a block of 4 trips the assertion instead of dropping columns."""
     case = CASES["hw_matmul_bias"]
@@ -148,7 +164,7 @@ def test_refuses_a_sequential_loop():
 
 
 @pytest.mark.parametrize(
-    "case", [CASES["cg_matmul"], CASES["hw_matmul_bias"], CASES["hw_transpose_matmul"], BMM]
+    "case", [CASES["cg_matmul"], CASES["hw_matmul_bias"], CASES["hw_transpose_matmul"], BMM, ROWSUM]
 )
 def test_every_site_and_variant_that_fits_the_shapes_stays_correct(case):
     for found in REWRITE.sites(case.text, case.name):

@@ -96,6 +96,7 @@ class _Plan:
     member_of: dict[int, _Group]  # id(statement) -> its group (statements nested in a unit too)
     shared: list[str]  # what now runs once per block (for the description)
     def_ids: set[int] = field(default_factory=set)  # id() of every index definition in the nest
+    reductions: list[cst.Arg] = field(default_factory=list)  # loop_indices of loop_reduce calls over j
     factors: list[int] = field(default_factory=list)
     trip: int | None = None
 
@@ -128,7 +129,7 @@ class BlockAccumulators(Rewrite):
                 Site(
                     self.name,
                     sid,
-                    loop.line,
+                    _relieved_line(view, plan),
                     f"block the {loop.var} loop by {plan.factors[0]}: {plan.factors[0]} PSUM accumulators "
                     "per operand load",
                     description=(
@@ -153,6 +154,13 @@ class BlockAccumulators(Rewrite):
         if factor not in plan.factors:
             raise NotApplicable(f"a block of {factor} does not fit this loop (possible: {plan.factors})")
         return _Builder(view, plan, factor).render()
+
+
+def _relieved_line(view: KernelView, plan: _Plan) -> int:
+    """The line whose cost the blocking cuts most directly: the first load made wide, else the
+    loop header."""
+    loads = [load.stmt for groups in plan.groups.values() for g in groups for load in g.loads.values()]
+    return min((view.line(stmt) for stmt in loads), default=plan.loop.line)
 
 
 def _feeds_tensor_engine(view: KernelView, loop: Loop) -> bool:
@@ -465,6 +473,8 @@ def _check_variant_uses(
     for name in sorted(plan.variant - {loop.var}):
         if name in plan.defs or name in widened or _hbm_write_only(view, loop, name):
             continue
+        if _loop_reduction(view, plan, name) is not None:
+            continue
         uses = [u for u in view.name_uses(name) if view.contains(loop.node, u)]
         if not uses:
             continue
@@ -481,6 +491,31 @@ def _check_variant_uses(
             f"{name} (line {where}) holds a different value for each {loop.var} and is used across "
             f"parts of the loop: it is neither an accumulator allocated in the loop nor indexed by {loop.var}"
         )
+
+
+def _loop_reduction(view: KernelView, plan: _Plan, name: str) -> cst.Arg | None:
+    """`name = nl.loop_reduce(x, op, loop_indices=[..., j, ...])`, the only mention of `name` in
+    the loop: a reduction over `j` that, blocked, reduces over the block and member loops. Its
+    `loop_indices` argument, or None."""
+    loop = plan.loop
+    uses = [u for u in view.name_uses(name) if view.contains(loop.node, u)]
+    stmts = {id(view.statement_of(u)) for u in uses}
+    if len(stmts) != 1:
+        return None
+    assign = _single_assign(view.statement_of(uses[0]))  # type: ignore[arg-type]
+    if assign is None or not _is_name(assign.targets[0].target, name):
+        return None
+    if not view.is_call(assign.value, "nl", "loop_reduce") or name in names_in(assign.value):
+        return None
+    indices = keyword(assign.value, "loop_indices")  # type: ignore[arg-type]
+    if indices is None or not isinstance(indices.value, (cst.List, cst.Tuple)):
+        return None
+    if not any(_is_name(e.value, loop.var) for e in indices.value.elements):
+        return None
+    if id(view.statement_of(uses[0])) not in plan.member_of:
+        return None
+    plan.reductions.append(indices)
+    return indices
 
 
 def _group_local(view: KernelView, plan: _Plan, name: str, uses: list[cst.Name]) -> bool:
@@ -1006,6 +1041,15 @@ class _Builder:
                 for store in group.stores.values():
                     out = base_name(argument(store.call, 0, "dst")) or "out"
                     store.new_name = self._fresh(f"{out}_block")
+        for indices in plan.reductions:
+            assert isinstance(indices.value, (cst.List, cst.Tuple))
+            names = []
+            for element in indices.value.elements:
+                if _is_name(element.value, self.var):
+                    names.extend([self.block_var, self.member_var])
+                else:
+                    names.append(view.code(element.value))
+            self.edits[id(indices.value)] = cst.parse_expression(f"[{', '.join(names)}]")
         for sub in plan.demoted:
             self.edits[id(sub)] = self._demote(sub)
         for name, call in plan.expanded.items():
