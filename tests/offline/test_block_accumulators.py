@@ -173,3 +173,14 @@ def test_every_site_and_variant_that_fits_the_shapes_stays_correct(case):
             if f"% {params['factor']} == 0" in new and params["factor"] == 4:
                 continue  # the test shapes have two tiles per loop: covered by the assertion test
             assert_matches_reference(case, new)
+
+
+def test_an_index_name_reused_elsewhere_in_the_kernel_is_still_understood():
+    """`cols` bound once in the blocked loop and once more before it: the loop's own binding counts."""
+    text = BMM.text.replace(
+        "    for bi in nl.affine_range(batch):",
+        "    cols = slice(0, 1)\n    for bi in nl.affine_range(batch):",
+    )
+    new = REWRITE.apply(text, BMM.name, site(BMM, "ni", text).id, {"factor": 2})
+    assert "rhs_wide=nl.load(b[bi,0:k,(2*ni_blk)*TILE_N:(2*ni_blk)*TILE_N+1024])" in squash(new)
+    assert_matches_reference(BMM, new)

@@ -236,10 +236,11 @@ def _single_assign(stmt: cst.BaseStatement) -> cst.Assign | None:
     return None
 
 
-def _bindings(view: KernelView, name: str) -> int:
-    """Statements binding `name` (an accumulation `name += ...` updates, it does not bind)."""
+def _bindings(view: KernelView, name: str, root: cst.CSTNode | None = None) -> int:
+    """Statements binding `name` (an accumulation `name += ...` updates, it does not bind), in
+    the kernel or under `root`."""
     count = 0
-    for stmt in view.statements():
+    for stmt in view.statements(root):
         if isinstance(stmt, cst.For):
             count += name in names_in(stmt.target)
         elif isinstance(stmt, cst.SimpleStatementLine):
@@ -264,7 +265,12 @@ def _index_definitions(
         if any(not (isinstance(c.func, cst.Name) and c.func.value == "slice") for c in calls):
             continue
         name = assign.targets[0].target.value
-        if _bindings(view, name) == 1:
+        if _bindings(view, name, loop.node) != 1:
+            continue
+        # Every mention in the loop must see this binding (a kernel may reuse the name elsewhere).
+        owner = view.parent(view.parent(stmt) or stmt)
+        uses = [u for u in view.name_uses(name, loop.node) if view.statement_of(u) is not stmt]
+        if owner is not None and all(view.contains(owner, u) and not _before(view, u, stmt) for u in uses):
             found[name] = stmt
     return found
 
@@ -642,14 +648,16 @@ def _free_axis(grid: cst.Subscript) -> bool:
     return False
 
 
-def _tile_elements(view: KernelView, sub: cst.Subscript) -> list[cst.BaseSlice]:
+def _tile_elements(view: KernelView, plan: _Plan, sub: cst.Subscript) -> list[cst.BaseSlice]:
     """Index elements that are not single integer indices (the tile's axes); a name bound to a
     `slice(...)` is an axis."""
     axes = []
     for el in sub.slice:
         index = el.slice
         if isinstance(index, cst.Index) and isinstance(index.value, cst.Name):
-            if _resolve_slice(view, index.value) is not None:
+            if _resolve_slice(view, index.value) is not None or isinstance(
+                _inline_element(view, plan, index), cst.Slice
+            ):
                 axes.append(index)
                 continue
         if isinstance(index, cst.Index):
@@ -716,7 +724,7 @@ def _wide_load(
     call = assign.value
     assert isinstance(call, cst.Call)
     src = _hbm_subscript(view, argument(call, 0, "src"))
-    if src is None or len(_tile_elements(view, src)) != 2:
+    if src is None or len(_tile_elements(view, plan, src)) != 2:
         return None
     found = _widenable(view, plan, src, call)
     if found is None:
@@ -827,7 +835,7 @@ def _wide_store(
     value = argument(call, 1, "value")
     if dst is None or value is None:
         return None
-    axes = _tile_elements(view, dst)
+    axes = _tile_elements(view, plan, dst)
     if len(axes) != 2:
         return None
     found = _widenable(view, plan, dst, call)
