@@ -184,3 +184,18 @@ def test_an_index_name_reused_elsewhere_in_the_kernel_is_still_understood():
     new = REWRITE.apply(text, BMM.name, site(BMM, "ni", text).id, {"factor": 2})
     assert "rhs_wide=nl.load(b[bi,0:k,(2*ni_blk)*TILE_N:(2*ni_blk)*TILE_N+1024])" in squash(new)
     assert_matches_reference(BMM, new)
+
+
+def test_a_load_written_inside_the_matmul_call_becomes_one_wide_load():
+    case = CASES["hw_matmul_bias"]
+    text = case.text.replace(
+        "                r = nl.load(rhs[k * 128 : (k + 1) * 128, n * 512 : (n + 1) * 512])\n"
+        "                acc += nisa.nc_matmul(a, r)\n",
+        "                acc += nisa.nc_matmul(a, nl.load(rhs[k * 128 : (k + 1) * 128, n * 512 : (n + 1) * 512]))\n",
+    )
+    assert "nc_matmul(a, nl.load(" in text
+    new = REWRITE.apply(text, case.name, site(case, "n", text).id, {"factor": 2})
+    flat = squash(new)
+    assert "rhs_wide=nl.load(rhs[k*128:(k+1)*128,(2*n_blk)*512:(2*n_blk)*512+1024])" in flat
+    assert "acc[n_in]+=nisa.nc_matmul(a,rhs_wide[:,512*n_in:512*n_in+512])" in flat
+    assert_matches_reference(case, new)

@@ -81,6 +81,8 @@ class _Group:
     owner: cst.For
     positions: list[int]
     loads: dict[int, _WideLoad] = field(default_factory=dict)
+    # Loads written inside another member's call (`nc_matmul(a, nl.load(w[...]))`).
+    inline: list[_WideLoad] = field(default_factory=list)
     stores: dict[int, _WideStore] = field(default_factory=dict)
     defs: list[cst.SimpleStatementLine] = field(default_factory=list)  # index definitions to copy in
 
@@ -118,7 +120,7 @@ class BlockAccumulators(Rewrite):
             except NotApplicable as exc:
                 found.append(Refusal(self.name, sid, loop.line, f"cannot {title}: {exc.reason}"))
                 continue
-            loads = sum(len(g.loads) for gs in plan.groups.values() for g in gs)
+            loads = sum(len(g.loads) + len(g.inline) for gs in plan.groups.values() for g in gs)
             stores = sum(len(g.stores) for gs in plan.groups.values() for g in gs)
             gains = []
             if plan.shared:
@@ -159,7 +161,12 @@ class BlockAccumulators(Rewrite):
 def _relieved_line(view: KernelView, plan: _Plan) -> int:
     """The line whose cost the blocking cuts most directly: the first load made wide, else the
     loop header."""
-    loads = [load.stmt for groups in plan.groups.values() for g in groups for load in g.loads.values()]
+    loads = [
+        load.stmt
+        for groups in plan.groups.values()
+        for g in groups
+        for load in [*g.loads.values(), *g.inline]
+    ]
     return min((view.line(stmt) for stmt in loads), default=plan.loop.line)
 
 
@@ -204,7 +211,7 @@ def _analyse(view: KernelView, loop: Loop) -> _Plan:
     for stmt in demotable:
         plan.demoted.extend(demotable[stmt])
     plan.shared = _shared_work(view, plan, simple, dependent)
-    loads = sum(len(g.loads) + len(g.stores) for gs in plan.groups.values() for g in gs)
+    loads = sum(len(g.loads) + len(g.inline) + len(g.stores) for gs in plan.groups.values() for g in gs)
     if not plan.shared and not loads:
         raise NotApplicable(f"no load is shared between {var} tiles and no transfer gets wider")
     plan.trip = view.eval_int(loop.trip_expr)
@@ -692,6 +699,24 @@ def _find_wide_dmas(view: KernelView, plan: _Plan, group: _Group) -> None:
         store = _wide_store(view, plan, group, stmt, members)
         if store is not None:
             group.stores[position] = store
+            continue
+        for call in view.calls_in(stmt):
+            if view.is_call(call, "nl", "load") and isinstance(view.parent(call), cst.Arg):
+                inline = _inline_wide_load(view, plan, stmt, call)
+                if inline is not None:
+                    group.inline.append(inline)
+
+
+def _inline_wide_load(
+    view: KernelView, plan: _Plan, stmt: cst.SimpleStatementLine, call: cst.Call
+) -> _WideLoad | None:
+    src = _hbm_subscript(view, argument(call, 0, "src"))
+    if src is None or len(_tile_elements(view, plan, src)) != 2:
+        return None
+    found = _widenable(view, plan, src, call)
+    if found is None:
+        return None
+    return _WideLoad(stmt, call, found[0], [call])
 
 
 def _hbm_subscript(view: KernelView, expr: cst.BaseExpression | None) -> cst.Subscript | None:
@@ -1046,6 +1071,9 @@ class _Builder:
             for group in groups:
                 for load in group.loads.values():
                     load.new_name = self._fresh(f"{_target_name(load.stmt)}_wide")
+                for load in group.inline:
+                    src = argument(load.call, 0, "src")
+                    load.new_name = self._fresh(f"{base_name(src) if src is not None else 'tile'}_wide")
                 for store in group.stores.values():
                     out = base_name(argument(store.call, 0, "dst")) or "out"
                     store.new_name = self._fresh(f"{out}_block")
@@ -1064,6 +1092,8 @@ class _Builder:
             self._expand(name, call)
         for groups in plan.groups.values():
             for group in groups:
+                for load in group.inline:
+                    self.edits[id(load.call)] = self._wide_reader(load, load.call)
                 for load in group.loads.values():
                     for reader in load.readers:
                         self.edits[id(reader)] = self._wide_reader(load, reader)
@@ -1148,7 +1178,7 @@ class _Builder:
 
     def _wide_reader(self, load: _WideLoad, reader: cst.BaseExpression) -> cst.BaseExpression:
         width, member = load.width, self.member_var
-        if isinstance(reader, cst.Name):
+        if isinstance(reader, (cst.Name, cst.Call)):  # a tile, or the inline load itself
             return cst.parse_expression(
                 f"{load.new_name}[:, {width} * {member} : {width} * {member} + {width}]"
             )
@@ -1246,7 +1276,9 @@ class _Builder:
         # Pieces computed from the original text (they hold no other edited node).
         prepared: dict[int, tuple[list[cst.BaseStatement], list[cst.BaseStatement], dict[int, str]]] = {}
         for group in groups:
-            before: list[cst.BaseStatement] = [self._wide_load_stmt(ld) for ld in group.loads.values()]
+            before: list[cst.BaseStatement] = [
+                self._wide_load_stmt(ld) for ld in [*group.loads.values(), *group.inline]
+            ]
             after: list[cst.BaseStatement] = []
             pieces: dict[int, str] = {}
             for position, store in group.stores.items():
