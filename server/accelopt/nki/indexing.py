@@ -324,12 +324,13 @@ _NP_COMPARE = {
 class Predicate:
     """A mask: a conjunction of ``expr OP 0`` conditions, or a materialised boolean grid."""
 
-    __slots__ = ("conds", "values")
+    __slots__ = ("_replay_key", "conds", "values")
     __array_ufunc__ = None
 
     def __init__(self, conds: tuple[tuple[IndexExpr, str], ...], values: np.ndarray | None = None) -> None:
         self.conds = conds
         self.values = values
+        self._replay_key: Any = None  # what trace-only replay keys the mask by (replay.py)
 
     @property
     def shape(self) -> tuple[int, ...]:

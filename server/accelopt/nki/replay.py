@@ -34,6 +34,7 @@ from accelopt.nki.errors import _EMULATOR_DIR
 from accelopt.nki.indexing import _NP_COMPARE as _COMPARE
 from accelopt.nki.indexing import IndexExpr, Predicate, _solve
 from accelopt.nki.loops import LoopVar
+from accelopt.nki.replaycode import MISS, Unsupported, generate
 from accelopt.nki.tensor import Buffer, Tensor, View, par_dim
 from accelopt.nki.trace import Region, TraceRecord
 
@@ -95,7 +96,10 @@ def _structure(value: Any, tiles: list[Any]) -> Any:
             raise _Unreplayable
         return (IndexExpr, value.sizes, value.coefs, value.offset)
     if cls is Predicate:
-        return _mask_structure(value)
+        key = _mask_key(value)
+        if key is False:
+            raise _Unreplayable
+        return key
     if cls is tuple or cls is list:
         return (cls, tuple([_structure(v, tiles) for v in value]))
     if cls is par_dim:
@@ -185,324 +189,19 @@ def _snapshot(tiles: list[Any]) -> list[tuple[Any, ...]]:
     return out
 
 
-# A Region without the frozen dataclass's __setattr__ detour (same class, same slots).
-_new_object = object.__new__
-_set_region_tid = Region.__dict__["tensor_id"].__set__
-_set_region_box = Region.__dict__["box"].__set__
-
-
-def new_region(tid: int, box: tuple[tuple[int, int], ...]) -> Region:
-    region = _new_object(Region)
-    _set_region_tid(region, tid)
-    _set_region_box(region, box)
-    return region
-
-
-Step = Callable[[KernelContext, list[Any], list[Tensor], list[TraceRecord]], Any]
-RegionOf = Callable[[list[Any], list[Tensor]], Region]
-
-
-def _shifted(index: int, deltas: tuple[tuple[int, int], ...]) -> RegionOf:
-    """The region of argument view `index` shifted by its offsets (one closure per rank, so the
-    common ranks run without a loop)."""
-    if len(deltas) == 2:
-        (a0, b0), (a1, b1) = deltas
-
-        def region2(tiles: list[Any], new: list[Tensor]) -> Region:
-            view = tiles[index]
-            o0, o1 = view._offsets
-            return new_region(view._tensor._tid, ((o0 + a0, o0 + b0), (o1 + a1, o1 + b1)))
-
-        return region2
-    if len(deltas) == 3:
-        (a0, b0), (a1, b1), (a2, b2) = deltas
-
-        def region3(tiles: list[Any], new: list[Tensor]) -> Region:
-            view = tiles[index]
-            o0, o1, o2 = view._offsets
-            return new_region(view._tensor._tid, ((o0 + a0, o0 + b0), (o1 + a1, o1 + b1), (o2 + a2, o2 + b2)))
-
-        return region3
-
-    def region_n(tiles: list[Any], new: list[Tensor]) -> Region:
-        view = tiles[index]
-        box = tuple([(o + lo, o + hi) for o, (lo, hi) in zip(view._offsets, deltas)])
-        return new_region(view._tensor._tid, box)
-
-    return region_n
-
-
-def _fixed(kind: str, index: int, box: tuple[tuple[int, int], ...]) -> RegionOf:
-    """A fixed box of a new tile or of a whole-tensor argument."""
-    if kind == "new":
-        return lambda tiles, new: new_region(new[index]._tid, box)
-    return lambda tiles, new: new_region(tiles[index]._tid, box)
-
-
-def _tensor_of(kind: str, index: int) -> Callable[[list[Any], list[Tensor]], Tensor]:
-    if kind == "new":
-        return lambda tiles, new: new[index]
-    return lambda tiles, new: tiles[index]._tensor if tiles[index].__class__ is View else tiles[index]
-
-
-def _view_step(kind: str, index: int, is_view: bool, line: int) -> Step:
-    """What instructions.to_view does to a tile it reads."""
-
-    def view(ctx: KernelContext, tiles: list[Any], new: list[Tensor], emitted: list[TraceRecord]) -> None:
-        if kind == "new":
-            tensor = new[index]
-        elif is_view:
-            tensor = tiles[index]._tensor
-        else:
-            tensor = tiles[index]
-        if tensor._fresh:
-            tensor._fresh = False
-            tensor._exact = None
-        if tensor._alloc_scopes:
-            ctx.check_in_scope(tensor, line)
-
-    return view
-
-
-def _tensor_step(tensor: Tensor, name: str, line: int) -> Step:
-    """Make and register a tile like `tensor`, in the state the first call left it in (its
-    producer is set by the step that emits it)."""
-    shape, dtype, buffer, block_dims = tensor.shape, tensor.dtype, tensor.buffer, tensor.block_dims
-    written, fresh, pmask = tensor._written, tensor._fresh, tensor._pmask
-
-    def make(ctx: KernelContext, tiles: list[Any], new: list[Tensor], emitted: list[TraceRecord]) -> None:
-        made = Tensor(shape, dtype, buffer, block_dims, None)
-        ctx.register_tensor(made, name, line)
-        made._written = written
-        made._fresh = fresh
-        made._pmask = pmask
-        new.append(made)
-
-    return make
-
-
-def _regions(builders: tuple[RegionOf, ...]) -> Callable[[list[Any], list[Tensor]], tuple[Region, ...]]:
-    if not builders:
-        return lambda tiles, new: ()
-    if len(builders) == 1:
-        (r0,) = builders
-        return lambda tiles, new: (r0(tiles, new),)
-    if len(builders) == 2:
-        r0, r1 = builders
-        return lambda tiles, new: (r0(tiles, new), r1(tiles, new))
-    return lambda tiles, new: tuple([r(tiles, new) for r in builders])
-
-
-def _emit_step(
-    record: TraceRecord, reads: tuple[RegionOf, ...], writes: tuple[RegionOf, ...], produces: tuple[int, ...]
-) -> Step:
-    # the first call's values (read now: a later retarget may change the live record)
-    engine, opcode, partitions, free_size = record.engine, record.opcode, record.partitions, record.free_size
-    dtype, out_dtype, src, dst, line = (
-        record.dtype,
-        record.out_dtype,
-        record.src_memory,
-        record.dst_memory,
-        record.line,
-    )
-    nbytes, flops, vector_ops, is_transpose = (
-        record.bytes,
-        record.flops,
-        record.vector_ops,
-        record.is_transpose,
-    )
-    accumulate, kmn, chunk_bytes, chunks = (
-        record.accumulate,
-        record.matmul_kmn,
-        record.dma_chunk_bytes,
-        record.dma_chunks,
-    )
-    extra = dict(record.extra)
-    read_regions = _regions(reads)
-    write_regions = _regions(writes)
-
-    def emit(ctx: KernelContext, tiles: list[Any], new: list[Tensor], emitted: list[TraceRecord]) -> None:
-        records = ctx.trace.records
-        made = TraceRecord(
-            len(records),
-            engine,
-            opcode,
-            partitions,
-            free_size,
-            dtype,
-            out_dtype,
-            read_regions(tiles, new),
-            write_regions(tiles, new),
-            src,
-            dst,
-            line,
-            ctx.frames,
-            nbytes,
-            flops,
-            vector_ops,
-            is_transpose,
-            accumulate,
-            kmn,
-            chunk_bytes,
-            chunks,
-            extra.copy(),
-        )
-        records.append(made)
-        emitted.append(made)
-        for j in produces:
-            new[j]._producer = made
-
-    return emit
-
-
-def _write_step(
-    tensor_of: Callable[[list[Any], list[Tensor]], Tensor],
-    region_of: Callable[[list[Any], list[Tensor], list[TraceRecord]], Region],
-    line: int,
-    accumulate: bool,
-) -> Step:
-    def write(ctx: KernelContext, tiles: list[Any], new: list[Tensor], emitted: list[TraceRecord]) -> None:
-        ctx.note_write(tensor_of(tiles, new), region_of(tiles, new, emitted), line, accumulate)
-
-    return write
-
-
-class _Log:
-    """A recorded call as steps over (context, argument tiles, new tiles, new records) and what
-    the call returns."""
-
-    __slots__ = ("result", "steps")
-
-    def __init__(self, steps: tuple[Step, ...], result: Any) -> None:
-        self.steps = steps
-        self.result = result  # ("new", j) | ("arg", i) | None
-
-
-def _compile(events: list[tuple[Any, ...]], tiles: list[Any], result: Any) -> _Log:
-    arg_tensors: dict[int, int] = {}  # id(tensor) -> index of the argument tile
-    offsets: list[tuple[int, ...] | None] = []  # None: a whole tensor (offsets 0)
-    by_tid: dict[int, tuple[str, int]] = {}
-    for i, tile in enumerate(tiles):
-        tensor = tile._tensor if tile.__class__ is View else tile
-        if id(tensor) in arg_tensors:
-            raise _Unreplayable  # which argument a region came from would be ambiguous
-        arg_tensors[id(tensor)] = i
-        offsets.append(tile._offsets if tile.__class__ is View else None)
-        by_tid[tensor._tid] = ("arg", i)
-    new_tensors: dict[int, int] = {}
-    new_list: list[Tensor] = []
-    new_names: list[tuple[str, int]] = []
-    record_at: dict[int, int] = {}  # id(record) -> position among this call's records
-    # id(region object) -> how a write event can pick it from an emitted record
-    emitted_regions: dict[int, tuple[int, int]] = {}
-
-    def tensor_ref(tensor: Tensor) -> tuple[str, int]:
-        j = new_tensors.get(id(tensor))
-        if j is not None:
-            return ("new", j)
-        i = arg_tensors.get(id(tensor))
-        if i is None:
-            raise _Unreplayable
-        return ("arg", i)
-
-    def region_builder(region: Region) -> RegionOf:
-        source = by_tid.get(region.tensor_id)
-        if source is None:
-            raise _Unreplayable
-        kind, index = source
-        offs = offsets[index] if kind == "arg" else None
-        if offs is None:
-            return _fixed(kind, index, region.box)
-        if len(offs) != len(region.box):
-            raise _Unreplayable
-        return _shifted(index, tuple((lo - o, hi - o) for (lo, hi), o in zip(region.box, offs)))
-
-    steps: list[Step] = []
-    for event in events:
-        kind = event[0]
-        if kind == "view":
-            source, index = tensor_ref(event[1])
-            is_view = source == "arg" and tiles[index].__class__ is View
-            steps.append(_view_step(source, index, is_view, event[2]))
-        elif kind == "tensor":
-            _, tensor, name, line = event
-            j = len(new_list)
-            new_tensors[id(tensor)] = j
-            new_list.append(tensor)
-            new_names.append((name, line))
-            by_tid[tensor._tid] = ("new", j)
-            steps.append(_tensor_step(tensor, name, line))
-        elif kind == "emit":
-            record = event[1]
-            position = record_at[id(record)] = len(record_at)
-            for k, region in enumerate(record.writes):
-                emitted_regions[id(region)] = (position, k)
-            produces = tuple(j for j, t in enumerate(new_list) if t._producer is record)
-            steps.append(
-                _emit_step(
-                    record,
-                    tuple(region_builder(r) for r in record.reads),
-                    tuple(region_builder(r) for r in record.writes),
-                    produces,
-                )
-            )
-        else:  # write
-            _, tensor, region, line, accumulate = event
-            picked = emitted_regions.get(id(region))
-            if picked is not None:
-                position, k = picked
-                region_of = lambda tiles, new, emitted, p=position, k=k: emitted[p].writes[k]  # noqa: E731
-            else:
-                build = region_builder(region)
-                region_of = lambda tiles, new, emitted, build=build: build(tiles, new)  # noqa: E731
-            steps.append(_write_step(_tensor_of(*tensor_ref(tensor)), region_of, line, accumulate))
-    for tensor in new_list:
-        if tensor._alias is not None or tensor._root is not None or tensor._exact is not None:
-            raise _Unreplayable
-        if tensor._producer is not None and id(tensor._producer) not in record_at:
-            raise _Unreplayable
-    if result is None:
-        result_ref = None
-    elif result.__class__ is Tensor:
-        result_ref = tensor_ref(result)
-    else:
-        raise _Unreplayable
-    return _Log(tuple(steps), result_ref)
-
-
-def _replay(ctx: KernelContext, log: _Log, tiles: list[Any]) -> Any:
-    new: list[Tensor] = []
-    emitted: list[TraceRecord] = []
-    for step in log.steps:
-        step(ctx, tiles, new, emitted)
-    result = log.result
-    if result is None:
-        return None
-    kind, index = result
-    if kind == "new":
-        return new[index]
-    tile = tiles[index]
-    return tile._tensor if tile.__class__ is View else tile
-
-
 # --- the wrapper -----------------------------------------------------------------------------
 
 
-def _kernel_site(ctx: KernelContext) -> tuple[int, int] | None:
-    """(id of the code, instruction offset) of the kernel statement calling the API, if a
-    kernel-file frame is the first frame outside the emulator. (Code objects hash slowly, and
-    the kernel's own code lives as long as the run.)"""
-    frame = sys._getframe(2)
-    path = ctx.kernel_path
-    emulator = _EMULATOR_DIR
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if filename == path:
-            return id(frame.f_code), frame.f_lasti
-        if not filename.startswith(emulator):
-            return None
-        frame = frame.f_back
-    return None
+class _Site:
+    """One kernel call site of one API: the compiled replays, and every argument structure met
+    (True: compiled; _UNREPLAYABLE: always runs normally)."""
+
+    __slots__ = ("closed", "replays", "structures")
+
+    def __init__(self) -> None:
+        self.replays: list[Callable[..., Any]] = []
+        self.structures: dict[Any, Any] = {}
+        self.closed = False  # too many structures (arguments that change every call)
 
 
 def replayable(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -514,33 +213,40 @@ def replayable(fn: Callable[..., Any]) -> Callable[..., Any]:
         ctx = active_context()
         if ctx is None or ctx.numerics or ctx._api_depth:
             return fn(*args, **kwargs)
-        site = _kernel_site(ctx)
-        if site is None:
-            return _run(ctx, fn, args, kwargs)
+        # the kernel statement calling: the first frame outside the emulator, if in the kernel
+        frame = sys._getframe(1)
+        filename = frame.f_code.co_filename
+        while filename != ctx.kernel_path:
+            if not filename.startswith(_EMULATOR_DIR) or frame.f_back is None:
+                return _run(ctx, fn, args, kwargs)
+            frame = frame.f_back
+            filename = frame.f_code.co_filename
+        # code by id: code objects hash slowly, and the kernel's own code outlives the run
+        key = (api, id(frame.f_code), frame.f_lasti)
+        entry = ctx._replays.get(key)
+        if entry is None:
+            entry = ctx._replays[key] = _Site()
+        else:
+            for replay in entry.replays:
+                result = replay(ctx, args, kwargs)
+                if result is not MISS:
+                    return result
+            if entry.closed:
+                return _run(ctx, fn, args, kwargs)
         tiles: list[Any] = []
         try:
             structure = (
                 tuple([_structure(a, tiles) for a in args]),
-                tuple([(k, _structure(v, tiles)) for k, v in kwargs.items()]) if kwargs else (),
+                tuple([(k, _structure(v, tiles)) for k, v in kwargs.items()]),
             )
         except _Unreplayable:
             return _run(ctx, fn, args, kwargs)
-        site_key = (api, *site)
-        logs = ctx._replays.get(site_key)
-        if logs is None:
-            logs = ctx._replays[site_key] = {}
-        elif logs is _UNREPLAYABLE:
+        if structure in entry.structures:
             return _run(ctx, fn, args, kwargs)
-        log = logs.get(structure)
-        if log is not None:
-            if log is _UNREPLAYABLE:
-                return _run(ctx, fn, args, kwargs)
-            return _replay(ctx, log, tiles)
-        if len(logs) >= _MAX_STRUCTURES_PER_SITE:
-            # arguments that change every call (e.g. a scalar computed from the loop index)
-            ctx._replays[site_key] = _UNREPLAYABLE
+        if len(entry.structures) >= _MAX_STRUCTURES_PER_SITE:
+            entry.closed = True
             return _run(ctx, fn, args, kwargs)
-        return _record(ctx, fn, args, kwargs, tiles, logs, structure)
+        return _record(ctx, fn, args, kwargs, tiles, entry, structure)
 
     return api
 
@@ -559,31 +265,51 @@ def _record(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     tiles: list[Any],
-    logs: dict[Any, Any],
+    entry: _Site,
     structure: Any,
 ) -> Any:
-    """Run the call normally while logging its effects; keep the log if it can be replayed."""
+    """Run the call normally while logging its effects; compile a replay if the log says
+    everything the call did."""
     recorder = Recorder()
     before = _snapshot(tiles)
     reduce_state = len(ctx.loop_reduce_state)
+    entry.structures[structure] = _UNREPLAYABLE  # until the call has completed and compiled
     ctx._recorder = recorder
     ctx._api_depth += 1
     try:
         result = fn(*args, **kwargs)
-    except BaseException:
-        logs[structure] = _UNREPLAYABLE
-        raise
     finally:
         ctx._recorder = None
         ctx._api_depth -= 1
-    log: Any = _UNREPLAYABLE
     if recorder.ok and _snapshot(tiles) == before and len(ctx.loop_reduce_state) == reduce_state:
         try:
-            log = _compile(recorder.events, tiles, result)
-        except _Unreplayable:
-            log = _UNREPLAYABLE
-    logs[structure] = log
+            replay = generate(*structure, _mask_key, _plain_key, recorder.events, tiles, result)
+        except Unsupported:
+            return result
+        entry.replays.append(replay)
+        entry.structures[structure] = True
     return result
+
+
+def _mask_key(mask: Predicate) -> Any:
+    """`_mask_structure`, remembered on the mask (a tail mask is built once and used by every
+    instruction of an iteration); None if the mask is unreplayable."""
+    key = mask._replay_key
+    if key is None:
+        try:
+            key = _mask_structure(mask)
+        except _Unreplayable:
+            key = False
+        mask._replay_key = key
+    return key
+
+
+def _plain_key(value: Any) -> Any:
+    """The structure of a tile-free argument (e.g. a list of axes), None if unreplayable."""
+    try:
+        return _structure(value, [])
+    except _Unreplayable:
+        return None
 
 
 def make_replayable(namespace: dict[str, Any], names: tuple[str, ...]) -> None:

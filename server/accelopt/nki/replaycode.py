@@ -1,0 +1,327 @@
+"""Straight-line Python for replaying one logged API call (see replay.py).
+
+A replay runs for every iteration of a kernel loop, so it is compiled once per call site and
+argument structure into a function without loops or dispatch:
+
+    def replay(ctx, args, kwargs):
+        # the arguments have the logged structure, else MISS (the caller falls back)
+        ...
+        # the logged effects, with regions shifted by the arguments' offsets
+        ...
+
+The generated checks accept exactly the arguments whose `replay._structure` equals the logged
+one (keyword order aside, which no API depends on); the generated effects are the logged events
+in order: tiles read (fresh state cleared, scope checked), tiles made and registered, records
+emitted with the current loop frames, writes noted (affine-loop conflicts checked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from accelopt.nki.indexing import IndexExpr, Predicate
+from accelopt.nki.loops import LoopVar
+from accelopt.nki.tensor import Tensor, View, par_dim
+from accelopt.nki.trace import Region, TraceRecord
+
+MISS = object()  # the arguments do not have the logged structure
+_DUMP = False
+
+# A Region without the frozen dataclass's __setattr__ detour (same class, same slots).
+_new_object = object.__new__
+_set_region_tid = Region.__dict__["tensor_id"].__set__
+_set_region_box = Region.__dict__["box"].__set__
+
+
+def new_region(tid: int, box: tuple[tuple[int, int], ...]) -> Region:
+    region = _new_object(Region)
+    _set_region_tid(region, tid)
+    _set_region_box(region, box)
+    return region
+
+
+class Unsupported(Exception):
+    """The log cannot be expressed as straight-line code (the call stays unreplayable)."""
+
+
+class _Source:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.consts: dict[str, Any] = {
+            "MISS": MISS,
+            "View": View,
+            "Tensor": Tensor,
+            "TraceRecord": TraceRecord,
+            "LoopVar": LoopVar,
+            "IndexExpr": IndexExpr,
+            "Predicate": Predicate,
+            "par_dim": par_dim,
+            "Region": Region,
+            "_new": _new_object,
+            "_set_tid": _set_region_tid,
+            "_set_box": _set_region_box,
+        }
+
+    def const(self, value: Any) -> str:
+        """A name for `value` in the generated function's globals."""
+        name = f"C{len(self.consts)}"
+        self.consts[name] = value
+        return name
+
+    def add(self, line: str, indent: int = 1) -> None:
+        self.lines.append("    " * indent + line)
+
+    def reject_if(self, condition: str) -> None:
+        self.add(f"if {condition}:")
+        self.add("return MISS", 2)
+
+
+def generate(
+    args_structure: tuple[Any, ...],
+    kwargs_structure: tuple[tuple[str, Any], ...],
+    mask_key: Callable[[Any], Any],
+    plain_key: Callable[[Any], Any],
+    events: list[tuple[Any, ...]],
+    tiles: list[Any],
+    result: Any,
+) -> Callable[..., Any]:
+    """The replay function for a call whose arguments had the given structures (from
+    replay._structure, before the call) and whose effects are `events` over argument `tiles`."""
+    src = _Source()
+    src.consts["_mask_key"] = mask_key
+    src.consts["_plain_key"] = plain_key
+    src.add("def replay(ctx, args, kwargs):", 0)
+    src.reject_if(f"len(args) != {len(args_structure)} or len(kwargs) != {len(kwargs_structure)}")
+    tile_exprs: list[str] = []
+    if args_structure:
+        names = [f"a{p}" for p in range(len(args_structure))]
+        src.add(f"{', '.join(names)}{',' if len(names) == 1 else ''} = args")
+        for name, structure in zip(names, args_structure):
+            _check(src, name, structure, tile_exprs)
+    for k, (key, structure) in enumerate(kwargs_structure):
+        name = f"k{k}"
+        src.add(f"{name} = kwargs.get({key!r}, MISS)")
+        _check(src, name, structure, tile_exprs)
+    if len(tile_exprs) != len(tiles):
+        raise Unsupported  # tiles nested in lists
+    _effects(src, events, tiles, tile_exprs, result)
+    namespace = dict(src.consts)
+    text = "\n".join(src.lines)
+    if _DUMP:
+        print(text)
+    exec(compile(text, "<accelopt.nki.replay>", "exec"), namespace)
+    return namespace["replay"]
+
+
+# --- argument checks --------------------------------------------------------------------------
+
+
+def _check(src: _Source, e: str, structure: Any, tile_exprs: list[str]) -> None:
+    if structure.__class__ is not tuple:  # an op, dtype, buffer, engine...: by identity or value
+        v = src.const(structure)
+        src.reject_if(f"{e} is not {v} and ({e}.__class__ is not {v}.__class__ or {e} != {v})")
+        return
+    kind = structure[0]
+    if kind is View:
+        _, shape, terms, tshape, dtype, buffer, block_dims, fresh, no_producer = structure
+        i = len(tile_exprs)
+        tile_exprs.append(e)
+        src.reject_if(
+            f"{e}.__class__ is not View or {e}.shape != {shape!r} or {e}._terms != {src.const(terms)} "
+            f"or {e}._arrays is not None or {e}._oob"
+        )
+        src.add(f"t{i} = {e}._tensor")
+        _check_tensor(src, f"t{i}", tshape, dtype, buffer, block_dims, fresh, no_producer)
+    elif kind is Tensor:
+        _, shape, dtype, buffer, block_dims, fresh, no_producer = structure
+        i = len(tile_exprs)
+        tile_exprs.append(e)
+        src.reject_if(f"{e}.__class__ is not Tensor or {e}._root is not None")
+        src.add(f"t{i} = {e}")
+        _check_tensor(src, f"t{i}", shape, dtype, buffer, block_dims, fresh, no_producer)
+    elif kind is LoopVar:
+        src.reject_if(
+            f"{e}.__class__ is not LoopVar or {e} != {structure[1]!r} or {e}.loop_id != {structure[2]!r}"
+        )
+    elif kind is IndexExpr:
+        _, sizes, coefs, offset = structure
+        src.reject_if(
+            f"{e}.__class__ is not IndexExpr or {e}.values is not None or {e}.sizes != {sizes!r} "
+            f"or {e}.coefs != {coefs!r} or {e}.offset != {offset!r}"
+        )
+    elif kind is Predicate:
+        src.reject_if(f"{e}.__class__ is not Predicate or _mask_key({e}) != {src.const(structure)}")
+    elif kind is tuple or kind is list:
+        if _has_tiles(structure):
+            raise Unsupported
+        src.reject_if(f"{e}.__class__ is not {src.const(kind)} or _plain_key({e}) != {src.const(structure)}")
+    elif kind is par_dim:
+        src.reject_if(f"{e}.__class__ is not par_dim or {e}.size != {structure[1]!r}")
+    elif isinstance(kind, type) and issubclass(kind, np.generic):
+        src.reject_if(f"{e}.__class__ is not {src.const(kind)} or {e}.item() != {src.const(structure[1])}")
+    elif kind is type(None):
+        src.reject_if(f"{e} is not None")
+    elif isinstance(kind, type):  # a Python scalar
+        src.reject_if(f"{e}.__class__ is not {src.const(kind)} or {e} != {src.const(structure[1])}")
+    else:
+        raise Unsupported
+
+
+def _check_tensor(
+    src: _Source, t: str, shape: Any, dtype: Any, buffer: Any, block_dims: int, fresh: bool, no_producer: bool
+) -> None:
+    d = src.const(dtype)
+    src.reject_if(
+        f"{t}._alias is not None or {t}.shape != {shape!r} or ({t}.dtype is not {d} and {t}.dtype != {d}) "
+        f"or {t}.buffer is not {src.const(buffer)} or {t}.block_dims != {block_dims!r} "
+        f"or {t}._fresh is not {fresh!r} or ({t}._producer is None) is not {no_producer!r}"
+    )
+
+
+def _has_tiles(structure: Any) -> bool:
+    if structure.__class__ is not tuple or not structure:
+        return False
+    if structure[0] is View or structure[0] is Tensor:
+        return True
+    return any(_has_tiles(s) for s in structure[1:] if s.__class__ is tuple)
+
+
+# --- effects ------------------------------------------------------------------------------------
+
+
+def _effects(
+    src: _Source, events: list[tuple[Any, ...]], tiles: list[Any], tile_exprs: list[str], result: Any
+) -> None:
+    tensor_var: dict[int, str] = {}  # id(tensor) -> variable
+    by_tid: dict[int, tuple[str, Any]] = {}  # tid -> (tensor variable, offsets of an argument view or None)
+    for i, tile in enumerate(tiles):
+        tensor = tile._tensor if tile.__class__ is View else tile
+        if id(tensor) in tensor_var:
+            raise Unsupported  # which argument a region came from would be ambiguous
+        tensor_var[id(tensor)] = f"t{i}"
+        by_tid[tensor._tid] = (f"t{i}", tile._offsets if tile.__class__ is View else None, i)
+    unpacked: set[int] = set()
+    record_var: dict[int, str] = {}
+    region_expr: dict[int, str] = {}  # id(region object in an emitted record) -> expression
+    new_tensors: list[Tensor] = []
+    regions: list[str] = []
+
+    def tensor_of(tensor: Tensor) -> str:
+        var = tensor_var.get(id(tensor))
+        if var is None:
+            raise Unsupported
+        return var
+
+    def region(r: Region) -> str:
+        source = by_tid.get(r.tensor_id)
+        if source is None:
+            raise Unsupported
+        var, offsets, i = source
+        if offsets is None:
+            box = src.const(r.box)
+        else:
+            if len(offsets) != len(r.box):
+                raise Unsupported
+            if i not in unpacked:
+                names = [f"o{i}_{d}" for d in range(len(offsets))]
+                src.add(f"{', '.join(names)}{',' if len(names) == 1 else ''} = x{i}._offsets")
+                unpacked.add(i)
+            parts = [
+                f"(o{i}_{d} + {lo - o}, o{i}_{d} + {hi - o})"
+                for d, ((lo, hi), o) in enumerate(zip(r.box, offsets))
+            ]
+            box = f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"
+        # new_region inlined (no Python call per region)
+        name = f"g{len(regions)}"
+        regions.append(name)
+        src.add(f"{name} = _new(Region)")
+        src.add(f"_set_tid({name}, {var}._tid)")
+        src.add(f"_set_box({name}, {box})")
+        return name
+
+    src.add("records = ctx.trace.records")
+    for i, expr in enumerate(tile_exprs):
+        src.add(f"x{i} = {expr}")
+    for event in events:
+        kind = event[0]
+        if kind == "view":
+            _, tensor, line = event
+            t = tensor_of(tensor)
+            src.add(f"if {t}._fresh:")
+            src.add(f"{t}._fresh = False", 2)
+            src.add(f"{t}._exact = None", 2)
+            src.add(f"if {t}._alloc_scopes:")
+            src.add(f"ctx.check_in_scope({t}, {line!r})", 2)
+        elif kind == "tensor":
+            _, tensor, name, line = event
+            var = f"n{len(new_tensors)}"
+            new_tensors.append(tensor)
+            tensor_var[id(tensor)] = var
+            by_tid[tensor._tid] = (var, None, -1)
+            src.add(
+                f"{var} = Tensor({tensor.shape!r}, {src.const(tensor.dtype)}, {src.const(tensor.buffer)}, "
+                f"{tensor.block_dims!r}, None)"
+            )
+            src.add(f"ctx.register_tensor({var}, {name!r}, {line!r})")
+            if tensor._alias is not None or tensor._root is not None or tensor._exact is not None:
+                raise Unsupported
+            if tensor._written:
+                src.add(f"{var}._written = True")
+            if tensor._fresh:
+                src.add(f"{var}._fresh = True")
+            if tensor._pmask is not None:
+                src.add(f"{var}._pmask = {src.const(tensor._pmask)}")
+        elif kind == "emit":
+            record = event[1]
+            var = f"r{len(record_var)}"
+            record_var[id(record)] = var
+            reads = [region(r) for r in record.reads]
+            writes = [region(r) for r in record.writes]
+            for k, r in enumerate(record.writes):
+                region_expr[id(r)] = f"{var}.writes[{k}]"
+            args = [
+                "len(records)",
+                src.const(record.engine),
+                repr(record.opcode),
+                repr(record.partitions),
+                repr(record.free_size),
+                repr(record.dtype),
+                repr(record.out_dtype),
+                f"({', '.join(reads)}{',' if len(reads) == 1 else ''})",
+                f"({', '.join(writes)}{',' if len(writes) == 1 else ''})",
+                src.const(record.src_memory),
+                src.const(record.dst_memory),
+                repr(record.line),
+                "ctx.frames",
+                repr(record.bytes),
+                repr(record.flops),
+                repr(record.vector_ops),
+                repr(record.is_transpose),
+                repr(record.accumulate),
+                repr(record.matmul_kmn),
+                repr(record.dma_chunk_bytes),
+                repr(record.dma_chunks),
+                f"{src.const(dict(record.extra))}.copy()",
+            ]
+            src.add(f"{var} = TraceRecord({', '.join(args)})")
+            src.add(f"records.append({var})")
+        else:  # write
+            _, tensor, r, line, accumulate = event
+            expr = region_expr.get(id(r)) or region(r)
+            src.add(f"ctx.note_write({tensor_of(tensor)}, {expr}, {line!r}, {accumulate!r})")
+    for j, tensor in enumerate(new_tensors):
+        producer = tensor._producer
+        if producer is not None:
+            var = record_var.get(id(producer))
+            if var is None:
+                raise Unsupported
+            src.add(f"n{j}._producer = {var}")
+    if result is None:
+        src.add("return None")
+    elif result.__class__ is Tensor:
+        src.add(f"return {tensor_of(result)}")
+    else:
+        raise Unsupported
