@@ -41,8 +41,9 @@ from accelopt.agents.offline import offline_agents
 from accelopt.profiling.nkibench import bench_task, load_index
 from accelopt.profiling.simulator import SimulatorBackend
 from accelopt.search.beam import run_search
+from accelopt.search.candidate import Candidate
 from accelopt.search.config import Budget, SearchConfig
-from accelopt.search.events import CandidateEvent, Finished, Started
+from accelopt.search.events import CandidateEvent, Finished, IterationEvent, Started
 from accelopt.search.memory import Memory
 
 MODES = ("beam+memory", "beam", "sampling")
@@ -62,6 +63,8 @@ class TaskResult:
     best_plan: list[str] = field(default_factory=list)
     # (evaluations so far, best speedup so far) after every evaluated candidate
     curve: list[tuple[int, float]] = field(default_factory=list)
+    # every distinct evaluated kernel, in the order counted: what was tried and what it gave
+    trials: list[dict[str, object]] = field(default_factory=list)
     wall_s: float = 0.0
 
     def evaluations_to_reach(self, target: float) -> int | None:
@@ -79,6 +82,7 @@ def config_for(mode: str, args: argparse.Namespace) -> SearchConfig:
         hardware="trn1",
         evaluation_timeout_s=args.timeout,
         max_concurrent_evaluations=args.workers,
+        max_concurrent_agent_calls=args.agent_calls,
         seed=args.seed,
     )
     if mode == "sampling":
@@ -101,15 +105,41 @@ def config_for(mode: str, args: argparse.Namespace) -> SearchConfig:
     )
 
 
+def creation_order(candidate: Candidate) -> int:
+    return int(candidate.id.lstrip("c"))
+
+
+def trial(candidate: Candidate, parent: Candidate | None, beam_rank: dict[str, int]) -> dict[str, object]:
+    """What one evaluated kernel was and what it gave, for --trace and the JSON file."""
+    assert candidate.plan is not None
+    step = None
+    if parent is not None and parent.latency_ms and candidate.latency_ms:
+        step = parent.latency_ms / candidate.latency_ms
+    return {
+        "id": candidate.id,
+        "iteration": candidate.iteration,
+        "parent": candidate.parent_id,
+        "parent_rank": beam_rank.get(candidate.parent_id or "", -1),
+        "rewrite": candidate.plan.rewrite,
+        "site": candidate.plan.site,
+        "title": candidate.plan.title,
+        "lessons": len(candidate.plan.lesson_ids),
+        "status": str(candidate.status),
+        "speedup": candidate.speedup,
+        "step": step,
+    }
+
+
 async def run_task(
     name: str, mode: str, args: argparse.Namespace, backend: SimulatorBackend, memory: Memory | None
 ) -> TaskResult:
     kernel, task = bench_task(name, args.size)
     result = TaskResult(task=name, mode=mode)
     started = time.monotonic()
-    seen: set[str] = set()
-    kernels: set[str] = {kernel.normalized_hash()}
-    best = 1.0
+    by_id: dict[str, Candidate] = {}
+    evaluated: dict[str, Candidate] = {}
+    # iteration -> {candidate id: place in the beam that iteration expanded}
+    beams: dict[int, dict[str, int]] = {}
     async for event in run_search(
         kernel, task, offline_agents(seed=args.seed), backend, config_for(mode, args), memory=memory
     ):
@@ -117,21 +147,17 @@ async def run_task(
             base = event.baseline
             result.baseline_ms = base.latency_ms
             result.peak_before = base.percent_of_peak
+            by_id[base.id] = base
+            beams[1] = {base.id: 0}
         elif isinstance(event, CandidateEvent):
             candidate = event.candidate
-            # Count backend evaluations: not agent failures, not repeats of a kernel already seen.
-            if candidate.status == "pending" or candidate.id in seen or candidate.plan is None:
+            by_id[candidate.id] = candidate
+            # Backend evaluations only: not agent failures (they hold their parent's kernel).
+            if candidate.status in ("pending", "agent_error") or candidate.plan is None:
                 continue
-            seen.add(candidate.id)
-            if candidate.message.startswith(("planner:", "executor:")):
-                continue
-            digest = candidate.kernel.normalized_hash()
-            if digest in kernels:
-                continue
-            kernels.add(digest)
-            if candidate.status == "ok" and candidate.speedup is not None:
-                best = max(best, candidate.speedup)
-            result.curve.append((len(kernels) - 1, best))
+            evaluated[candidate.id] = candidate
+        elif isinstance(event, IterationEvent):
+            beams[event.iteration + 1] = {cid: i for i, cid in enumerate(event.beam)}
         elif isinstance(event, Finished):
             result.reason = event.reason
             result.evaluations = event.evaluations
@@ -141,6 +167,21 @@ async def run_task(
                 result.peak_after = top.percent_of_peak
                 result.speedup = top.speedup or 1.0
                 result.best_plan = [p.title for p in top.rationale]
+    # The curve counts distinct kernels in the order the search wrote them (candidate ids), not
+    # the order their evaluations happened to finish in: with two evaluation workers the latter
+    # depends on how long each simulation took, which is noise for this comparison.
+    kernels = {kernel.normalized_hash()}
+    best = 1.0
+    for candidate in sorted(evaluated.values(), key=creation_order):
+        digest = candidate.kernel.normalized_hash()
+        if digest in kernels:
+            continue
+        kernels.add(digest)
+        if candidate.status == "ok" and candidate.speedup is not None:
+            best = max(best, candidate.speedup)
+        result.curve.append((len(kernels) - 1, best))
+        beam = beams.get(candidate.iteration, {})
+        result.trials.append(trial(candidate, by_id.get(candidate.parent_id or ""), beam))
     result.wall_s = time.monotonic() - started
     return result
 
@@ -227,7 +268,25 @@ def load_results(paths: list[str]) -> dict[str, dict[str, TaskResult]]:
     return results
 
 
-def print_tables(results: dict[str, dict[str, TaskResult]]) -> None:
+def print_trace(results: dict[str, dict[str, TaskResult]]) -> None:
+    """Every evaluated plan per task and mode, in the order counted: which paid off (step = the
+    speedup over its parent), which were neutral, which failed."""
+    for mode, rows in results.items():
+        for row in rows.values():
+            print(f"\n-- {row.task} [{mode}]: {row.speedup:.3f}x")
+            for number, item in enumerate(row.trials, 1):
+                step = item["step"]
+                gain = f"{step:6.3f}x" if isinstance(step, float) else f"{item['status']:>7}"
+                used = f" ({item['lessons']} lessons)" if item["lessons"] else ""
+                print(
+                    f"  {number:3d} it{item['iteration']} parent#{item['parent_rank']} {gain} "
+                    f"{item['rewrite']}: {item['title']}{used}"
+                )
+
+
+def print_tables(results: dict[str, dict[str, TaskResult]], *, trace: bool = False) -> None:
+    if trace:
+        print_trace(results)
     for mode in MODES:
         if mode in results:
             print_mode_table(mode, list(results[mode].values()))
@@ -236,7 +295,7 @@ def print_tables(results: dict[str, dict[str, TaskResult]]) -> None:
 
 async def main(args: argparse.Namespace) -> int:
     if args.from_json:
-        print_tables(load_results(args.from_json))
+        print_tables(load_results(args.from_json), trace=args.trace)
         return 0
     tasks = [t.name for t in load_index()]
     if args.tasks:
@@ -271,7 +330,7 @@ async def main(args: argparse.Namespace) -> int:
                     memory.close()
     finally:
         await backend.aclose()
-    print_tables(results)
+    print_tables(results, trace=args.trace)
     if args.json:
         Path(args.json).write_text(
             json.dumps({m: {t: asdict(r) for t, r in rows.items()} for m, rows in results.items()}, indent=1)
@@ -293,6 +352,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--iterations", type=int, default=4)
     parser.add_argument("--seeds", type=int, default=2, help="random inputs per correctness check")
     parser.add_argument("--workers", type=int, default=2, help="concurrent evaluations")
+    parser.add_argument(
+        "--agent-calls",
+        type=int,
+        default=1,
+        help="concurrent agent calls (1: candidates are written, and so evaluated, in the planners' "
+        "order of preference; more only shuffles that order, the offline agents are CPU-bound)",
+    )
+    parser.add_argument("--trace", action="store_true", help="print every evaluated plan per task")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per evaluation")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write every result (with curves) to this file")

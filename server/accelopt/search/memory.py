@@ -82,10 +82,27 @@ def kernel_family(name: str) -> str:
 
 
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# An NKI API call under its usual aliases (nl., nisa., nki.language., nki.isa.).
+_API_CALL = re.compile(r"\b(?:nl|nisa|language|isa)\.([A-Za-z_]\w*)\s*\(")
+# Loop ranges and index helpers say nothing about what a kernel computes; the nl and nisa
+# spellings of one instruction are the same instruction.
+_NOT_WORK = {"affine_range", "sequential_range", "static_range", "range", "arange", "par_dim", "ds"}
+_SAME_INSTRUCTION = {"nc_matmul": "matmul", "nc_transpose": "transpose"}
 
 
 def source_tokens(text: str) -> set[str]:
     return set(_TOKEN.findall(text))
+
+
+def instruction_name(api_name: str) -> str | None:
+    """'nc_matmul' -> 'matmul'; None for loop ranges and index helpers (not work)."""
+    leaf = api_name.rsplit(".", 1)[-1]
+    return None if leaf in _NOT_WORK else _SAME_INSTRUCTION.get(leaf, leaf)
+
+
+def api_calls(text: str) -> frozenset[str]:
+    """The NKI instructions a kernel uses: what kind of kernel it is, whatever its names."""
+    return frozenset(n for n in map(instruction_name, _API_CALL.findall(text)) if n is not None)
 
 
 class Memory:
@@ -95,7 +112,7 @@ class Memory:
         self.path = IN_MEMORY if str(path) == IN_MEMORY else Path(path or default_memory_path())
         self.busy_timeout_s = busy_timeout_s
         self.recovery: RecoveryReport | None = None
-        self._decoded: dict[int, tuple[Experience, frozenset[str]]] = {}
+        self._decoded: dict[int, tuple[Experience, frozenset[str], frozenset[str]]] = {}
         self._lock = threading.Lock()
         self._conn = self._open()
 
@@ -228,8 +245,8 @@ class Memory:
 
     # -- selection ----------------------------------------------------------------------------
 
-    def _recent_with_tokens(self, window: int) -> list[tuple[Experience, frozenset[str]]]:
-        """The newest `window` experiences with their slow kernels' tokens. Rows are immutable,
+    def _recent_with_tokens(self, window: int) -> list[tuple[Experience, frozenset[str], frozenset[str]]]:
+        """The newest `window` experiences with their slow kernels' tokens and NKI instructions. Rows are immutable,
         so each is decoded once per Memory object; the id list is read afresh every time, so
         rows added or removed by other processes are seen."""
         with self._locked() as conn:
@@ -246,7 +263,11 @@ class Memory:
                 for row in conn.execute(f"SELECT id, data FROM experiences WHERE id IN ({marks})", chunk):
                     exp = _decode(row)
                     if exp is not None:
-                        self._decoded[exp.id or 0] = (exp, frozenset(source_tokens(exp.slow_kernel)))
+                        self._decoded[exp.id or 0] = (
+                            exp,
+                            frozenset(source_tokens(exp.slow_kernel)),
+                            api_calls(exp.slow_kernel),
+                        )
         return [self._decoded[i] for i in ids if i in self._decoded]
 
     def select_for_prompt(
@@ -260,18 +281,22 @@ class Memory:
     ) -> list[Experience]:
         """The experiences most relevant to `kernel`, most relevant first.
 
-        Relevance = same kernel family (strongest), token overlap between the kernel and the
-        experience's slow kernel, same roofline bound, same hardware, and recency (half-life of
-        30 days). Positive and negative lessons are interleaved so neither crowds the other out.
+        Relevance = same kernel family (strongest), overlap of the NKI instructions the two
+        kernels use (a matmul-with-norm kernel learns from other matmul-with-norm kernels,
+        whatever their variable names), token overlap between the kernel and the experience's
+        slow kernel, same roofline bound, same hardware, and recency (half-life of 30 days).
+        Positive and negative lessons are interleaved so neither crowds the other out.
         """
         if limit <= 0:
             return []
         now = now or datetime.now(timezone.utc)
         family = kernel_family(kernel.name)
         tokens = source_tokens(kernel.text)
+        calls = api_calls(kernel.text)
         scored: list[tuple[float, Experience]] = []
-        for exp, exp_tokens in self._recent_with_tokens(SELECTION_WINDOW):
+        for exp, exp_tokens, exp_calls in self._recent_with_tokens(SELECTION_WINDOW):
             score = 2.0 if exp.kernel_family == family else 0.0
+            score += _jaccard(calls, exp_calls)
             score += _jaccard(tokens, exp_tokens)
             if profile is not None and exp.bound and exp.bound == profile.bound:
                 score += 0.5

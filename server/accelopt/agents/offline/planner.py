@@ -3,27 +3,29 @@
 Each legal site of the catalogue gets a score from three sources:
 - the profile: sites whose rewrite relieves the resource that bounds the kernel (HBM, Tensor
   Engine, Vector/Scalar engines) and sites on the costliest source lines score higher;
-- the memory: rewrites that sped up similar kernels before score higher, ones that slowed them
-  down score lower (an experience names its rewrite in the lesson, see summarizer.py);
+- the memory (evidence.py): sites like the ones where a rewrite sped up similar kernels before
+  score higher, ones where it slowed them down score lower (a lesson names its rewrite and the
+  structural pattern of its site, see summarizer.py);
 - a small seeded jitter, so different seeds explore different plans deterministically.
-Plans are then taken round-robin over rewrites (best site of each rewrite first) for diversity.
+Plans are then taken round-robin over rewrites (best site of each rewrite first) for diversity,
+except that rewrites the memory defers (no share in the successes on similar kernels, or net
+negative evidence) come after all the others.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import math
 import random
-import re
 from collections import defaultdict
 
 from accelopt.agents.base import PlanRequest, PlanResult
 from accelopt.agents.offline.catalogue import all_sites, get_rewrite, title_for
+from accelopt.agents.offline.evidence import Evidence, read_lessons, weigh
 from accelopt.agents.offline.rewrites.base import Params, Site
+from accelopt.agents.offline.site_pattern import patterns_of
 from accelopt.profiling.profile import Profile
-from accelopt.search.candidate import Experience, Plan
-from accelopt.search.memory import kernel_family
+from accelopt.search.candidate import Plan
 
 # Which engine fractions of a profile a relieved resource corresponds to.
 _ENGINE_FIELDS = {
@@ -32,44 +34,8 @@ _ENGINE_FIELDS = {
     "tensor": "tensor_engine_active_time_percent",
     "hbm": "dma_active_time_percent",
 }
-_REWRITE_TAG = re.compile(r"rewrite=([a-z_]+)")
-_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def rewrite_of(experience: Experience) -> str | None:
-    """The rewrite an experience's lesson applied (the summarizer tags it `rewrite=<name>`)."""
-    match = _REWRITE_TAG.search(experience.lesson.plan) or _REWRITE_TAG.search(experience.lesson.title)
-    return match.group(1) if match else None
-
-
-def _similarity(a: str, b: str) -> float:
-    ta, tb = set(_TOKEN.findall(a)), set(_TOKEN.findall(b))
-    return len(ta & tb) / max(1, len(ta | tb))
-
-
-def memory_scores(
-    kernel_name: str, kernel_text: str, experiences: list[Experience]
-) -> dict[str, tuple[float, list[int]]]:
-    """rewrite -> (score, experience ids): the log-speedups of its past uses, weighted by how much
-    the experience's kernel resembles this one (same kernel family: full weight; otherwise the
-    cube of the token overlap, so lessons from unrelated kernels barely count), and damped when
-    the evidence is thin."""
-    family = kernel_family(kernel_name)
-    weighted: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    ids: dict[str, list[int]] = defaultdict(list)
-    for exp in experiences:
-        name = rewrite_of(exp)
-        if name is None or exp.speedup <= 0:
-            continue
-        weight = 1.0 if exp.kernel_family == family else _similarity(kernel_text, exp.slow_kernel) ** 3
-        weighted[name].append((weight, math.log(exp.speedup)))
-        if exp.id is not None:
-            ids[name].append(exp.id)
-    scores: dict[str, tuple[float, list[int]]] = {}
-    for name, items in weighted.items():
-        total = sum(w for w, _ in items)
-        scores[name] = (sum(w * v for w, v in items) / (total + 0.5), ids[name])
-    return scores
+# A fully relevant 1.2x lesson adds 12 * log(1.2) / 1.5, about +1.5, to its site's score.
+MEMORY_WEIGHT = 12.0
 
 
 def profile_score(site: Site, profile: Profile | None) -> float:
@@ -124,30 +90,17 @@ class OfflinePlanner:
         # search asks N times for one plan each (`proposal` 0..N-1) and the N answers must differ.
         digest = hashlib.sha256(f"{self.seed}:{text}".encode()).digest()
         rng = random.Random(int.from_bytes(digest[:8], "big"))
-        memory = memory_scores(request.kernel.name, text, request.experiences)
+        bound = request.profile.bound if request.profile is not None else None
+        lessons = read_lessons(request.kernel.name, text, bound, request.experiences)
+        evidence = weigh(lessons, sites, patterns_of(text, request.kernel.name) if lessons else {})
         scored: list[tuple[float, Site]] = []
         for site in sites:
             score = 1.0 + get_rewrite(site.rewrite).prior + profile_score(site, request.profile)
-            learned = memory.get(site.rewrite)
-            if learned is not None:
-                score += 12.0 * learned[0]  # a 1.2x lesson of the same family: about +1.5
+            score += MEMORY_WEIGHT * evidence.gain(site)
             score += rng.random() * 0.6
             scored.append((score, site))
         scored.sort(key=lambda item: -item[0])
-
-        # Round-robin over rewrites, each rewrite's sites best first, rewrites ordered by their best.
-        by_rewrite: dict[str, list[tuple[float, Site]]] = defaultdict(list)
-        for score, site in scored:
-            by_rewrite[site.rewrite].append((score, site))
-        order = sorted(by_rewrite, key=lambda name: -by_rewrite[name][0][0])
-        ranking: list[Site] = []
-        depth = 0
-        while len(ranking) < len(sites):
-            for name in order:
-                queue = by_rewrite[name]
-                if depth < len(queue):
-                    ranking.append(queue[depth][1])
-            depth += 1
+        ranking = _diverse_ranking(scored, evidence)
 
         plans = []
         for k in range(request.proposal, request.proposal + request.count):
@@ -156,7 +109,6 @@ class OfflinePlanner:
             lap = k // len(ranking)  # past the end of the ranking: the sites' other parameter variants
             if lap and len(site.variants) > 1:
                 params = dict(site.variants[lap % len(site.variants)])
-            learned = memory.get(site.rewrite)
             plans.append(
                 Plan(
                     title=title_for(site, params),
@@ -164,7 +116,27 @@ class OfflinePlanner:
                     rewrite=site.rewrite,
                     site=site.id,
                     params=params,
-                    lesson_ids=list(learned[1]) if learned and learned[0] > 0 else [],
+                    lesson_ids=list(evidence.lesson_ids.get(site.id, [])) if evidence.gain(site) > 0 else [],
                 )
             )
         return PlanResult(plans=plans)
+
+
+def _diverse_ranking(scored: list[tuple[float, Site]], evidence: Evidence) -> list[Site]:
+    """Round-robin over rewrites (each rewrite's sites best first, rewrites ordered by their best
+    site), so the N plans cover different ideas; rewrites the memory defers come after all the
+    others' sites."""
+    by_rewrite: dict[str, list[Site]] = defaultdict(list)
+    for _, site in scored:
+        by_rewrite[site.rewrite].append(site)
+    order = list(by_rewrite)  # by best score, since `scored` is sorted
+    ranking: list[Site] = []
+    for group in (
+        [n for n in order if n not in evidence.deferred],
+        [n for n in order if n in evidence.deferred],
+    ):
+        depth = 0
+        while any(depth < len(by_rewrite[n]) for n in group):
+            ranking.extend(by_rewrite[n][depth] for n in group if depth < len(by_rewrite[n]))
+            depth += 1
+    return ranking

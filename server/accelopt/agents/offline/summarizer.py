@@ -1,13 +1,20 @@
 """The offline summarizer: a lesson from what actually changed between the slow and the fast
-kernel (a unified-diff excerpt) and the speedup measured for it."""
+kernel (a unified-diff excerpt) and the speedup measured for it.
+
+The lesson's text starts with machine-readable tags, `rewrite=<name>` and, when the site can be
+found in the slow kernel, `pattern=<key>`: the structural fingerprint of the code the rewrite
+acted on (site_pattern.py), which is what lets the lesson steer a differently named kernel with
+the same shape of code."""
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 
 from accelopt.agents.base import SummarizeRequest, SummarizeResult
 from accelopt.agents.offline.catalogue import get_rewrite
 from accelopt.agents.offline.rewrites.errors import NotApplicable
+from accelopt.agents.offline.site_pattern import pattern_of_site
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Lesson
 
@@ -59,7 +66,15 @@ class OfflineSummarizer:
         except NotApplicable:
             what = plan.title
         delta = _profile_delta(request.slow_profile, request.fast_profile)
-        text = f"rewrite={plan.rewrite or 'unknown'}: {what}. Applied as: {plan.title}. Result: {verdict}" + (
+        tags = f"rewrite={plan.rewrite or 'unknown'}"
+        if plan.rewrite:
+            # Finding the site again means analysing the slow kernel: CPU work, off the event loop.
+            pattern = await asyncio.to_thread(
+                pattern_of_site, request.slow.text, request.slow.name, plan.rewrite, plan.site
+            )
+            if pattern is not None:
+                tags += f" pattern={pattern.key}"
+        text = f"{tags}: {what}. Applied as: {plan.title}. Result: {verdict}" + (
             f" ({delta})." if delta else "."
         )
         if not positive:

@@ -1,0 +1,161 @@
+"""What the optimization memory says about each site of a kernel, for the offline planner.
+
+An experience speaks about a site in proportion to two things:
+
+- *kinship*: how much the experience's kernel is like this one. Full for the same kernel family
+  (which includes the search's own earlier iterations); otherwise half from the roofline bound
+  (a lesson learned on a DMA-bound kernel is about DMA-bound kernels) and half from the overlap
+  of the NKI instructions the two kernels use (matmul-with-norm kernels learn from each other,
+  whatever their tensors are called). Raw token overlap, which mostly measures shared variable
+  names, is not used.
+- *match*: whether the lesson is about this kind of site: same rewrite, and how close the site's
+  structural pattern (site_pattern.py) is to the one the lesson was learned on.
+
+Two readings come out:
+
+- a per-site *gain*: the relevance-weighted mean log-speedup of matching lessons (negative lessons
+  pull it down), damped when the evidence is thin;
+- *deferred* rewrites: the memory keeps the pairs that paid off (and the clear failures), so once
+  it holds several successes on kernels like this one, a rewrite with no share in them is
+  unlikely to be the one that pays here, and one with net negative evidence should be tried
+  after the rest. Its share is estimated with a Dirichlet prior (a uniform share over the
+  rewrites that apply), so a thin memory defers nothing.
+
+With no experiences every gain is 0 and nothing is deferred: the planner then ranks exactly as it
+does with the memory disabled.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from accelopt.agents.offline.rewrites.base import Site
+from accelopt.agents.offline.site_pattern import SitePattern, pattern_in_text
+from accelopt.search.candidate import Experience
+from accelopt.search.memory import api_calls, kernel_family
+
+_REWRITE_TAG = re.compile(r"rewrite=([a-z_]+)")
+
+# Pseudo-count of the uniform prior over rewrites when estimating each one's share of successes.
+PRIOR_WEIGHT = 2.0
+# A rewrite is deferred when its estimated share of successes falls below this fraction of the
+# uniform share.
+DEFER_BELOW = 0.5
+# Evidence damping: a single fully relevant lesson counts for 1 / (1 + DAMPING) of its gain.
+DAMPING = 0.5
+
+
+def rewrite_of(experience: Experience) -> str | None:
+    """The rewrite an experience's lesson applied (the summarizer tags it `rewrite=<name>`)."""
+    match = _REWRITE_TAG.search(experience.lesson.plan) or _REWRITE_TAG.search(experience.lesson.title)
+    return match.group(1) if match else None
+
+
+@dataclass(frozen=True)
+class LessonFacts:
+    """What the planner reads from one experience."""
+
+    id: int | None
+    rewrite: str
+    pattern: SitePattern | None
+    log_speedup: float
+    kinship: float
+
+
+@dataclass
+class Evidence:
+    gains: dict[str, float] = field(default_factory=dict)  # site id -> damped mean log-speedup
+    lesson_ids: dict[str, list[int]] = field(default_factory=dict)  # site id -> supporting lessons
+    deferred: set[str] = field(default_factory=set)  # rewrite names
+
+    def gain(self, site: Site) -> float:
+        return self.gains.get(site.id, 0.0)
+
+
+def kinship(experience: Experience, family: str, bound: str | None, calls: frozenset[str]) -> float:
+    if experience.kernel_family and experience.kernel_family == family:
+        return 1.0
+    if experience.bound and bound:
+        same_bound = 1.0 if experience.bound == bound else 0.0
+    else:
+        same_bound = 0.5  # unknown on either side: neither for nor against
+    theirs = api_calls(experience.slow_kernel)
+    overlap = len(calls & theirs) / len(calls | theirs) if calls or theirs else 1.0
+    return 0.5 * same_bound + 0.5 * overlap
+
+
+def match(lesson: LessonFacts, site: Site, pattern: SitePattern | None) -> float:
+    if lesson.rewrite != site.rewrite:
+        return 0.0
+    if lesson.pattern is None or pattern is None:
+        return 0.6  # a lesson with no pattern (an LLM's, an older row): the rewrite alone
+    return 0.25 + 0.75 * lesson.pattern.similarity(pattern)
+
+
+def read_lessons(
+    kernel_name: str, kernel_text: str, bound: str | None, experiences: list[Experience]
+) -> list[LessonFacts]:
+    family = kernel_family(kernel_name)
+    calls = api_calls(kernel_text)
+    facts = []
+    for exp in experiences:
+        name = rewrite_of(exp)
+        if name is None or exp.speedup <= 0:
+            continue
+        facts.append(
+            LessonFacts(
+                id=exp.id,
+                rewrite=name,
+                pattern=pattern_in_text(exp.lesson.plan),
+                log_speedup=math.log(exp.speedup),
+                kinship=kinship(exp, family, bound, calls),
+            )
+        )
+    return facts
+
+
+def weigh(lessons: list[LessonFacts], sites: list[Site], patterns: dict[str, SitePattern]) -> Evidence:
+    evidence = Evidence()
+    if not lessons:
+        return evidence
+    for site in sites:
+        pattern = patterns.get(site.id)
+        total = weighted = 0.0
+        ids: list[int] = []
+        for lesson in lessons:
+            relevance = lesson.kinship * match(lesson, site, pattern)
+            if relevance <= 0:
+                continue
+            total += relevance
+            weighted += relevance * lesson.log_speedup
+            if lesson.id is not None and lesson.log_speedup > 0:
+                ids.append(lesson.id)
+        if total > 0:
+            evidence.gains[site.id] = weighted / (total + DAMPING)
+            evidence.lesson_ids[site.id] = ids
+    evidence.deferred = _deferred(lessons, sites, evidence)
+    return evidence
+
+
+def _deferred(lessons: list[LessonFacts], sites: list[Site], evidence: Evidence) -> set[str]:
+    rewrites = sorted({s.rewrite for s in sites})
+    # Only successes of rewrites that apply here: one that cannot act on this kernel says
+    # nothing about which of the applicable ones pays.
+    successes: dict[str, float] = defaultdict(float)
+    for lesson in lessons:
+        if lesson.log_speedup > 0 and lesson.rewrite in rewrites:
+            successes[lesson.rewrite] += lesson.kinship
+    total = sum(successes.values())
+    uniform = 1.0 / len(rewrites)
+    deferred = set()
+    for name in rewrites:
+        share = (successes[name] + PRIOR_WEIGHT * uniform) / (total + PRIOR_WEIGHT)
+        best = max(evidence.gain(s) for s in sites if s.rewrite == name)
+        if share < DEFER_BELOW * uniform or best < 0:
+            deferred.add(name)
+    if len(deferred) == len(rewrites):
+        return set()  # nothing to prefer: keep the profile's order
+    return deferred

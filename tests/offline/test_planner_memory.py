@@ -1,0 +1,218 @@
+"""The offline planner's use of the optimization memory: lessons transfer between kernels by what
+they were about (the roofline bound, the instructions the kernel uses, the structural pattern of
+the site), not by shared variable names; negative lessons and rewrites with no share in the
+successes on similar kernels are tried later; within a search, a rewrite that paid off steers
+the next site of the same shape.
+
+The kernels are small and only analysed (never run), so these tests are fast. They pick the
+rewrites they promote or demote from the planner's own ranking without memory, so they hold
+whatever rewrites the catalogue registers."""
+
+from __future__ import annotations
+
+import pytest
+
+from accelopt.agents.base import PlanRequest, SummarizeRequest
+from accelopt.agents.offline.catalogue import all_sites, get_rewrite
+from accelopt.agents.offline.planner import OfflinePlanner
+from accelopt.agents.offline.site_pattern import pattern_in_text, patterns_of
+from accelopt.agents.offline.summarizer import OfflineSummarizer
+from accelopt.profiling.evaluation import KernelSource
+from accelopt.profiling.profile import Profile
+from accelopt.search.candidate import Experience, Plan
+from accelopt.search.memory import kernel_family, source_tokens
+
+PROJ = KernelSource(
+    name="proj_kernel",
+    text="""import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def proj_kernel(x_t, w):
+    k, m = x_t.shape
+    n = w.shape[1]
+    out = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.shared_hbm)
+    for mi in nl.affine_range(m // 128):
+        for ni in nl.affine_range(n // 512):
+            acc = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+            for ki in nl.affine_range(k // 128):
+                x_tile = nl.load(x_t[ki * 128 : (ki + 1) * 128, mi * 128 : (mi + 1) * 128])
+                w_tile = nl.load(w[ki * 128 : (ki + 1) * 128, ni * 512 : (ni + 1) * 512])
+                acc += nisa.nc_matmul(x_tile, w_tile)
+            res = nl.copy(acc, dtype=nl.float32)
+            nl.store(out[mi * 128 : (mi + 1) * 128, ni * 512 : (ni + 1) * 512], value=res)
+    return out
+""",
+)
+
+# The same shape of computation under other names, with a sigmoid where PROJ copies.
+SCORES = KernelSource(
+    name="gate_scores_kernel",
+    text="""import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def gate_scores_kernel(queries, keys):
+    depth, rows = queries.shape
+    cols = keys.shape[1]
+    scores = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.shared_hbm)
+    for r in nl.affine_range(rows // 128):
+        for c in nl.affine_range(cols // 512):
+            total = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+            for d in nl.affine_range(depth // 128):
+                q = nl.load(queries[d * 128 : (d + 1) * 128, r * 128 : (r + 1) * 128])
+                kv = nl.load(keys[d * 128 : (d + 1) * 128, c * 512 : (c + 1) * 512])
+                total += nisa.nc_matmul(q, kv)
+            gated = nl.sigmoid(total)
+            nl.store(scores[r * 128 : (r + 1) * 128, c * 512 : (c + 1) * 512], value=gated)
+    return scores
+""",
+)
+
+DMA_BOUND = Profile(
+    backend="simulator", hardware="trn1", latency_ms=1.0, bound="hbm", dma_active_time_percent=0.9
+)
+
+
+def ranking(kernel: KernelSource, experiences: list[Experience] | None = None) -> list[Plan]:
+    """Every site once, in the planner's order of preference."""
+    count = len(all_sites(kernel.text, kernel.name))
+    result = OfflinePlanner().plan_now(
+        PlanRequest(kernel=kernel, profile=DMA_BOUND, experiences=experiences or [], count=count)
+    )
+    assert result.error is None
+    return result.plans
+
+
+async def lesson_from(kernel: KernelSource, rewrite: str, speedup: float, id_: int) -> Experience:
+    """An experience as the search stores it: the real summarizer's lesson on `kernel`'s first
+    site of `rewrite`."""
+    site = next(s for s in all_sites(kernel.text, kernel.name) if s.rewrite == rewrite)
+    plan = Plan(title=site.title, rewrite=rewrite, site=site.id, params=dict(site.variants[0]))
+    fast = get_rewrite(rewrite).apply(kernel.text, kernel.name, site.id, plan.params)
+    result = await OfflineSummarizer().summarize(
+        SummarizeRequest(
+            slow=kernel, fast=kernel.model_copy(update={"text": fast}), plan=plan, speedup=speedup
+        )
+    )
+    assert result.lesson is not None
+    return Experience(
+        id=id_,
+        slow_kernel=kernel.text,
+        fast_kernel=fast,
+        speedup=speedup,
+        lesson=result.lesson,
+        kernel_family=kernel_family(kernel.name),
+        bound="hbm",
+    )
+
+
+def first_round(plans: list[Plan]) -> list[str]:
+    """The rewrites in the order they first appear."""
+    seen: list[str] = []
+    for plan in plans:
+        if plan.rewrite not in seen:
+            seen.append(plan.rewrite or "")
+    return seen
+
+
+def test_the_two_kernels_share_structure_not_names():
+    shared = source_tokens(PROJ.text) & source_tokens(SCORES.text)
+    assert not {"x_t", "w", "x_tile", "w_tile", "acc"} & shared
+    assert kernel_family(PROJ.name) != kernel_family(SCORES.name)
+    patterns = {p.key for p in patterns_of(PROJ.text, PROJ.name).values()}
+    assert patterns & {p.key for p in patterns_of(SCORES.text, SCORES.name).values()}
+
+
+async def test_summarizer_tags_the_lesson_with_the_site_pattern():
+    experience = await lesson_from(PROJ, "preload_operand", 1.3, 1)
+    pattern = pattern_in_text(experience.lesson.plan)
+    assert pattern is not None and pattern.rewrite == "preload_operand"
+    assert "load" in pattern.calls and "matmul" in pattern.consumers
+    assert experience.lesson.plan.startswith(f"rewrite=preload_operand pattern={pattern.key}:")
+
+
+async def test_a_lesson_from_another_kernel_of_the_same_shape_ranks_its_rewrite_first():
+    before = ranking(SCORES)
+    promoted = first_round(before)[1]  # the planner's second idea without memory
+    assert before[0].rewrite != promoted
+    lesson = await lesson_from(PROJ, promoted, 1.3, 7)
+    after = ranking(SCORES, [lesson])
+    assert after[0].rewrite == promoted
+    assert after[0].lesson_ids == [7]
+
+
+async def test_a_negative_lesson_sends_its_rewrite_after_all_the_others():
+    before = ranking(SCORES)
+    demoted = before[0].rewrite
+    assert demoted is not None
+    lesson = await lesson_from(PROJ, demoted, 0.7, 8)
+    after = ranking(SCORES, [lesson])
+    positions = [i for i, p in enumerate(after) if p.rewrite == demoted]
+    others = [i for i, p in enumerate(after) if p.rewrite != demoted]
+    assert min(positions) > max(others)
+    assert all(not p.lesson_ids for p in after)
+
+
+async def test_rewrites_with_no_share_in_the_successes_on_similar_kernels_are_tried_later():
+    order = first_round(ranking(SCORES))
+    winner = order[-1]
+    lessons = [await lesson_from(PROJ, winner, 1.25, i) for i in range(1, 4)]
+    after = ranking(SCORES, lessons)
+    sites_of_winner = sum(p.rewrite == winner for p in after)
+    assert [p.rewrite for p in after[:sites_of_winner]] == [winner] * sites_of_winner
+
+
+async def test_one_success_is_not_enough_to_set_the_other_rewrites_aside():
+    order = first_round(ranking(SCORES))
+    lesson = await lesson_from(PROJ, order[-1], 1.25, 1)
+    assert set(first_round(ranking(SCORES, [lesson]))[: len(order)]) == set(order)
+
+
+async def test_a_lesson_on_an_unrelated_kernel_barely_counts():
+    """Same rewrite, but learned on a Vector-bound kernel sharing few instructions."""
+    promoted = first_round(ranking(SCORES))[1]
+    lesson = await lesson_from(PROJ, promoted, 1.3, 5)
+    unrelated = lesson.model_copy(
+        update={
+            "bound": "vector",
+            "slow_kernel": "import neuronxcc.nki.language as nl\n# nl.exp(x) nl.tanh(y) nl.rsqrt(z)\n",
+        }
+    )
+    near = ranking(SCORES, [lesson])
+    far = ranking(SCORES, [unrelated])
+    assert near[0].rewrite == promoted
+    assert far[0].rewrite != promoted
+
+
+@pytest.mark.parametrize("applied_first", [0, 1])
+async def test_within_a_search_the_next_site_of_a_rewrite_that_paid_comes_first(applied_first: int):
+    """The search's own earlier lesson (same family): preloading one matmul operand paid, so on
+    the child kernel the other operand's preload is proposed first."""
+    sites = [s for s in all_sites(PROJ.text, PROJ.name) if s.rewrite == "preload_operand"]
+    assert len(sites) == 2
+    paid = sites[applied_first]
+    child_text = get_rewrite("preload_operand").apply(PROJ.text, PROJ.name, paid.id, {})
+    child = PROJ.model_copy(update={"text": child_text})
+    remaining = [s for s in all_sites(child_text, PROJ.name) if s.rewrite == "preload_operand"]
+    assert remaining
+    plan = Plan(title=paid.title, rewrite="preload_operand", site=paid.id)
+    result = await OfflineSummarizer().summarize(
+        SummarizeRequest(slow=PROJ, fast=child, plan=plan, speedup=1.2)
+    )
+    assert result.lesson is not None
+    experience = Experience(
+        id=3,
+        slow_kernel=PROJ.text,
+        fast_kernel=child_text,
+        speedup=1.2,
+        lesson=result.lesson,
+        kernel_family=kernel_family(PROJ.name),
+        bound="hbm",
+    )
+    first = ranking(child, [experience])[0]
+    assert (first.rewrite, first.site) == ("preload_operand", remaining[0].id)
