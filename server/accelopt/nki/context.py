@@ -48,7 +48,7 @@ class LoopScope:
         self.active = True
         # NKI loops (affine/sequential) are variable scopes; Python range/static_range unroll.
         self.nki_scope = nki_scope
-        # (tensor id, line, inner loop frames) -> region written in iteration 0 (affine loops)
+        # (tensor id, line, inner loop ids and iterations) -> region written in iteration 0 (affine loops)
         self.first_writes: dict[tuple[Any, ...], Region] = {}
 
 
@@ -58,6 +58,9 @@ class KernelContext:
         self.numerics = numerics
         self.kernel_path = kernel_path
         self.frames: tuple[LoopFrame, ...] = ()
+        # `frames` as plain ints (loop id, iteration, loop id, ...): write-history keys hash
+        # these in C (LoopFrame's dataclass __hash__/__eq__ run in Python)
+        self.frame_ints: tuple[int, ...] = ()
         self.scopes: list[LoopScope] = []
         self.scope_tuple: tuple[LoopScope, ...] = ()  # `scopes` as a tuple, rebuilt on loop entry/exit
         self.affine_scopes: list[LoopScope] = []
@@ -241,7 +244,7 @@ class KernelContext:
         for scope in self.affine_scopes:
             if scope in alloc:
                 continue  # allocated inside this loop: a fresh buffer every iteration
-            key = (tensor._tid, line, self.frames[scope.depth + 1 :])
+            key = (tensor._tid, line, self.frame_ints[2 * scope.depth + 2 :])
             if scope.iteration == 0:
                 scope.first_writes.setdefault(key, region)
                 continue
@@ -282,6 +285,7 @@ class KernelContext:
         if kind is LoopKind.AFFINE:
             self.affine_scopes.append(scope)
         self.frames = (*self.frames, LoopFrame(loop_id, 0))
+        self.frame_ints = (*self.frame_ints, loop_id, 0)
         return scope
 
     def set_iteration(self, scope: LoopScope, iteration: int) -> None:
@@ -289,6 +293,8 @@ class KernelContext:
         frames = self.frames
         depth = scope.depth
         self.frames = (*frames[:depth], LoopFrame(scope.loop_id, iteration), *frames[depth + 1 :])
+        ints = self.frame_ints
+        self.frame_ints = (*ints[: 2 * depth + 1], iteration, *ints[2 * depth + 2 :])
 
     def exit_loop(self, scope: LoopScope) -> None:
         scope.active = False
@@ -296,10 +302,12 @@ class KernelContext:
         if self.scopes and self.scopes[-1] is scope:
             self.scopes.pop()
             self.frames = self.frames[: scope.depth]
+            self.frame_ints = self.frame_ints[: 2 * scope.depth]
         else:  # a loop abandoned out of order (e.g. an exception unwinding); drop it and inner ones
             if scope in self.scopes:
                 del self.scopes[scope.depth :]
                 self.frames = self.frames[: scope.depth]
+                self.frame_ints = self.frame_ints[: 2 * scope.depth]
         self.scope_tuple = tuple(self.scopes)
         if scope in self.affine_scopes:
             self.affine_scopes.remove(scope)

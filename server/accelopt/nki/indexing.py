@@ -36,7 +36,7 @@ def _pad_left(values: tuple[int, ...], ndim: int, fill: int) -> tuple[int, ...]:
 class IndexExpr:
     """An affine index grid: ``offset + sum(coefs[a] * t_a)``, ``t_a in range(sizes[a])``."""
 
-    __slots__ = ("_expanded", "_negated", "coefs", "offset", "sizes", "values")
+    __slots__ = ("_column", "_expanded", "_negated", "_row", "coefs", "offset", "sizes", "values")
     __array_ufunc__ = None  # make numpy defer to our reflected operators
 
     def __init__(
@@ -52,6 +52,8 @@ class IndexExpr:
         self.values = values  # materialised grid for non-affine expressions
         # 1-D grids remember their placements (`[:, None]`, `[None, :]`): grids are immutable
         self._expanded: dict[tuple[bool, ...], IndexExpr] | None = None
+        self._column: IndexExpr | None = None  # self[:, None], once made
+        self._row: IndexExpr | None = None  # self[None, :], once made
         # coefficients of -self, kept because tail masks write `n - i*128 - nl.arange(128)[:, None]`
         self._negated: tuple[int, ...] | None = None
 
@@ -176,18 +178,14 @@ class IndexExpr:
     def __getitem__(self, key: Any) -> IndexExpr:
         if key.__class__ is not tuple:
             key = (key,)
-        cache = self._expanded
-        if cache is not None and len(key) == 2:
+        elif len(key) == 2:
             # the two placements of nearly every index: [:, None] and [None, :]
             a, b = key
             if b is None:
-                hit = cache.get(_COLUMN) if a.__class__ is slice and a == _FULL else None
-            elif a is None:
-                hit = cache.get(_ROW) if b.__class__ is slice and b == _FULL else None
-            else:
-                hit = None
-            if hit is not None:
-                return hit
+                if a.__class__ is slice and a == _FULL and self._column is not None:
+                    return self._column
+            elif a is None and b.__class__ is slice and b == _FULL and self._row is not None:
+                return self._row
         if len(self.sizes) == 1 and self.values is None:
             # fast path for the ubiquitous nl.arange(n)[:, None] / [None, :] / [None, :, None]
             pattern = all_none_or_full(key)
@@ -202,6 +200,10 @@ class IndexExpr:
                     if cache is None:
                         cache = self._expanded = {}
                     cache[pattern] = fast
+                    if pattern == _COLUMN:
+                        self._column = fast
+                    elif pattern == _ROW:
+                        self._row = fast
                 return fast
         if self.values is not None:
             return IndexExpr._materialized(self.values[key])

@@ -24,29 +24,19 @@ from accelopt.nki.loops import LoopVar
 
 Builder = Callable[[Any, Any], Any]
 
-_SITES: dict[tuple[int, int], list[Builder]] = {}
+# (id of the kernel code, instruction offset) -> compiled forms (Tensor.__getitem__ reads it)
+SITE_FORMS: dict[tuple[int, int], list[Builder]] = {}
 _MAX_FORMS_PER_SITE = 4
-_MAX_SITES = 20_000  # compiled forms of kernels loaded earlier in this process are dropped past this
-
-
-def view_at_site(tensor: Any, key: Any, site: tuple[int, int]) -> Any:
-    """The view `tensor[key]` if a form compiled at `site` matches, else None."""
-    builders = _SITES.get(site)
-    if builders is not None:
-        for build in builders:
-            view = build(tensor, key)
-            if view is not None:
-                return view
-    return None
+_MAXSITE_FORMS = 20_000  # compiled forms of kernels loaded earlier in this process are dropped past this
 
 
 def learn(tensor: Any, key: Any, view: Any, site: tuple[int, int]) -> None:
     """Compile the form of `key` (which the general parser turned into `view`) for `site`."""
-    builders = _SITES.get(site)
+    builders = SITE_FORMS.get(site)
     if builders is None:
-        if len(_SITES) >= _MAX_SITES:
-            _SITES.clear()
-        builders = _SITES[site] = []
+        if len(SITE_FORMS) >= _MAXSITE_FORMS:
+            SITE_FORMS.clear()
+        builders = SITE_FORMS[site] = []
     if len(builders) >= _MAX_FORMS_PER_SITE:
         return
     build = _compile(tensor, key, view)
@@ -86,6 +76,10 @@ def _compile(tensor: Any, key: Any, view: Any) -> Builder | None:
     return None
 
 
+def _plus(name: str, delta: int) -> str:
+    return name if delta == 0 else f"{name} + {delta}"
+
+
 def _int_check(name: str) -> str:
     return f"({name}.__class__ is int or {name}.__class__ is LoopVar)"
 
@@ -96,7 +90,7 @@ def _compile_grids(shape: tuple[int, ...], key: tuple[Any, ...], view: Any) -> B
     names = [f"k{d}" for d in range(n)]
     lines = [
         "def build(tensor, key):",
-        f"    if key.__class__ is not tuple or len(key) != {n} or tensor.shape != SHAPE:",
+        f"    if key.__class__ is not tuple or len(key) != {n} or (tensor.shape is not SHAPE and tensor.shape != SHAPE):",
         "        return None",
         f"    {', '.join(names)}{',' if n == 1 else ''} = key",
     ]
@@ -109,9 +103,12 @@ def _compile_grids(shape: tuple[int, ...], key: tuple[Any, ...], view: Any) -> B
         dlo, dhi = lo - off, hi - off
         if k.__class__ is IndexExpr:
             consts[f"S{d}"], consts[f"C{d}"] = k.sizes, k.coefs
+            # grids of one form share their sizes/coefs tuples: `is` settles most checks; an
+            # affine grid with a non-zero coefficient cannot be a materialised one
+            values_check = "" if any(k.coefs) else f" or k{d}.values is not None"
             lines.append(
-                f"    if k{d}.__class__ is not IndexExpr or k{d}.values is not None or k{d}.sizes != S{d} "
-                f"or k{d}.coefs != C{d}:"
+                f"    if k{d}.__class__ is not IndexExpr or (k{d}.sizes is not S{d} and k{d}.sizes != S{d}) "
+                f"or (k{d}.coefs is not C{d} and k{d}.coefs != C{d}){values_check}:"
             )
             lines.append("        return None")
             lines.append(f"    o{d} = k{d}.offset")
@@ -119,9 +116,9 @@ def _compile_grids(shape: tuple[int, ...], key: tuple[Any, ...], view: Any) -> B
             lines.append(f"    if not {_int_check(f'k{d}')}:")
             lines.append("        return None")
             lines.append(f"    o{d} = k{d} + 0 if k{d} >= 0 else k{d} + {shape[d]}")
-        box_parts.append(f"(o{d} + {dlo}, o{d} + {dhi})")
-        if dhi > dlo:
-            oob_parts.append(f"o{d} + {dlo} < 0 or o{d} + {dhi} > {shape[d]}")
+        box_parts.append(f"({_plus(f'o{d}', dlo)}, {_plus(f'o{d}', dhi)})")
+        if dhi > dlo:  # in bounds: 0 <= o + dlo and o + dhi <= size
+            oob_parts.append(f"not {-dlo} <= o{d} <= {shape[d] - dhi}")
     trailing_offsets = view._offsets[n:]
     trailing_box = view._box()[n:]
     consts["VSHAPE"], consts["TERMS"] = view.shape, view._terms

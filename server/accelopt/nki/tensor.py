@@ -20,7 +20,7 @@ from accelopt.nki.context import current
 from accelopt.nki.dtypes import nan_fill
 from accelopt.nki.indexing import IndexExpr, Predicate
 from accelopt.nki.loops import LoopVar
-from accelopt.nki.siteindex import learn, view_at_site
+from accelopt.nki.siteindex import SITE_FORMS, learn
 from accelopt.nki.trace import Memory, Region
 
 if TYPE_CHECKING:
@@ -269,14 +269,30 @@ class Tensor(TileOps):
         if key is Ellipsis:
             return self._full_view()
         caller = sys._getframe(1)
-        return _index_at(self, key, (id(caller.f_code), caller.f_lasti))
+        site = (id(caller.f_code), caller.f_lasti)
+        builders = SITE_FORMS.get(site)
+        if builders is not None:
+            for build in builders:  # the site's compiled forms (siteindex.py)
+                view = build(self, key)
+                if view is not None:
+                    return view
+        return _index_learning(self, key, site)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         if key is Ellipsis:
             view = self._full_view()
         else:
             caller = sys._getframe(1)
-            view = _index_at(self, key, (id(caller.f_code), caller.f_lasti))
+            site = (id(caller.f_code), caller.f_lasti)
+            builders = SITE_FORMS.get(site)
+            view = None
+            if builders is not None:
+                for build in builders:
+                    view = build(self, key)
+                    if view is not None:
+                        break
+            if view is None:
+                view = _index_learning(self, key, site)
         _instr().assign(view, value)
 
     def reshape(self, *shape: Any) -> Tensor:
@@ -386,13 +402,13 @@ class View(TileOps):
             if region is None:
                 if self._oob:
                     _check_box(self, self._box())
-                region = Region(self._tensor._tid, self._box())
+                region = new_region(self._tensor._tid, self._box())
                 self._region_cache = region
             return region
         box = self._box(ranges)
         if self._oob:
             _check_box(self, box)
-        return Region(self._tensor._tid, box)
+        return new_region(self._tensor._tid, box)
 
     def _contiguous_run(self, partition_axis: int = 0) -> int:
         """Elements per contiguous chunk of the tensor's row-major memory that this view touches
@@ -559,6 +575,20 @@ class View(TileOps):
         _instr().assign(view, value)
 
 
+# A Region without the frozen dataclass's __setattr__ detour (same class, same slots): the
+# emulator makes one or more per instruction.
+_new_object = object.__new__
+_set_region_tid = Region.__dict__["tensor_id"].__set__
+_set_region_box = Region.__dict__["box"].__set__
+
+
+def new_region(tid: int, box: tuple[tuple[int, int], ...]) -> Region:
+    region = _new_object(Region)
+    _set_region_tid(region, tid)
+    _set_region_box(region, box)
+    return region
+
+
 _RUN_CACHE: dict[tuple[Any, ...], int] = {}
 # per shape: the offsets, terms and box of a whole-tensor view
 _FULL_LAYOUT: dict[tuple[int, ...], tuple[Any, Any, Any]] = {}
@@ -637,13 +667,10 @@ def make_view(tensor: Tensor, shape: tuple[int, ...], key: Any, base: View | Non
     return view
 
 
-def _index_at(tensor: Tensor, key: Any, site: tuple[int, int]) -> View:
-    """`tensor[key]` written at a kernel call site: a form compiled for the site, else the parser
-    (whose result teaches the site its form)."""
-    view = view_at_site(tensor, key, site)
-    if view is None:
-        view = _index_tensor(tensor, key)
-        learn(tensor, key, view, site)
+def _index_learning(tensor: Tensor, key: Any, site: tuple[int, int]) -> View:
+    """`tensor[key]` by the parser, teaching the kernel call site the key's form."""
+    view = _index_tensor(tensor, key)
+    learn(tensor, key, view, site)
     return view
 
 
