@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import inspect
 import itertools
 import linecache
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,7 +161,11 @@ def run_kernel(
     line = fn.__code__.co_firstlineno
     # Tile-sized matmuls run fastest on one BLAS thread (threads thrash on 128x512 tiles).
     blas = _BLAS_THREADS.limit(limits=1, user_api="blas") if numerics else contextlib.nullcontext()
-    with activate(ctx), blas:
+    # Trace-only runs allocate a few small objects per instruction and keep the trace growing;
+    # the cyclic collector's passes over them cost as much as the emulation itself. They create
+    # no reference cycles (see Tensor._full_view), so reference counting frees their garbage.
+    collector = contextlib.nullcontext() if numerics else _collector_paused()
+    with activate(ctx), blas, collector:
         args = [
             _input_tensor(ctx, x, params[i] if i < len(params) else f"arg{i}", line)
             if isinstance(x, (np.ndarray, np.generic)) and np.ndim(x) > 0
@@ -190,6 +195,17 @@ def run_kernel(
                 )
     outputs = [_output_array(t, numerics) for t in returned]
     return KernelRun(outputs=outputs, trace=ctx.finish(), single=single)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _was_stored(ctx: KernelContext, tensor: Tensor) -> bool:

@@ -252,18 +252,18 @@ class Tensor(TileOps):
     def _full_view(self) -> View:
         view = self._full_cache
         if view is None:
-            shape = self.shape
-            layout = _FULL_LAYOUT.get(shape)
-            if layout is None:
-                terms = tuple((((d, 1),) if n > 1 else ()) for d, n in enumerate(shape))
-                layout = _FULL_LAYOUT[shape] = ((0,) * len(shape), terms, tuple((0, n) for n in shape))
-            # a reference cycle (the view holds the tensor), but tiles are used through their
-            # full view over and over; the collector frees both
-            view = self._full_cache = View(self, shape, layout[0], layout[1], None, layout[2])
+            layout = _full_layout(self.shape)
+            view = View(self, self.shape, layout[0], layout[1], None, layout[2])
+            if self._data is not None:
+                # Numeric runs use a tile through its full view over and over (the view keeps
+                # its numpy index): keep it, at the price of a reference cycle. Trace-only runs
+                # (no data) make a new one, so their tiles die by reference counting alone:
+                # they run with the cyclic collector off (runtime.run_kernel).
+                self._full_cache = view
         return view
 
     def _full_region(self) -> Region:
-        return self._full_view()._region()
+        return new_region(self._tid, _full_layout(self.shape)[2])
 
     def __getitem__(self, key: Any) -> View:
         if key is Ellipsis:
@@ -592,6 +592,15 @@ def new_region(tid: int, box: tuple[tuple[int, int], ...]) -> Region:
 _RUN_CACHE: dict[tuple[Any, ...], int] = {}
 # per shape: the offsets, terms and box of a whole-tensor view
 _FULL_LAYOUT: dict[tuple[int, ...], tuple[Any, Any, Any]] = {}
+
+
+def _full_layout(shape: tuple[int, ...]) -> tuple[Any, Any, Any]:
+    """The offsets, terms and box of a whole-tensor view of `shape`."""
+    layout = _FULL_LAYOUT.get(shape)
+    if layout is None:
+        terms = tuple((((d, 1),) if n > 1 else ()) for d, n in enumerate(shape))
+        layout = _FULL_LAYOUT[shape] = ((0,) * len(shape), terms, tuple((0, n) for n in shape))
+    return layout
 
 
 def _prod(shape: tuple[int, ...]) -> int:
