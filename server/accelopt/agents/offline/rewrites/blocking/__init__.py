@@ -1,0 +1,1 @@
+"""The parts of the block_accumulators rewrite (see rewrites/block_accumulators.py)."""
