@@ -144,3 +144,58 @@ def test_masked_tail_load_store_round_trip(rows, cols, valid):
                 expected = np.full((rows, cols), np.nan, np.float32)
                 expected[:valid] = data[:valid]
                 np.testing.assert_array_equal(out._data, expected)
+
+
+def _same_view(a, b) -> None:
+    assert (a.shape, a._offsets, a._terms, a._box(), a._oob, a._arrays) == (
+        b.shape,
+        b._offsets,
+        b._terms,
+        b._box(),
+        b._oob,
+        b._arrays,
+    )
+
+
+@st.composite
+def site_form_case(draw):
+    """A tensor with a block dimension and two keys of one form (ints and grids, or in-bounds
+    slices) with different offsets, possibly reaching outside the tensor (grids only)."""
+    blocks = draw(st.integers(1, 4))
+    rows, cols = draw(st.integers(1, 8)), draw(st.integers(1, 8))
+    shape = (blocks, rows + draw(st.integers(0, 8)), cols + draw(st.integers(0, 8)))
+    use_slices = draw(st.booleans())
+    keys = []
+    for _ in range(2):
+        # negative block indices: grids only (a slice form accepts only in-range ints)
+        b = draw(st.integers(0 if use_slices else -blocks, blocks - 1))
+        if use_slices:
+            r0 = draw(st.integers(0, shape[1] - rows))
+            c0 = draw(st.integers(0, shape[2] - cols))
+            keys.append((b, slice(r0, r0 + rows), slice(c0, c0 + cols)))
+        else:
+            r0 = draw(st.integers(-2, shape[1]))
+            c0 = draw(st.integers(0, shape[2]))
+            keys.append((b, r0 + nl.arange(rows)[:, None], c0 + nl.arange(cols)[None, :]))
+    return shape, keys
+
+
+@SETTINGS
+@given(site_form_case())
+def test_forms_compiled_at_a_call_site_build_the_parsers_views(case):
+    """siteindex: a form learnt from one key builds, for another key of that form, exactly the
+    view the general parser builds."""
+    from accelopt.nki import siteindex
+    from accelopt.nki.tensor import _index_tensor
+
+    shape, (first, second) = case
+    ctx = KernelContext("k", "<test>", numerics=False)
+    with activate(ctx):
+        tensor = nl.ndarray(shape, dtype=nl.float32, buffer=nl.sbuf)
+        site = (id(case), 1)  # a fresh site per example
+        siteindex.learn(tensor, first, _index_tensor(tensor, first), site)
+        (build,) = siteindex.SITE_FORMS.pop(site)
+        _same_view(build(tensor, first), _index_tensor(tensor, first))
+        _same_view(build(tensor, second), _index_tensor(tensor, second))
+        # another form (one index fewer) is not this site's: the parser handles it
+        assert build(tensor, second[1:]) is None

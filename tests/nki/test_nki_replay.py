@@ -1,0 +1,161 @@
+"""Trace-only replay (accelopt.nki.replay): a repeated kernel statement replays the first call's
+effects. Numeric runs never replay, so a trace-only run must record exactly what the numeric run
+records, raise the same errors at the same lines, and actually replay."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from accelopt.nki import replay, runtime
+from accelopt.nki.errors import NkiError
+from accelopt.nki.trace import Trace
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "kernels_examples"
+# name -> kernel function, reference SHAPES entry with a few loop iterations per statement
+EXAMPLE_CASES = {
+    "silu": ("silu_kernel", (384, 1536)),
+    "adamw": ("adamw_kernel", (200, 1024)),  # a masked 72-row tail block
+    "rope": ("rope_kernel", (3, 1024)),
+    "mamba": ("mamba_scan_kernel", (256, 1024, 3)),
+    "rmsnorm_matmul": ("rmsnorm_matmul_kernel", (384, 256, 1024)),
+    "softmax": ("softmax_kernel", (256, 1536)),
+    "matmul": ("matmul_kernel", (256, 384, 1024)),
+}
+
+
+def _trace_rows(trace: Trace) -> dict:
+    data = trace.to_dict()
+    data.pop("numerics")
+    return data
+
+
+def _example(name: str):
+    kernel_name, shape = EXAMPLE_CASES[name]
+    spec = importlib.util.spec_from_file_location(f"replay_ref_{name}", EXAMPLES / f"{name}_ref.py")
+    reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    reference.SHAPES["replay"] = shape
+    np.random.seed(0)
+    inputs = reference.transform_to_nki_inputs(reference.get_inputs("replay"))
+    path = EXAMPLES / f"{name}.py"
+    runtime.install_aliases()
+    fn = runtime.load_kernel(path.read_text(), kernel_name, str(path))
+    return fn, inputs, kernel_name, str(path)
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLE_CASES))
+def test_trace_only_run_records_exactly_what_the_numeric_run_records(name):
+    fn, inputs, kernel_name, path = _example(name)
+    numeric = runtime.run_kernel(fn, inputs, numerics=True, kernel_name=kernel_name, source_path=path)
+    trace_only = runtime.run_kernel(fn, inputs, numerics=False, kernel_name=kernel_name, source_path=path)
+    again = runtime.run_kernel(fn, inputs, numerics=False, kernel_name=kernel_name, source_path=path)
+    assert _trace_rows(trace_only.trace) == _trace_rows(numeric.trace)
+    assert again.trace.to_json() == trace_only.trace.to_json()
+
+
+def test_repeated_statements_are_replayed_not_rerun(monkeypatch):
+    fn, inputs, kernel_name, path = _example("silu")
+    recorded: list[str] = []
+    original = replay._record
+
+    def counting(ctx, fn, *rest):
+        recorded.append(fn.__name__)
+        return original(ctx, fn, *rest)
+
+    monkeypatch.setattr(replay, "_record", counting)
+    run = runtime.run_kernel(fn, inputs, numerics=False, kernel_name=kernel_name, source_path=path)
+    # 3 x 3 tiles, 4 instructions each: every statement is logged once and replayed 8 times
+    assert len(run.trace.records) == 36
+    assert sorted(recorded) == ["load", "multiply", "ndarray", "sigmoid", "store"]
+
+
+CONFLICT_KERNEL = """
+def conflict_kernel(x):
+    out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(3):
+        tile = nl.load(x[0:128, 0:64])
+        nl.store(out[0:128, 0:64], value=tile)  # same elements every iteration
+    return out
+"""
+
+SCOPE_KERNEL = """
+def double(t):
+    return nl.multiply(t, 2.0)  # one call site, reached in and after the loop
+
+def scope_kernel(x):
+    out = nl.ndarray((256, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(2):
+        tile = nl.load(x[i * 128 : (i + 1) * 128, 0:64])
+        nl.store(out[i * 128 : (i + 1) * 128, 0:64], value=nl.exp(tile))
+        nl.store(out[i * 128 : (i + 1) * 128, 0:64], value=double(tile))
+    double(tile)  # the same call as in the loop (a read tile), but the tile's loop has ended
+    return out
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "name", "code", "marker"),
+    [
+        (CONFLICT_KERNEL, "conflict_kernel", "err_unexpected_output_dependencies", "same elements"),
+        (SCOPE_KERNEL, "scope_kernel", "err_local_variable_used_out_of_scope", "one call site"),
+    ],
+)
+def test_replayed_calls_raise_the_errors_of_a_normal_run(kernel, monkeypatch, body, name, code, marker):
+    k = kernel(body)
+    x = np.random.rand(256, 64).astype(np.float32)
+    errors = []
+    for numerics in (True, False):
+        with pytest.raises(NkiError) as caught:
+            k.run(name, x, numerics=numerics)
+        errors.append((caught.value.code, caught.value.path, caught.value.line))
+    assert errors[0] == errors[1] == (code, str(k.path), k.line_of(marker))
+    # and in the trace-only run the failing call was a replay of the statement's first call
+    monkeypatch.setattr(replay, "_record", _record_once("store" if name == "conflict_kernel" else "multiply"))
+    with pytest.raises(NkiError) as caught:
+        k.run(name, x, numerics=False)
+    assert caught.value.code == code
+
+
+def _record_once(api: str):
+    """A replay._record that fails the test if `api` is recorded a second time."""
+    original = replay._record
+    seen: list[str] = []
+
+    def record(ctx, fn, *rest):
+        assert fn.__name__ not in seen or fn.__name__ != api, f"{api} recorded again"
+        seen.append(fn.__name__)
+        return original(ctx, fn, *rest)
+
+    return record
+
+
+SHAPES_KERNEL = """
+def shapes_kernel(x):
+    out = nl.ndarray((256, 512), dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(2):
+        for w in nl.static_range(3):  # one statement, three tile widths, twice each
+            cols = 128 * (w + 1)
+            tile = nl.load(x[i * 128 : (i + 1) * 128, 0:cols])
+            scaled = nl.multiply(tile, 0.5 * (w + 1))
+            nl.store(out[i * 128 : (i + 1) * 128, 0:cols], value=scaled)
+        rows = nl.arange(128)[:, None]
+        live = i * 128 + rows < 200  # keeps every row of the first block, 72 of the second
+        last = nl.load(x[i * 128 + rows, 384 + nl.arange(128)[None, :]], mask=live)
+        nl.store(out[i * 128 + rows, 384 + nl.arange(128)[None, :]], value=last, mask=live)
+    return out
+"""
+
+
+def test_a_statement_meeting_several_structures_replays_each_exactly(kernel):
+    k = kernel(SHAPES_KERNEL)
+    x = np.random.rand(256, 512).astype(np.float32)
+    numeric = k.run("shapes_kernel", x, numerics=True)
+    trace_only = k.run("shapes_kernel", x, numerics=False)
+    assert _trace_rows(trace_only.trace) == _trace_rows(numeric.trace)
+    # the masked tail: rows 200..255 of the second block are neither loaded nor stored
+    stores = [r for r in trace_only.trace.records if r.opcode == "dma_store"]
+    assert stores[-1].writes[0].box == ((128, 200), (384, 512))
