@@ -173,3 +173,24 @@ CASES["hw_heads"] = Case(
     lambda r: [_normal(r, 4, 256, 64), _normal(r, 4, 256, 64)],
     lambda x, y: [_sigmoid(x) * y + 1.0],
 )
+
+
+def _softmax_rows(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+CASES["hw_softmax_rows"] = Case(
+    "hw_softmax_rows.py",
+    "softmax_rows_kernel",
+    "hand-written",
+    lambda r: [_normal(r, 256, 512)],
+    lambda x: [_softmax_rows(x)],
+)
+CASES["cg_sum_squares"] = Case(
+    "cg_sum_squares.py",
+    "sum_squares_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 256, 512)],
+    lambda x: [x * x, (x * x).sum(axis=1, keepdims=True)],
+)

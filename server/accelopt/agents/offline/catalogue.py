@@ -10,6 +10,7 @@ from accelopt.agents.offline.rewrites.block_accumulators import BlockAccumulator
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.rewrites.fold_activation import FoldActivation
 from accelopt.agents.offline.rewrites.fold_loop import FoldLoop
+from accelopt.agents.offline.rewrites.fuse_activation_reduce import FuseActivationReduce
 from accelopt.agents.offline.rewrites.fuse_scalar_tensor_tensor import FuseScalarTensorTensor
 from accelopt.agents.offline.rewrites.fuse_silu import FuseSilu
 from accelopt.agents.offline.rewrites.fuse_tensor_scalar import FuseTensorScalar
@@ -30,6 +31,7 @@ REWRITES: tuple[Rewrite, ...] = (
     FoldLoop(),
     FuseSilu(),
     FoldActivation(),
+    FuseActivationReduce(),
     FuseTensorScalar(),
     FuseScalarTensorTensor(),
     RemoveCopy(),
