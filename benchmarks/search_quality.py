@@ -13,6 +13,18 @@ three ways, side by side:
 and, per task, how many evaluations each way needed to first reach the speedup both beam runs
 reached (so the memory's saving is measured on a common target).
 
+How evaluations are counted, and why. An evaluation is a distinct kernel the backend judged
+(agent failures and repeats of a kernel already judged are not counted), numbered in the order
+the search *wrote* the candidates (candidate ids), not the order their simulations happened to
+finish: with two evaluation workers the latter depends on how long each simulation took. Agent
+calls run one at a time (`--agent-calls 1`, both modes alike), so candidates are written in the
+planners' order of preference: the beam's kernels best first, each kernel's proposals 0..N-1.
+With concurrent agent calls that order is set by thread timing instead: the same task's count
+moved by up to 5 evaluations between two runs of one mode, and the planner's ranking -- what the
+memory changes -- barely reached the count. The offline agents are CPU-bound Python, so running them one at a
+time costs little wall time. `--trace` prints every evaluated plan with the speedup it gave over
+its parent, to see which plans each mode tried and which paid off.
+
 Budget (default; fits a shared 2-core machine in about an hour with 2 evaluation workers):
 `small` task sizes (NKIBench "small" shapes: every loop still has 2+ tiles), correctness on 2
 seeds per candidate, at most 24 backend evaluations per task and mode; beam width 3, 4 plans

@@ -14,6 +14,7 @@ import pytest
 
 from accelopt.agents.base import PlanRequest, SummarizeRequest
 from accelopt.agents.offline.catalogue import all_sites, get_rewrite
+from accelopt.agents.offline.evidence import written_lines
 from accelopt.agents.offline.planner import OfflinePlanner
 from accelopt.agents.offline.site_pattern import pattern_in_text, patterns_of
 from accelopt.agents.offline.summarizer import OfflineSummarizer
@@ -216,3 +217,37 @@ async def test_within_a_search_the_next_site_of_a_rewrite_that_paid_comes_first(
     )
     first = ranking(child, [experience])[0]
     assert (first.rewrite, first.site) == ("preload_operand", remaining[0].id)
+
+
+async def test_the_code_a_paid_change_just_wrote_is_not_taken_for_its_next_site():
+    """Blocking a loop that paid creates a new loop; blocking that new loop again is not "the
+    same rewrite at its next site", while the untouched loops are."""
+    planner_sites = all_sites(PROJ.text, PROJ.name)
+    for site in planner_sites:
+        child_text = get_rewrite(site.rewrite).apply(PROJ.text, PROJ.name, site.id, dict(site.variants[0]))
+        written = written_lines(PROJ.text, child_text)
+        again = [s for s in all_sites(child_text, PROJ.name) if s.rewrite == site.rewrite]
+        if any(s.line in written for s in again) and any(s.line not in written for s in again):
+            break
+    else:
+        pytest.fail("no rewrite of the catalogue writes code it could act on again in PROJ")
+    child = PROJ.model_copy(update={"text": child_text})
+    plan = Plan(title=site.title, rewrite=site.rewrite, site=site.id, params=dict(site.variants[0]))
+    result = await OfflineSummarizer().summarize(
+        SummarizeRequest(slow=PROJ, fast=child, plan=plan, speedup=1.3)
+    )
+    assert result.lesson is not None
+    experience = Experience(
+        id=4,
+        slow_kernel=PROJ.text,
+        fast_kernel=child_text,
+        speedup=1.3,
+        lesson=result.lesson,
+        kernel_family=kernel_family(PROJ.name),
+        bound="hbm",
+    )
+    plans = {p.site: p for p in ranking(child, [experience])}
+    for other in again:
+        assert bool(plans[other.id].lesson_ids) is (other.line not in written)
+    first = ranking(child, [experience])[0]
+    assert (first.rewrite, first.site) in {(s.rewrite, s.id) for s in again if s.line not in written}

@@ -9,7 +9,9 @@ An experience speaks about a site in proportion to two things:
   whatever their tensors are called). Raw token overlap, which mostly measures shared variable
   names, is not used.
 - *match*: whether the lesson is about this kind of site: same rewrite, and how close the site's
-  structural pattern (site_pattern.py) is to the one the lesson was learned on.
+  structural pattern (site_pattern.py) is to the one the lesson was learned on. When this kernel
+  is the lesson's own result (the search's previous step), the lines that change wrote are not a
+  "next site" of it: re-applying a rewrite to the code it just produced is another matter.
 
 Two readings come out:
 
@@ -27,6 +29,7 @@ does with the memory disabled.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections import defaultdict
@@ -63,6 +66,9 @@ class LessonFacts:
     pattern: SitePattern | None
     log_speedup: float
     kinship: float
+    # When this kernel is the lesson's own result: the lines the lesson's change wrote. A site on
+    # them is the change itself (re-blocking the loop just blocked), not a next site of it.
+    written_lines: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -88,7 +94,7 @@ def kinship(experience: Experience, family: str, bound: str | None, calls: froze
 
 
 def match(lesson: LessonFacts, site: Site, pattern: SitePattern | None) -> float:
-    if lesson.rewrite != site.rewrite:
+    if lesson.rewrite != site.rewrite or site.line in lesson.written_lines:
         return 0.0
     if lesson.pattern is None or pattern is None:
         return 0.6  # a lesson with no pattern (an LLM's, an older row): the rewrite alone
@@ -112,9 +118,22 @@ def read_lessons(
                 pattern=pattern_in_text(exp.lesson.plan),
                 log_speedup=math.log(exp.speedup),
                 kinship=kinship(exp, family, bound, calls),
+                written_lines=written_lines(exp.slow_kernel, kernel_text)
+                if exp.fast_kernel == kernel_text
+                else frozenset(),
             )
         )
     return facts
+
+
+def written_lines(before: str, after: str) -> frozenset[int]:
+    """1-based lines of `after` that the change from `before` inserted or rewrote."""
+    matcher = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False)
+    lines: set[int] = set()
+    for tag, _, _, j1, j2 in matcher.get_opcodes():
+        if tag in ("replace", "insert"):
+            lines.update(range(j1 + 1, j2 + 1))
+    return frozenset(lines)
 
 
 def weigh(lessons: list[LessonFacts], sites: list[Site], patterns: dict[str, SitePattern]) -> Evidence:
