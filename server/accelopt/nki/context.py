@@ -73,9 +73,8 @@ class KernelContext:
         self._pending: dict[int, tuple[Any, ...]] = {}
         self.loop_reduce_state: dict[tuple[Any, ...], Any] = {}
         self.program_ids: tuple[int, ...] = ()
-        # trace-only replay of repeated API calls (accelopt.nki.replay): the logs by call site
-        # and argument structure, the recorder of the call being logged, the API nesting depth
-        self._replays: dict[tuple[Any, ...], Any] = {}
+        # trace-only replay of repeated API calls (accelopt.nki.replay): the recorder of the
+        # call being logged, and the API nesting depth (nested calls are not replayed alone)
         self._recorder: Recorder | None = None
         self._api_depth = 0
 
