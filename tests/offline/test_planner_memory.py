@@ -159,10 +159,12 @@ async def test_a_negative_lesson_sends_its_rewrite_after_all_the_others():
     assert all(not p.lesson_ids for p in after)
 
 
-async def test_rewrites_with_no_share_in_the_successes_on_similar_kernels_are_tried_later():
+async def test_rewrites_that_could_act_on_similar_kernels_but_never_paid_are_tried_later():
+    """Six successes on PROJ, all from one rewrite: the other rewrites that could act on PROJ
+    had their chances there and are proposed only after every site of the winner."""
     order = first_round(ranking(SCORES))
     winner = order[-1]
-    lessons = [await lesson_from(PROJ, winner, 1.25, i) for i in range(1, 4)]
+    lessons = [await lesson_from(PROJ, winner, 1.25, i) for i in range(1, 7)]
     after = ranking(SCORES, lessons)
     sites_of_winner = sum(p.rewrite == winner for p in after)
     assert [p.rewrite for p in after[:sites_of_winner]] == [winner] * sites_of_winner

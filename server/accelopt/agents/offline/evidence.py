@@ -10,18 +10,22 @@ An experience speaks about a site in proportion to two things:
   names, is not used.
 - *match*: whether the lesson is about this kind of site: same rewrite, and how close the site's
   structural pattern (site_pattern.py) is to the one the lesson was learned on. When this kernel
-  is the lesson's own result (the search's previous step), the lines that change wrote are not a
-  "next site" of it: re-applying a rewrite to the code it just produced is another matter.
+  is a lesson's own result (the search's previous step), the code that step wrote is not a "next
+  site" of its rewrite: no lesson of that rewrite speaks for applying it again to its own output
+  (blocking the loop that blocking just created).
 
 Two readings come out:
 
 - a per-site *gain*: the relevance-weighted mean log-speedup of matching lessons (negative lessons
   pull it down), damped when the evidence is thin;
-- *deferred* rewrites: the memory keeps the pairs that paid off (and the clear failures), so once
-  it holds several successes on kernels like this one, a rewrite with no share in them is
-  unlikely to be the one that pays here, and one with net negative evidence should be tried
-  after the rest. Its share is estimated with a Dirichlet prior (a uniform share over the
-  rewrites that apply), so a thin memory defers nothing.
+- *deferred* rewrites: the memory keeps the pairs that paid off (and the clear failures). For
+  each success on a kernel like this one, the rewrites of the catalogue that could have acted
+  on that kernel were the contenders; a rewrite that was a contender on several similar kernels
+  and never the one that paid is unlikely to pay here, and one with net negative evidence should
+  be tried after the rest. "Several": its wins are compared with what an even split of each
+  success among its contenders would give it, both with one pseudo-success added, so a thin
+  memory defers nothing -- and a rewrite that could not act on the remembered kernels (a new
+  rewrite, another kind of code) is never deferred for lack of wins it had no chance to have.
 
 With no experiences every gain is 0 and nothing is deferred: the planner then ranks exactly as it
 does with the memory disabled.
@@ -36,16 +40,15 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from accelopt.agents.offline.rewrites.base import Site
-from accelopt.agents.offline.site_pattern import SitePattern, pattern_in_text
+from accelopt.agents.offline.site_pattern import SitePattern, pattern_in_text, rewrites_in
 from accelopt.search.candidate import Experience
 from accelopt.search.memory import api_calls, kernel_family
 
 _REWRITE_TAG = re.compile(r"rewrite=([a-z_]+)")
 
-# Pseudo-count of the uniform prior over rewrites when estimating each one's share of successes.
-PRIOR_WEIGHT = 2.0
-# A rewrite is deferred when its estimated share of successes falls below this fraction of the
-# uniform share.
+# Pseudo-successes added to a rewrite's wins and to its even-split expectation.
+PRIOR_WINS = 1.0
+# A rewrite is deferred when its (smoothed) wins fall below this fraction of the even split.
 DEFER_BELOW = 0.5
 # Evidence damping: a single fully relevant lesson counts for 1 / (1 + DAMPING) of its gain.
 DAMPING = 0.5
@@ -66,6 +69,8 @@ class LessonFacts:
     pattern: SitePattern | None
     log_speedup: float
     kinship: float
+    # The rewrites that could have acted on the lesson's kernel (the contenders for its success).
+    contenders: frozenset[str] = frozenset()
     # When this kernel is the lesson's own result: the lines the lesson's change wrote. A site on
     # them is the change itself (re-blocking the loop just blocked), not a next site of it.
     written_lines: frozenset[int] = frozenset()
@@ -94,7 +99,7 @@ def kinship(experience: Experience, family: str, bound: str | None, calls: froze
 
 
 def match(lesson: LessonFacts, site: Site, pattern: SitePattern | None) -> float:
-    if lesson.rewrite != site.rewrite or site.line in lesson.written_lines:
+    if lesson.rewrite != site.rewrite:
         return 0.0
     if lesson.pattern is None or pattern is None:
         return 0.6  # a lesson with no pattern (an LLM's, an older row): the rewrite alone
@@ -118,6 +123,7 @@ def read_lessons(
                 pattern=pattern_in_text(exp.lesson.plan),
                 log_speedup=math.log(exp.speedup),
                 kinship=kinship(exp, family, bound, calls),
+                contenders=(rewrites_in(exp.slow_kernel) | {name}) if exp.speedup > 1 else frozenset(),
                 written_lines=written_lines(exp.slow_kernel, kernel_text)
                 if exp.fast_kernel == kernel_text
                 else frozenset(),
@@ -140,7 +146,12 @@ def weigh(lessons: list[LessonFacts], sites: list[Site], patterns: dict[str, Sit
     evidence = Evidence()
     if not lessons:
         return evidence
+    # The code the step that produced this kernel just wrote: no lesson of that rewrite, from this
+    # search or another, says anything about applying it again to its own output.
+    fresh = {(lesson.rewrite, line) for lesson in lessons for line in lesson.written_lines}
     for site in sites:
+        if (site.rewrite, site.line) in fresh:
+            continue
         pattern = patterns.get(site.id)
         total = weighted = 0.0
         ids: list[int] = []
@@ -161,19 +172,19 @@ def weigh(lessons: list[LessonFacts], sites: list[Site], patterns: dict[str, Sit
 
 def _deferred(lessons: list[LessonFacts], sites: list[Site], evidence: Evidence) -> set[str]:
     rewrites = sorted({s.rewrite for s in sites})
-    # Only successes of rewrites that apply here: one that cannot act on this kernel says
-    # nothing about which of the applicable ones pays.
-    successes: dict[str, float] = defaultdict(float)
+    wins: dict[str, float] = defaultdict(float)
+    even_split: dict[str, float] = defaultdict(float)
     for lesson in lessons:
-        if lesson.log_speedup > 0 and lesson.rewrite in rewrites:
-            successes[lesson.rewrite] += lesson.kinship
-    total = sum(successes.values())
-    uniform = 1.0 / len(rewrites)
+        if lesson.log_speedup <= 0:
+            continue
+        wins[lesson.rewrite] += lesson.kinship
+        for name in lesson.contenders:
+            even_split[name] += lesson.kinship / len(lesson.contenders)
     deferred = set()
     for name in rewrites:
-        share = (successes[name] + PRIOR_WEIGHT * uniform) / (total + PRIOR_WEIGHT)
+        ratio = (wins[name] + PRIOR_WINS) / (even_split[name] + PRIOR_WINS)
         best = max(evidence.gain(s) for s in sites if s.rewrite == name)
-        if share < DEFER_BELOW * uniform or best < 0:
+        if ratio < DEFER_BELOW or best < 0:
             deferred.add(name)
     if len(deferred) == len(rewrites):
         return set()  # nothing to prefer: keep the profile's order

@@ -27,6 +27,10 @@ from accelopt.agents.offline.rewrites.base import Site
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.search.memory import instruction_name
 
+# The kernel function of a module: the first def under a decorator that names nki (`@nki.jit`,
+# `@nki.jit(...)`, `@nki.baremetal`), else the first top-level def.
+_KERNEL_DEF = re.compile(r"^@[^\n]*\bnki\b[^\n]*\n(?:@[^\n]*\n)*def\s+(\w+)\s*\(", re.MULTILINE)
+_ANY_DEF = re.compile(r"^def\s+(\w+)\s*\(", re.MULTILINE)
 _KEY = re.compile(r"^(?P<rewrite>[a-z_]+)\[(?P<calls>[\w+]*)>(?P<consumers>[\w+]*)@(?P<depth>\d+)\]$")
 _TAG = re.compile(r"pattern=(\S+\])")
 
@@ -92,6 +96,20 @@ def patterns_of(text: str, kernel_name: str) -> dict[str, SitePattern]:
         return {}
     with view.lock:
         return {site.id: site_pattern(view, site) for site in all_sites(text, kernel_name)}
+
+
+def kernel_name_in(text: str) -> str | None:
+    """The name of the kernel function in a module's text (experiences store only the text)."""
+    match = _KERNEL_DEF.search(text) or _ANY_DEF.search(text)
+    return match.group(1) if match else None
+
+
+def rewrites_in(text: str) -> frozenset[str]:
+    """The rewrites of the catalogue that could act on a kernel, from its module text alone."""
+    name = kernel_name_in(text)
+    if name is None:
+        return frozenset()
+    return frozenset(p.rewrite for p in patterns_of(text, name).values())
 
 
 def pattern_of_site(
