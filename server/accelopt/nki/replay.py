@@ -10,6 +10,11 @@ site with the same structure replays the log: the same checks that depend on the
 offsets, records get the current loop frames. Everything else (shape rules, engines, dtypes,
 sizes, bytes, flops, DMA chunking) was settled by the first call.
 
+A log is compiled into a straight-line function (replaycode.py) that checks a call's arguments
+have the logged structure and performs the logged effects. Logs belong to the kernel's code, so
+later runs of the same loaded kernel (a correctness check runs it on several inputs) replay from
+their first call on.
+
 A call is replayable only if its log says everything it did. A call that changed something else
 (an existing record or tile other than reading it, the loop-reduce state), a region that is not a
 fixed box of a new tile or a fixed shift of one argument's offsets, a view reaching outside its
@@ -41,7 +46,7 @@ from accelopt.nki.trace import Region, TraceRecord
 
 _SCALARS = frozenset({int, float, bool, str, type(None), complex})
 _BY_IDENTITY = frozenset({types.FunctionType, types.BuiltinFunctionType, np.ufunc, Buffer})
-_UNREPLAYABLE = object()  # a site (or site + structure) that always runs normally
+_UNREPLAYABLE = object()  # a site + argument structure that always runs normally
 _MAX_STRUCTURES_PER_SITE = 8
 
 
@@ -311,7 +316,7 @@ def _record(
 
 def _mask_key(mask: Predicate) -> Any:
     """`_mask_structure`, remembered on the mask (a tail mask is built once and used by every
-    instruction of an iteration); None if the mask is unreplayable."""
+    instruction of an iteration); False if the mask is unreplayable."""
     key = mask._replay_key
     if key is None:
         try:

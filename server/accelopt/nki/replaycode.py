@@ -24,23 +24,10 @@ import numpy as np
 
 from accelopt.nki.indexing import IndexExpr, Predicate
 from accelopt.nki.loops import LoopVar
-from accelopt.nki.tensor import Tensor, View, par_dim
+from accelopt.nki.tensor import Tensor, View, _new_object, _set_region_box, _set_region_tid, par_dim
 from accelopt.nki.trace import Region, TraceRecord
 
 MISS = object()  # the arguments do not have the logged structure
-_DUMP = False
-
-# A Region without the frozen dataclass's __setattr__ detour (same class, same slots).
-_new_object = object.__new__
-_set_region_tid = Region.__dict__["tensor_id"].__set__
-_set_region_box = Region.__dict__["box"].__set__
-
-
-def new_region(tid: int, box: tuple[tuple[int, int], ...]) -> Region:
-    region = _new_object(Region)
-    _set_region_tid(region, tid)
-    _set_region_box(region, box)
-    return region
 
 
 class Unsupported(Exception):
@@ -109,10 +96,7 @@ def generate(
         raise Unsupported  # tiles nested in lists
     _effects(src, events, tiles, tile_exprs, result)
     namespace = dict(src.consts)
-    text = "\n".join(src.lines)
-    if _DUMP:
-        print(text)
-    exec(compile(text, "<accelopt.nki.replay>", "exec"), namespace)
+    exec(compile("\n".join(src.lines), "<accelopt.nki.replay>", "exec"), namespace)
     return namespace["replay"]
 
 
@@ -234,7 +218,7 @@ def _effects(
                 for d, ((lo, hi), o) in enumerate(zip(r.box, offsets))
             ]
             box = f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"
-        # new_region inlined (no Python call per region)
+        # tensor.new_region inlined (no Python call per region)
         name = f"g{len(regions)}"
         regions.append(name)
         src.add(f"{name} = _new(Region)")
