@@ -10,9 +10,10 @@ An experience speaks about a site in proportion to two things:
   names, is not used.
 - *match*: whether the lesson is about this kind of site: same rewrite, and how close the site's
   structural pattern (site_pattern.py) is to the one the lesson was learned on. When this kernel
-  is a lesson's own result (the search's previous step), the code that step wrote is not a "next
-  site" of its rewrite: no lesson of that rewrite speaks for applying it again to its own output
-  (blocking the loop that blocking just created).
+  is the lesson's own result (the search's previous step), the lines that change wrote are not a
+  "next site" of it: the lesson does not speak for re-applying its rewrite to its own output
+  (blocking the loop that blocking just created). Only that lesson: a line counts as written even
+  when the change merely renamed something on it, too coarse a test to silence other lessons.
 
 Two readings come out:
 
@@ -99,7 +100,7 @@ def kinship(experience: Experience, family: str, bound: str | None, calls: froze
 
 
 def match(lesson: LessonFacts, site: Site, pattern: SitePattern | None) -> float:
-    if lesson.rewrite != site.rewrite:
+    if lesson.rewrite != site.rewrite or site.line in lesson.written_lines:
         return 0.0
     if lesson.pattern is None or pattern is None:
         return 0.6  # a lesson with no pattern (an LLM's, an older row): the rewrite alone
@@ -146,12 +147,7 @@ def weigh(lessons: list[LessonFacts], sites: list[Site], patterns: dict[str, Sit
     evidence = Evidence()
     if not lessons:
         return evidence
-    # The code the step that produced this kernel just wrote: no lesson of that rewrite, from this
-    # search or another, says anything about applying it again to its own output.
-    fresh = {(lesson.rewrite, line) for lesson in lessons for line in lesson.written_lines}
     for site in sites:
-        if (site.rewrite, site.line) in fresh:
-            continue
         pattern = patterns.get(site.id)
         total = weighted = 0.0
         ids: list[int] = []
