@@ -159,3 +159,22 @@ def test_a_statement_meeting_several_structures_replays_each_exactly(kernel):
     # the masked tail: rows 200..255 of the second block are neither loaded nor stored
     stores = [r for r in trace_only.trace.records if r.opcode == "dma_store"]
     assert stores[-1].writes[0].box == ((128, 200), (384, 512))
+
+
+def test_trace_only_runs_leave_no_cyclic_garbage_and_restore_the_collector():
+    """Trace-only runs pause the cyclic collector (runtime.run_kernel), which is only safe if
+    they make no reference cycles: what they leave to collect must not grow with the run."""
+    import gc
+
+    fn, _, kernel_name, path = _example("softmax")  # loop_reduce: a path that is not replayed
+    garbage = []
+    for rows in (256, 1024):
+        x = np.random.rand(rows, 1536).astype(np.float32)
+        gc.collect()
+        assert gc.isenabled()
+        run = runtime.run_kernel(fn, [x], numerics=False, kernel_name=kernel_name, source_path=path)
+        assert gc.isenabled()
+        assert len(run.trace.records) > 8 * rows // 128
+        del run
+        garbage.append(gc.collect())
+    assert garbage[1] <= garbage[0] + 20
