@@ -178,3 +178,95 @@ def test_trace_only_runs_leave_no_cyclic_garbage_and_restore_the_collector():
         del run
         garbage.append(gc.collect())
     assert garbage[1] <= garbage[0] + 20
+
+
+ASSIGN_KERNEL = """
+def assign_kernel(x, w):
+    out = nl.ndarray((256, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    xt = nl.ndarray((2, par_dim(128), 64), dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(2):
+        xt[i, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.load(x[i * 128 + nl.arange(128)[:, None], nl.arange(64)[None, :]])
+        w_tile = nl.load(w[0:128, 0:128])
+        acc = nl.zeros((128, 64), dtype=nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(3):
+            acc[...] += nisa.nc_matmul(w_tile[0:128, 0:128], xt[i, 0:128, 0:64])
+        row = nl.ndarray((par_dim(128), 64), dtype=x.dtype, buffer=nl.sbuf)
+        row[0:128, 0:64] = nl.exp(acc)  # a PSUM result copied out by an engine
+        wide = nl.ndarray((par_dim(128), 1, 64), dtype=x.dtype, buffer=nl.sbuf)
+        wide[0:128, 0, 0:64] = nl.multiply(row, 2.0)
+        moved = nl.ndarray((par_dim(128), 64), dtype=x.dtype, buffer=nl.sbuf)
+        moved[...] = nl.matmul(w_tile[0:128, 0:128], row, transpose_x=True)  # Tensor Engine into SBUF: a copy
+        nl.store(out[i * 128 + nl.arange(128)[:, None], nl.arange(64)[None, :]], value=moved)
+    return out
+"""
+
+
+def test_assignments_of_api_results_in_trace_only_runs_record_what_numeric_runs_record(kernel, monkeypatch):
+    from accelopt.nki import instructions
+
+    k = kernel(ASSIGN_KERNEL)
+    x = np.random.rand(256, 64).astype(np.float32)
+    w = np.random.rand(128, 128).astype(np.float32)
+    numeric = k.run("assign_kernel", x, w, numerics=True)
+    general: list[int] = []
+    original = instructions._retarget
+
+    def counting(ctx, dst, src, line, *rest):
+        general.append(line)
+        return original(ctx, dst, src, line, *rest)
+
+    monkeypatch.setattr(instructions, "_retarget", counting)
+    trace_only = k.run("assign_kernel", x, w, numerics=False)
+    assert _trace_rows(trace_only.trace) == _trace_rows(numeric.trace)
+    # plain `tile[...] = api(...)` statements take the general path once per run (learning the
+    # statement's line), then the trace-only one; `+=` and copies always take the general path
+    plain = [k.line_of("xt[i, nl.arange"), k.line_of("a PSUM result"), k.line_of("wide[0:128")]
+    assert [general.count(line) for line in plain] == [1, 1, 1]
+    assert general.count(k.line_of("acc[...] +=")) == 6
+    assert general.count(k.line_of("into SBUF: a copy")) == 2
+
+
+ASSIGN_CONFLICT_KERNEL = """
+def assign_conflict_kernel(x):
+    out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    kept = nl.ndarray((par_dim(128), 64), dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(3):
+        tile = nl.load(x[0:128, 0:64])
+        kept[0:128, 0:64] = nl.exp(tile)  # same elements every iteration
+    nl.store(out[0:128, 0:64], value=kept)
+    return out
+"""
+
+ASSIGN_BOUNDS_KERNEL = """
+def assign_bounds_kernel(x):
+    out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    kept = nl.ndarray((3, par_dim(128), 64), dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.sequential_range(4):
+        tile = nl.load(x[0:128, 0:64])
+        kept[i, nl.arange(128)[:, None], nl.arange(64)[None, :]] = nl.exp(tile)  # block 3 is past the end
+    nl.store(out[0:128, 0:64], value=kept[0])
+    return out
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "name", "code", "marker"),
+    [
+        (
+            ASSIGN_CONFLICT_KERNEL,
+            "assign_conflict_kernel",
+            "err_unexpected_output_dependencies",
+            "same elements",
+        ),
+        (ASSIGN_BOUNDS_KERNEL, "assign_bounds_kernel", "err_tensor_access_out_of_bound", "past the end"),
+    ],
+)
+def test_trace_only_assignments_raise_the_errors_of_a_numeric_run(kernel, body, name, code, marker):
+    k = kernel(body)
+    x = np.random.rand(128, 64).astype(np.float32)
+    errors = []
+    for numerics in (True, False, False):  # the second trace-only run replays from its first call
+        with pytest.raises(NkiError) as caught:
+            k.run(name, x, numerics=numerics)
+        errors.append((caught.value.code, caught.value.path, caught.value.line))
+    assert errors == [(code, str(k.path), k.line_of(marker))] * 3

@@ -545,6 +545,54 @@ def assign(dst: View, value: Any, *, accumulate: bool = False, exempt: bool = Fa
     fill_into(ctx, dst, scalar_of(value), line)
 
 
+def retarget_traced(ctx: KernelContext, site: tuple[int, int], dst: View, src: Tensor) -> bool:
+    """``dst[...] = src`` from the kernel statement at `site` (code id, instruction offset) in a
+    trace-only run, when it is the plain case of `assign`: a fresh API result of dst's shape,
+    without a partition mask, whose instruction may write dst's memory. Does exactly what
+    `assign` + `_retarget` do then, minus the frame walk for the line and the general checks;
+    returns False (nothing done) for every other case, which `assign` handles.
+
+    The caller guarantees: `src` is a Tensor, the run has no numerics, no API call is running
+    (so no replay log is being recorded) and the statement's frame called Tensor.__setitem__."""
+    line = ctx._line_of.get(site)
+    if line is None:  # the site's first assignment in this run: `assign` learns its line
+        return False
+    record = src._producer
+    if record is None or src._alias is not None or not src._fresh or src._pmask is not None:
+        return False
+    if dst.shape != src.shape:
+        return False
+    tensor = dst._tensor
+    memory = tensor.memory
+    opcode = record.opcode
+    # _writable_by, inlined
+    if opcode in TENSOR_ENGINE_OPS:
+        if memory is not Memory.PSUM:
+            return False
+    elif record.engine is Engine.DMA:
+        if memory is Memory.PSUM:
+            return False
+    elif record.engine is Engine.GPSIMD:
+        if memory is not Memory.SBUF:
+            return False
+    elif memory is Memory.HBM:
+        return False
+    region = dst._region()
+    record.writes = (region, *record.writes[1:])
+    record.dst_memory = memory
+    record.out_dtype = dname(tensor.dtype)
+    record.accumulate = False
+    ctx.note_write(tensor, region, line, record.extra.get("api") == "loop_reduce")
+    # ctx.forget_tensor, inlined (no recorder is running)
+    tid = src._tid
+    if ctx._pending.pop(tid, None) is None:
+        ctx.trace.tensors.pop(tid, None)
+    src._fresh = False
+    src._exact = None
+    src._alias = dst
+    return True
+
+
 def _retarget(ctx: KernelContext, dst: View, src: Tensor, line: int, accumulate: bool, exempt: bool) -> bool:
     record = src._producer
     assert record is not None

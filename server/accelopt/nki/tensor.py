@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from accelopt.nki import context as _context
 from accelopt.nki.context import current
 from accelopt.nki.dtypes import nan_fill
 from accelopt.nki.indexing import IndexExpr, Predicate
@@ -282,6 +283,13 @@ class Tensor(TileOps):
         if key is Ellipsis:
             view = self._full_view()
         else:
+            if value.__class__ is View and value._tensor is self:
+                ctx = _context._ACTIVE
+                if ctx is not None and value._assigned_at == len(ctx.trace.records):
+                    # the second half of `self[key] += x`, already done: `assign` would return
+                    # at once, so the view of `key` (the one `value` already is) is not rebuilt
+                    value._assigned_at = -1
+                    return
             caller = sys._getframe(1)
             site = (id(caller.f_code), caller.f_lasti)
             builders = SITE_FORMS.get(site)
@@ -293,6 +301,16 @@ class Tensor(TileOps):
                         break
             if view is None:
                 view = _index_learning(self, key, site)
+            if value.__class__ is Tensor:
+                ctx = _context._ACTIVE
+                if (
+                    ctx is not None
+                    and not ctx.numerics
+                    and ctx._recorder is None
+                    and not ctx._api_depth
+                    and _instr().retarget_traced(ctx, site, view, value)
+                ):
+                    return
         _instr().assign(view, value)
 
     def reshape(self, *shape: Any) -> Tensor:
