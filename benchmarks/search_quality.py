@@ -21,9 +21,12 @@ calls run one at a time (`--agent-calls 1`, both modes alike), so candidates are
 planners' order of preference: the beam's kernels best first, each kernel's proposals 0..N-1.
 With concurrent agent calls that order is set by thread timing instead: the same task's count
 moved by up to 5 evaluations between two runs of one mode, and the planner's ranking -- what the
-memory changes -- barely reached the count. The offline agents are CPU-bound Python, so running them one at a
-time costs little wall time. `--trace` prints every evaluated plan with the speedup it gave over
-its parent, to see which plans each mode tried and which paid off.
+memory changes -- barely reached the count. The offline agents are CPU-bound Python, so running
+them one at a time costs little wall time. One source of order noise remains, in the search
+itself: with the memory on, each beam kernel looks its experiences up in a worker thread before
+planning, so a later kernel of the beam is sometimes expanded first (with the memory off the
+lookup is empty and instant). `--trace` prints every evaluated plan with the speedup it gave
+over its parent, to see which plans each mode tried and which paid off.
 
 Budget (default; fits a shared 2-core machine in about an hour with 2 evaluation workers):
 `small` task sizes (NKIBench "small" shapes: every loop still has 2+ tiles), correctness on 2
