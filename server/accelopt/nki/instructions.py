@@ -545,15 +545,18 @@ def assign(dst: View, value: Any, *, accumulate: bool = False, exempt: bool = Fa
     fill_into(ctx, dst, scalar_of(value), line)
 
 
-def retarget_traced(ctx: KernelContext, site: tuple[int, int], dst: View, src: Tensor) -> bool:
-    """``dst[...] = src`` from the kernel statement at `site` (code id, instruction offset) in a
-    trace-only run, when it is the plain case of `assign`: a fresh API result of dst's shape,
-    without a partition mask, whose instruction may write dst's memory. Does exactly what
-    `assign` + `_retarget` do then, minus the frame walk for the line and the general checks;
-    returns False (nothing done) for every other case, which `assign` handles.
+def retarget_traced(
+    ctx: KernelContext, site: tuple[int, int], dst: View, src: Tensor, accumulate: bool = False
+) -> bool:
+    """``dst[...] = src`` (or ``dst += src`` with `accumulate`, PSUM accumulation) from the
+    kernel statement at `site` (code id, instruction offset) in a trace-only run, when it is the
+    plain case of `assign` / `augmented_assign`: a fresh API result of dst's shape, without a
+    partition mask, whose instruction may write dst's memory. Does exactly what they do then via
+    `_retarget`, minus the frame walk for the line and the general checks; returns False
+    (nothing done) for every other case, which they handle.
 
     The caller guarantees: `src` is a Tensor, the run has no numerics, no API call is running
-    (so no replay log is being recorded) and the statement's frame called Tensor.__setitem__."""
+    (so no replay log is being recorded) and the statement's frame called the tile method."""
     line = ctx._line_of.get(site)
     if line is None:  # the site's first assignment in this run: `assign` learns its line
         return False
@@ -565,6 +568,8 @@ def retarget_traced(ctx: KernelContext, site: tuple[int, int], dst: View, src: T
     tensor = dst._tensor
     memory = tensor.memory
     opcode = record.opcode
+    if accumulate and opcode not in TENSOR_ENGINE_OPS:
+        return False
     # _writable_by, inlined
     if opcode in TENSOR_ENGINE_OPS:
         if memory is not Memory.PSUM:
@@ -581,8 +586,8 @@ def retarget_traced(ctx: KernelContext, site: tuple[int, int], dst: View, src: T
     record.writes = (region, *record.writes[1:])
     record.dst_memory = memory
     record.out_dtype = dname(tensor.dtype)
-    record.accumulate = False
-    ctx.note_write(tensor, region, line, record.extra.get("api") == "loop_reduce")
+    record.accumulate = accumulate
+    ctx.note_write(tensor, region, line, accumulate or record.extra.get("api") == "loop_reduce")
     # ctx.forget_tensor, inlined (no recorder is running)
     tid = src._tid
     if ctx._pending.pop(tid, None) is None:
@@ -748,9 +753,10 @@ def fill_into(ctx: KernelContext, dst: View, value: float | int, line: int) -> N
         dst._write(np.full(dst.shape, value, dtype=np.float32))
 
 
-def augmented_assign(target: Any, value: Any, opname: str) -> Any:
+def augmented_assign(target: Any, value: Any, opname: str, site: tuple[int, int] | None = None) -> Any:
     """``target += value`` (and -=, *=, /=): PSUM accumulation for Tensor Engine results, else an
-    elementwise instruction writing back into the target. Returns what Python rebinds."""
+    elementwise instruction writing back into the target. Returns what Python rebinds. `site`:
+    the calling kernel statement's (code id, instruction offset), if the tile method knows it."""
     ctx = current()
     dst = target._full_view() if isinstance(target, Tensor) else target
     if target is not None and isinstance(target, Tensor) and target._alias is not None:
@@ -762,6 +768,15 @@ def augmented_assign(target: Any, value: Any, opname: str) -> Any:
         and value._producer is not None
         and value._producer.opcode in TENSOR_ENGINE_OPS
     ):
+        if (
+            site is not None
+            and not ctx.numerics
+            and ctx._recorder is None
+            and not ctx._api_depth
+            and dst._tensor.memory is Memory.PSUM
+            and retarget_traced(ctx, site, dst, value, accumulate=True)
+        ):
+            return _rebind(ctx, target, dst)
         line = ctx.line()
         if dst._tensor.memory is Memory.PSUM and _retarget(ctx, dst, value, line, True, True):
             return _rebind(ctx, target, dst)
