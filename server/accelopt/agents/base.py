@@ -49,6 +49,9 @@ class SummarizeRequest(BaseModel):
     speedup: float
     slow_profile: Profile | None = None
     fast_profile: Profile | None = None
+    # Set when `fast` was rejected (runtime error, wrong output): what went wrong. `speedup` is then
+    # a stand-in below 1 (the search's FAILED_SPEEDUP) and `fast_profile` is None.
+    failure: str | None = None
 
 
 class AgentOutput(BaseModel):

@@ -24,6 +24,7 @@ import logging
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from accelopt.agents.base import (
@@ -252,7 +253,7 @@ class _Search:
             children, pairs = await self._iteration(iteration, beam)
             beam = next_beam(beam, children, cfg.beam_width)
             if not self.stop_reason:
-                await self._learn(pairs)
+                await self._learn(children, pairs)
             leader = beam[0]
             improved = (
                 leader.latency_ms is not None
@@ -297,8 +298,16 @@ class _Search:
         return why is not None
 
     async def _iteration(self, iteration: int, beam: list[Candidate]) -> tuple[list[Candidate], list[Pair]]:
+        # The lessons for every beam kernel are read first, in beam order, so that the branches
+        # start in the same best-first order with the memory on or off (a lookup per branch
+        # finished in whatever order its thread did, and the order decides which branch's
+        # evaluations come first under the budget).
+        lookups = await asyncio.to_thread(lambda: [self._experiences_for(parent) for parent in beam])
         branches = await _gather_all(
-            [self._expand(iteration, index, parent) for index, parent in enumerate(beam)]
+            [
+                self._expand(iteration, index, parent, experiences)
+                for index, (parent, experiences) in enumerate(zip(beam, lookups, strict=True))
+            ]
         )
         children = [c for branch in branches for c in branch]
         pairs = [
@@ -308,8 +317,9 @@ class _Search:
         ]
         return children, pairs
 
-    async def _expand(self, iteration: int, index: int, parent: Candidate) -> list[Candidate]:
-        experiences = await asyncio.to_thread(self._experiences_for, parent)
+    async def _expand(
+        self, iteration: int, index: int, parent: Candidate, experiences: list[Experience]
+    ) -> list[Candidate]:
         branches = await _gather_all(
             [
                 self._plan_branch(iteration, index, n, parent, experiences)
@@ -471,49 +481,85 @@ class _Search:
             )
         )
 
-    async def _learn(self, pairs: list[Pair]) -> None:
+    async def _learn(self, children: list[Candidate], pairs: list[Pair]) -> None:
+        """Lessons from this iteration: the clearest speedups and slowdowns (the published rule),
+        then, in the slots left, the plans that cost an evaluation for nothing -- candidates that
+        failed (runtime error, wrong output) and pairs with no gain worth having -- as negative
+        experiences, so that the planner stops spending evaluations on them."""
+        cfg = self.config
         chosen = select_experiences(
             pairs,
-            limit=self.config.new_experiences_per_iteration,
-            positive_threshold=self.config.positive_threshold,
-            negative_threshold=self.config.negative_threshold,
+            limit=cfg.new_experiences_per_iteration,
+            positive_threshold=cfg.positive_threshold,
+            negative_threshold=cfg.negative_threshold,
         )
-        await _gather_all([self._summarize(pair) for pair in chosen])
+        outcomes = [_Outcome(p.before, p.after, p.speedup) for p in chosen]
+        spare = cfg.new_experiences_per_iteration - len(outcomes)
+        wasted = [*self._failed_outcomes(children), *_no_gain_outcomes(pairs, chosen, cfg.positive_threshold)]
+        outcomes += wasted[: max(spare, 0)]
+        await _gather_all([self._summarize(outcome) for outcome in outcomes])
 
-    async def _summarize(self, pair: Pair) -> None:
-        assert pair.after.plan is not None
+    def _failed_outcomes(self, children: list[Candidate]) -> list[_Outcome]:
+        """First attempts the backend judged and rejected (not repairs, not agent failures, not
+        repeats of a kernel already judged), one per distinct kernel."""
+        seen: set[str] = set()
+        outcomes: list[_Outcome] = []
+        for child in children:
+            if (
+                child.plan is None
+                or child.status in ("ok", "pending", "agent_error")
+                or child.duplicate_of is not None
+                or child.fixed_from is not None
+            ):
+                continue
+            parent = self._by_id(child.parent_id)
+            key = child.kernel.normalized_hash()
+            if not is_ranked(parent) or key in seen:
+                continue
+            seen.add(key)
+            where = f" (line {child.line})" if child.line else ""
+            failure = f"{child.status}{where}: {child.message}".strip()
+            outcomes.append(_Outcome(parent, child, FAILED_SPEEDUP, failure=failure[:300]))
+        return outcomes
+
+    async def _summarize(self, outcome: _Outcome) -> None:
+        before, after = outcome.before, outcome.after
+        assert after.plan is not None
         try:
             result = await self._call(
                 SummarizeResult,
                 self.agents.summarizer.summarize,
                 SummarizeRequest(
-                    slow=pair.before.kernel,
-                    fast=pair.after.kernel,
-                    plan=pair.after.plan,
-                    speedup=pair.speedup,
-                    slow_profile=pair.before.profile,
-                    fast_profile=pair.after.profile,
+                    slow=before.kernel,
+                    fast=after.kernel,
+                    plan=after.plan,
+                    speedup=outcome.speedup,
+                    slow_profile=before.profile,
+                    fast_profile=after.profile if outcome.failure is None else None,
+                    failure=outcome.failure,
                 ),
             )
         except _Stopped:
             return
         if result.lesson is None:
             # Recorded on the candidate (it appears so in the final ranking) and in the log.
-            pair.after.agent_notes.append(f"summarizer: {result.error or 'no lesson in the reply'}")
-            log.info("summarizer gave no lesson for %s: %s", pair.after.id, result.error)
+            after.agent_notes.append(f"summarizer: {result.error or 'no lesson in the reply'}")
+            log.info("summarizer gave no lesson for %s: %s", after.id, result.error)
             return
-        lesson = result.lesson.model_copy(update={"positive": pair.speedup > 1.0})
+        # Only a gain worth an evaluation is a positive lesson: a 1.02x step is a no-gain one.
+        positive = outcome.failure is None and outcome.speedup > self.config.positive_threshold
+        lesson = result.lesson.model_copy(update={"positive": positive})
         experience = Experience(
-            slow_kernel=pair.before.kernel.text,
-            fast_kernel=pair.after.kernel.text,
-            speedup=pair.speedup,
+            slow_kernel=before.kernel.text,
+            fast_kernel=after.kernel.text,
+            speedup=outcome.speedup,
             lesson=lesson,
             kernel_family=self.family,
             task=self.task_name,
             hardware=self.config.hardware,
             backend=self.backend_name,
             model=result.model,
-            bound=pair.before.profile.bound if pair.before.profile else "",
+            bound=before.profile.bound if before.profile else "",
         )
         experience_id: int | None
         try:
@@ -523,7 +569,7 @@ class _Search:
             experience_id = None
         self._emit(
             LessonEvent(
-                search_id=self.search_id, lesson=lesson, speedup=pair.speedup, experience_id=experience_id
+                search_id=self.search_id, lesson=lesson, speedup=outcome.speedup, experience_id=experience_id
             )
         )
 
@@ -622,6 +668,37 @@ class _Search:
 
     def _by_id(self, candidate_id: str | None) -> Candidate:
         return next(c for c in self.candidates if c.id == candidate_id)
+
+
+# The speedup a failed candidate is recorded with: it cost an evaluation and gave nothing, which
+# the memory counts like a clear slowdown (the negative threshold's default); the lesson's text
+# says how it failed.
+FAILED_SPEEDUP = 1 / 1.15
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """A plan applied to `before` gave `after`: `speedup` = before / after latency, or
+    FAILED_SPEEDUP with `failure` saying why `after` was rejected."""
+
+    before: Candidate
+    after: Candidate
+    speedup: float
+    failure: str | None = None
+
+
+def _no_gain_outcomes(pairs: list[Pair], chosen: list[Pair], positive_threshold: float) -> list[_Outcome]:
+    """Correct children not already chosen whose step did not reach `positive_threshold`, the
+    nearest to no change first (the least informative slowdowns were left by the published rule)."""
+    taken = {p.after.kernel.normalized_hash() for p in chosen}
+    outcomes: list[_Outcome] = []
+    for pair in pairs:
+        key = pair.after.kernel.normalized_hash()
+        if key in taken or not is_ranked(pair.before) or pair.speedup > positive_threshold:
+            continue
+        taken.add(key)
+        outcomes.append(_Outcome(pair.before, pair.after, pair.speedup))
+    return sorted(outcomes, key=lambda o: -o.speedup)
 
 
 T = TypeVar("T")

@@ -53,6 +53,8 @@ PRIOR_WINS = 1.0
 DEFER_BELOW = 0.5
 # Evidence damping: a single fully relevant lesson counts for 1 / (1 + DAMPING) of its gain.
 DAMPING = 0.5
+# The log-speedup a negative lesson counts for at most (a no-gain step, a failed candidate).
+NO_GAIN_LOG = math.log(1 / 1.04)
 
 
 def rewrite_of(experience: Experience) -> str | None:
@@ -122,7 +124,7 @@ def read_lessons(
                 id=exp.id,
                 rewrite=name,
                 pattern=pattern_in_text(exp.lesson.plan),
-                log_speedup=math.log(exp.speedup),
+                log_speedup=_log_speedup(exp),
                 kinship=kinship(exp, family, bound, calls),
                 contenders=(rewrites_in(exp.slow_kernel) | {name}) if exp.speedup > 1 else frozenset(),
                 written_lines=written_lines(exp.slow_kernel, kernel_text)
@@ -131,6 +133,13 @@ def read_lessons(
             )
         )
     return facts
+
+
+def _log_speedup(experience: Experience) -> float:
+    """A negative lesson never counts as a gain: a step of 1.00-1.04x recorded as a no-gain
+    lesson cost an evaluation for nothing, so it weighs at least like a NO_GAIN slowdown."""
+    value = math.log(experience.speedup)
+    return value if experience.positive else min(value, NO_GAIN_LOG)
 
 
 def written_lines(before: str, after: str) -> frozenset[int]:

@@ -59,8 +59,13 @@ class OfflineSummarizer:
         before, after = changed_lines(request.slow.text, request.fast.text)
         if not before and not after:
             return SummarizeResult(error="the two kernels are identical: nothing to learn")
-        positive = request.speedup > 1.0
-        verdict = f"{request.speedup:.2f}x faster" if positive else f"{1 / request.speedup:.2f}x slower"
+        positive = request.failure is None and request.speedup > 1.0
+        if request.failure is not None:
+            verdict = f"failed, {request.failure.splitlines()[0][:120]}"
+        elif positive:
+            verdict = f"{request.speedup:.2f}x faster"
+        else:
+            verdict = f"{1 / request.speedup:.2f}x slower"
         try:
             what = get_rewrite(plan.rewrite).summary if plan.rewrite else plan.title
         except NotApplicable:
