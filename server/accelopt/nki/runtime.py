@@ -205,14 +205,6 @@ def _collector_paused() -> Iterator[None]:
         yield
     finally:
         if enabled:
-            if gc.get_freeze_count() == 0:
-                # The run's objects (the whole trace) are all in the youngest generation now:
-                # the first collection after re-enabling would walk every one of them, and the
-                # next one again. freeze + unfreeze moves them straight to the oldest generation
-                # (a list splice, no walk), where full collections still find any cycles. Only
-                # when nothing else in the process froze objects: unfreeze would release those.
-                gc.freeze()
-                gc.unfreeze()
             gc.enable()
 
 
