@@ -130,3 +130,24 @@ async def test_the_beam_is_expanded_best_first_whatever_the_lookups_cost(simulat
     assert len(first_beam) == 2
     second_round = planner.kernels[2:]
     assert second_round == [WIDE, WIDE, MEDIUM, MEDIUM]
+
+
+class TwoVariants(ScriptedExecutor):
+    """Writes two samples per plan: the scripted kernel and the wrong one."""
+
+    async def execute(self, request: ExecuteRequest) -> ExecuteResult:
+        written = await super().execute(request)
+        wrong = request.kernel.model_copy(update={"text": WRONG})
+        return written.model_copy(update={"kernels": [*written.kernels, wrong]})
+
+
+async def test_a_failed_variant_of_a_plan_that_worked_is_not_held_against_the_plan(simulator, silu):
+    kernel, task = silu
+    first, *_ = planner_order(kernel, await baseline_profile(simulator, kernel, task), [])
+    agents = Agents(OfflinePlanner(), TwoVariants({first: WIDE}), OfflineSummarizer())
+    memory = Memory(IN_MEMORY)
+    config = small_config(beam_width=1, plans_per_kernel=1, samples_per_plan=2, iterations=1, fix_attempts=0)
+    events = await collect(run_search(kernel, task, agents, simulator, config, memory=memory))
+    assert finished_of(events).reason == "completed"
+    stored = memory.list()
+    assert len(stored) == 1 and stored[0].positive and stored[0].fast_kernel == WIDE

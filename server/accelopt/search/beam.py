@@ -495,13 +495,16 @@ class _Search:
         )
         outcomes = [_Outcome(p.before, p.after, p.speedup) for p in chosen]
         spare = cfg.new_experiences_per_iteration - len(outcomes)
-        wasted = [*self._failed_outcomes(children), *_no_gain_outcomes(pairs, chosen, cfg.positive_threshold)]
+        wasted = [*self._failed_outcomes(children), *_no_gain_outcomes(pairs, chosen)]
         outcomes += wasted[: max(spare, 0)]
         await _gather_all([self._summarize(outcome) for outcome in outcomes])
 
     def _failed_outcomes(self, children: list[Candidate]) -> list[_Outcome]:
         """First attempts the backend judged and rejected (not repairs, not agent failures, not
-        repeats of a kernel already judged), one per distinct kernel."""
+        repeats of a kernel already judged), one per distinct kernel, of plans none of whose
+        samples worked: a plan with one correct sample did not fail, its other variant did, and
+        the planner's lesson is about plans, not about the executor's variants."""
+        worked = {(c.parent_id, _plan_key(c.plan)) for c in children if is_ranked(c)}
         seen: set[str] = set()
         outcomes: list[_Outcome] = []
         for child in children:
@@ -514,7 +517,7 @@ class _Search:
                 continue
             parent = self._by_id(child.parent_id)
             key = child.kernel.normalized_hash()
-            if not is_ranked(parent) or key in seen:
+            if not is_ranked(parent) or key in seen or (child.parent_id, _plan_key(child.plan)) in worked:
                 continue
             seen.add(key)
             where = f" (line {child.line})" if child.line else ""
@@ -687,14 +690,24 @@ class _Outcome:
     failure: str | None = None
 
 
-def _no_gain_outcomes(pairs: list[Pair], chosen: list[Pair], positive_threshold: float) -> list[_Outcome]:
-    """Correct children not already chosen whose step did not reach `positive_threshold`, the
-    nearest to no change first (the least informative slowdowns were left by the published rule)."""
+# A step up to this speedup is "no gain": within the simulator's noise of no change at all.
+# Small real gains (1.01-1.04x) are left out: a rewrite that gains little on its own often pays
+# once another has moved the bottleneck (folding a softmax sum after blocking the matmul).
+NO_GAIN_UP_TO = 1.01
+
+
+def _plan_key(plan: Plan | None) -> str:
+    return plan.model_dump_json() if plan is not None else ""
+
+
+def _no_gain_outcomes(pairs: list[Pair], chosen: list[Pair]) -> list[_Outcome]:
+    """Correct children not already chosen whose step gave no measurable gain, the nearest to no
+    change first (the least informative slowdowns were left by the published rule)."""
     taken = {p.after.kernel.normalized_hash() for p in chosen}
     outcomes: list[_Outcome] = []
     for pair in pairs:
         key = pair.after.kernel.normalized_hash()
-        if key in taken or not is_ranked(pair.before) or pair.speedup > positive_threshold:
+        if key in taken or not is_ranked(pair.before) or pair.speedup > NO_GAIN_UP_TO:
             continue
         taken.add(key)
         outcomes.append(_Outcome(pair.before, pair.after, pair.speedup))
