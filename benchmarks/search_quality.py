@@ -22,10 +22,9 @@ planners' order of preference: the beam's kernels best first, each kernel's prop
 With concurrent agent calls that order is set by thread timing instead: the same task's count
 moved by up to 5 evaluations between two runs of one mode, and the planner's ranking -- what the
 memory changes -- barely reached the count. The offline agents are CPU-bound Python, so running
-them one at a time costs little wall time. One source of order noise remains, in the search
-itself: with the memory on, each beam kernel looks its experiences up in a worker thread before
-planning, so a later kernel of the beam is sometimes expanded first (with the memory off the
-lookup is empty and instant). `--trace` prints every evaluated plan with the speedup it gave
+them one at a time costs little wall time. The search itself looks every beam kernel's
+experiences up in beam order before expanding any of them, so both modes expand best-first.
+`--trace` prints every evaluated plan with the speedup it gave
 over its parent, to see which plans each mode tried and which paid off.
 
 Budget (default; fits a shared 2-core machine in about an hour with 2 evaluation workers):

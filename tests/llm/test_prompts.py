@@ -114,3 +114,21 @@ def test_executor_fixer_and_summarizer_prompts_are_complete():
     assert "speedup 1.700 x (it helped)" in all_text(summary) and "latency_ms: 0.0165 -> 0.0097" in all_text(
         summary
     )
+
+
+def test_summarizer_prompt_of_a_failed_candidate_shows_the_failure_not_a_speedup():
+    summary = summarizer_messages(
+        SummarizeRequest(
+            slow=KERNEL,
+            fast=KERNEL,
+            plan=PLAN,
+            speedup=1 / 1.15,
+            slow_profile=PROFILE,
+            fast_profile=None,
+            failure="incorrect at line 12: rel L2 0.4",
+        )
+    )
+    assert_filled(summary)
+    text = all_text(summary)
+    assert "speedup n/a x (the new kernel failed: incorrect at line 12: rel L2 0.4)" in text
+    assert "0.870" not in text

@@ -139,13 +139,20 @@ def summarizer_messages(request: SummarizeRequest) -> Messages:
         profile_label=_label(fast or slow),
         slow_latency=f"{slow.latency_ms:.4g}" if slow else "?",
         fast_latency=f"{fast.latency_ms:.4g}" if fast else "?",
-        speedup=f"{request.speedup:.3f}",
-        verdict="it helped" if request.speedup > 1 else "it hurt",
+        # A failed candidate carries a sentinel speedup; show the failure, not a made-up figure.
+        speedup="n/a" if request.failure else f"{request.speedup:.3f}",
+        verdict=_summary_verdict(request),
         slow=request.slow.text.rstrip(),
         fast=request.fast.text.rstrip(),
         profile_diff=profile_diff(slow, fast),
     )
     return [{"role": "system", "content": _render("summarizer")}, {"role": "user", "content": user}]
+
+
+def _summary_verdict(request: SummarizeRequest) -> str:
+    if request.failure:
+        return f"the new kernel failed: {request.failure}"
+    return "it helped" if request.speedup > 1 else "it hurt"
 
 
 def profile_diff(before: Profile | None, after: Profile | None) -> str:
