@@ -84,11 +84,14 @@ async def test_scripted_llm_search_end_to_end(chat_server, simulator, silu, make
     candidates = [e.candidate for e in events if isinstance(e, CandidateEvent)]
     first = [c for c in candidates if c.iteration == 1]
 
-    # a correct faster kernel
+    # a correct faster kernel. Two calls write it: the WIDEN executor (after its timeout and
+    # retry) and the fixer of the too-tall kernel. Whichever arrives first is judged; the other
+    # is recognised as the same kernel. Which one wins depends on timing, so both orders pass.
     wide = only(first, WIDE)
     assert wide.status == "ok" and wide.speedup is not None and wide.speedup > 1
     assert wide.speedup == baseline.latency_ms / wide.latency_ms
-    assert [p.title for p in wide.rationale] == [WIDEN["title"]]
+    written = next(c for c in first if same(c.kernel, WIDE) and c.fixed_from is None)
+    assert [p.title for p in written.rationale] == [WIDEN["title"]]
     # an incorrect one that the fixer repairs
     wrong = only(first, WRONG)
     assert wrong.status == "incorrect"
@@ -99,11 +102,14 @@ async def test_scripted_llm_search_end_to_end(chat_server, simulator, silu, make
     tall = only(first, TOO_TALL)
     assert tall.status == "compile_error"
     assert "partition" in tall.message and tall.line == TOO_TALL_LINE
-    # the fixer's renamed kernel is renamed back and recognised as the wide kernel: not re-evaluated
+    # the fixer's renamed kernel is renamed back and recognised as the wide kernel: one of the
+    # two copies is judged, the other is a duplicate of it and not re-evaluated
     renamed = next(c for c in first if c.fixed_from == tall.id)
     assert renamed.kernel.name == "silu_kernel" and "def silu_kernel(" in renamed.kernel.text
-    assert renamed.duplicate_of == wide.id and renamed.status == "ok"
+    assert renamed.status == "ok" and same(renamed.kernel, WIDE)
     assert any("renamed" in note for note in renamed.agent_notes)
+    assert {written.duplicate_of, renamed.duplicate_of} == {None, wide.id}
+    assert wide.id in (written.id, renamed.id)
     # a reply with no code
     empty = [c for c in first if c.status == "agent_error"]
     assert empty and all("no code" in c.message for c in empty)
