@@ -21,7 +21,7 @@ from accelopt.agents.offline.facts import (
     is_tile,
     single_use_definition,
 )
-from accelopt.agents.offline.kernel_ir import KernelView, argument, dotted, keyword, positional
+from accelopt.agents.offline.kernel_ir import KernelView, argument, dotted, keyword, positional, walk
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 
 # Keyword arguments that describe where/how an instruction writes, carried over when fusing.
@@ -52,6 +52,11 @@ def carried(call: cst.BaseExpression) -> dict[str, cst.BaseExpression]:
     if not isinstance(call, cst.Call):
         return {}
     return {name: kw.value for name in CARRIED_KEYWORDS if (kw := keyword(call, name)) is not None}
+
+
+def operations_in(stmt: cst.SimpleStatementLine) -> list[cst.BaseExpression]:
+    """Every call and binary operation in a statement, outermost first: where fusions look."""
+    return [n for n in walk(stmt) if isinstance(n, (cst.Call, cst.BinaryOperation))]
 
 
 def op_name(view: KernelView, expr: cst.BaseExpression | None) -> str | None:

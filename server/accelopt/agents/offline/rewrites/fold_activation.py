@@ -19,12 +19,12 @@ from accelopt.agents.offline.patterns import (
     as_unary,
     is_column,
     is_column_or_scalar,
+    operations_in,
     removal_edits,
     render_with,
     resolve,
 )
 from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
-from accelopt.agents.offline.rewrites.fuse_silu import _expressions
 
 
 class FoldActivation(Rewrite):
@@ -35,7 +35,7 @@ class FoldActivation(Rewrite):
     def analyse(self, view: KernelView) -> list[Site | Refusal]:
         found: list[Site | Refusal] = []
         for stmt in view.simple_statements():
-            for expr in _expressions(stmt):
+            for expr in operations_in(stmt):
                 unary = as_unary(view, expr)
                 if unary is None or unary.func == "copy":
                     continue

@@ -14,13 +14,13 @@ from accelopt.agents.offline.patterns import (
     Emitter,
     as_binary,
     is_column_or_scalar,
+    operations_in,
     removal_edits,
     render_with,
     resolve,
 )
 from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
 from accelopt.agents.offline.rewrites.fuse_scalar_helpers import COMMUTATIVE, scalar_operand
-from accelopt.agents.offline.rewrites.fuse_silu import _expressions
 
 
 class FuseScalarTensorTensor(Rewrite):
@@ -31,7 +31,7 @@ class FuseScalarTensorTensor(Rewrite):
     def analyse(self, view: KernelView) -> list[Site | Refusal]:
         found: list[Site | Refusal] = []
         for stmt in view.simple_statements():
-            for expr in _expressions(stmt):
+            for expr in operations_in(stmt):
                 outer = as_binary(view, expr)
                 if (
                     outer is None

@@ -3,13 +3,12 @@ Vector Engine multiply (and no intermediate tile)."""
 
 from __future__ import annotations
 
-import libcst as cst
-
-from accelopt.agents.offline.kernel_ir import KernelView, walk
+from accelopt.agents.offline.kernel_ir import KernelView
 from accelopt.agents.offline.patterns import (
     Emitter,
     as_binary,
     as_unary,
+    operations_in,
     removal_edits,
     render_with,
     resolve,
@@ -26,7 +25,7 @@ class FuseSilu(Rewrite):
     def analyse(self, view: KernelView) -> list[Site | Refusal]:
         found: list[Site | Refusal] = []
         for stmt in view.simple_statements():
-            for expr in _expressions(stmt):
+            for expr in operations_in(stmt):
                 product = as_binary(view, expr)
                 if product is None or product.op != "multiply":
                     continue
@@ -77,8 +76,3 @@ class FuseSilu(Rewrite):
         edits = removal_edits(definitions)
         edits[id(product.node)] = new
         return render_with(view, emit, edits)
-
-
-def _expressions(stmt: cst.SimpleStatementLine) -> list[cst.BaseExpression]:
-    """Every call and binary operation in a statement, outermost first."""
-    return [n for n in walk(stmt) if isinstance(n, (cst.Call, cst.BinaryOperation))]

@@ -13,13 +13,13 @@ from accelopt.agents.offline.kernel_ir import KernelView
 from accelopt.agents.offline.patterns import (
     Emitter,
     as_binary,
+    operations_in,
     removal_edits,
     render_with,
     resolve,
 )
 from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
 from accelopt.agents.offline.rewrites.fuse_scalar_helpers import scalar_operand as scalar_step
-from accelopt.agents.offline.rewrites.fuse_silu import _expressions
 
 
 class FuseTensorScalar(Rewrite):
@@ -31,7 +31,7 @@ class FuseTensorScalar(Rewrite):
         found: list[Site | Refusal] = []
         taken: set[int] = set()
         for stmt in view.simple_statements():
-            for expr in _expressions(stmt):
+            for expr in operations_in(stmt):
                 if id(expr) in taken:
                     continue
                 outer = as_binary(view, expr)

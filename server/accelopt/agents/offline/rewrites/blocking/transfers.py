@@ -115,13 +115,18 @@ def find_wide_dmas(view: KernelView, plan: BlockPlan, group: Group) -> None:
 def _inline_wide_load(
     view: KernelView, plan: BlockPlan, stmt: cst.SimpleStatementLine, call: cst.Call
 ) -> WideLoad | None:
-    src = _hbm_subscript(view, argument(call, 0, "src"))
-    if src is None or len(_tile_elements(view, plan, src)) != 2:
-        return None
-    found = _widenable(view, plan, src, call)
+    found = _widenable_load(view, plan, call)
     if found is None:
         return None
     return WideLoad(stmt, call, found[0], [call])
+
+
+def _widenable_load(view: KernelView, plan: BlockPlan, call: cst.Call) -> tuple[int, bool] | None:
+    """What `_widenable` says of an `nl.load` whose source is a 2-D HBM tile."""
+    src = _hbm_subscript(view, argument(call, 0, "src"))
+    if src is None or len(_tile_elements(view, plan, src)) != 2:
+        return None
+    return _widenable(view, plan, src, call)
 
 
 def _hbm_subscript(view: KernelView, expr: cst.BaseExpression | None) -> cst.Subscript | None:
@@ -155,10 +160,7 @@ def _wide_load(
         return None
     call = assign.value
     assert isinstance(call, cst.Call)
-    src = _hbm_subscript(view, argument(call, 0, "src"))
-    if src is None or len(_tile_elements(view, plan, src)) != 2:
-        return None
-    found = _widenable(view, plan, src, call)
+    found = _widenable_load(view, plan, call)
     if found is None:
         return None
     width, _ = found
