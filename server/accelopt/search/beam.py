@@ -690,7 +690,7 @@ class _Outcome:
     failure: str | None = None
 
 
-# A step up to this speedup is "no gain": within the simulator's noise of no change at all.
+# A step up to this speedup is "no gain": too small to be worth the evaluation it cost.
 # Small real gains (1.01-1.04x) are left out: a rewrite that gains little on its own often pays
 # once another has moved the bottleneck (folding a softmax sum after blocking the matmul).
 NO_GAIN_UP_TO = 1.01
