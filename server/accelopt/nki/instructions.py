@@ -551,9 +551,9 @@ def retarget_traced(
     """``dst[...] = src`` (or ``dst += src`` with `accumulate`, PSUM accumulation) from the
     kernel statement at `site` (code id, instruction offset) in a trace-only run, when it is the
     plain case of `assign` / `augmented_assign`: a fresh API result of dst's shape, without a
-    partition mask, whose instruction may write dst's memory. Does exactly what they do then via
-    `_retarget`, minus the frame walk for the line and the general checks; returns False
-    (nothing done) for every other case, which they handle.
+    partition mask, whose instruction may write dst's memory (the same `_writable_by` rule).
+    Does what they do then via `_retarget`, minus the frame walk for the line and the general
+    checks; returns False (nothing done) for every other case, which they handle.
 
     The caller guarantees: `src` is a Tensor, the run has no numerics, no API call is running
     (so no replay log is being recorded) and the statement's frame called the tile method."""
@@ -570,17 +570,7 @@ def retarget_traced(
     opcode = record.opcode
     if accumulate and opcode not in TENSOR_ENGINE_OPS:
         return False
-    # _writable_by, inlined
-    if opcode in TENSOR_ENGINE_OPS:
-        if memory is not Memory.PSUM:
-            return False
-    elif record.engine is Engine.DMA:
-        if memory is Memory.PSUM:
-            return False
-    elif record.engine is Engine.GPSIMD:
-        if memory is not Memory.SBUF:
-            return False
-    elif memory is Memory.HBM:
+    if not _writable_by(record.engine, opcode, memory):
         return False
     region = dst._region()
     record.writes = (region, *record.writes[1:])
@@ -588,10 +578,7 @@ def retarget_traced(
     record.out_dtype = dname(tensor.dtype)
     record.accumulate = accumulate
     ctx.note_write(tensor, region, line, accumulate or record.extra.get("api") == "loop_reduce")
-    # ctx.forget_tensor, inlined (no recorder is running)
-    tid = src._tid
-    if ctx._pending.pop(tid, None) is None:
-        ctx.trace.tensors.pop(tid, None)
+    ctx.forget_tensor(src)
     src._fresh = False
     src._exact = None
     src._alias = dst
