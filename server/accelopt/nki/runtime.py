@@ -193,8 +193,10 @@ def run_kernel(
                     path,
                     info.line if info else line,
                 )
+        # inside the paused collector: finishing builds a TensorInfo per kept tile
+        trace = ctx.finish()
     outputs = [_output_array(t, numerics) for t in returned]
-    return KernelRun(outputs=outputs, trace=ctx.finish(), single=single)
+    return KernelRun(outputs=outputs, trace=trace, single=single)
 
 
 @contextlib.contextmanager
