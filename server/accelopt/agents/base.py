@@ -31,6 +31,10 @@ class ExecuteRequest(BaseModel):
     profile: Profile | None = None
     samples: int = Field(2, description="how many candidate kernels to write (K)")
     seed: int = 0
+    # The same memory experiences the planner saw for this kernel (empty with the memory off):
+    # lessons about how a plan's variants fared on similar kernels let an executor write the
+    # variants that worked first and leave out the ones that failed there.
+    experiences: list[Experience] = Field(default_factory=list)
 
 
 class FixRequest(BaseModel):
@@ -40,6 +44,8 @@ class FixRequest(BaseModel):
     status: str
     message: str
     line: int | None = None
+    # As in ExecuteRequest: what the memory says about the plan's variants on similar kernels.
+    experiences: list[Experience] = Field(default_factory=list)
 
 
 class SummarizeRequest(BaseModel):
@@ -73,6 +79,13 @@ class PlanResult(AgentOutput):
 
 class ExecuteResult(AgentOutput):
     kernels: list[KernelSource] = Field(default_factory=list)
+    # Optional, parallel to `kernels`: the plan each kernel realises when the executor refined the
+    # requested one (e.g. the parameter variant it chose), so that lessons name what was measured.
+    # Empty: every kernel realises the requested plan.
+    plans: list[Plan] = Field(default_factory=list)
+
+    def plan_for(self, index: int, requested: Plan) -> Plan:
+        return self.plans[index] if index < len(self.plans) else requested
 
 
 class SummarizeResult(AgentOutput):

@@ -372,6 +372,7 @@ class _Search:
                     profile=parent.profile,
                     samples=self.config.samples_per_plan,
                     seed=seed,
+                    experiences=experiences,
                 ),
             )
             notes = [*planned.notes, *written.notes]
@@ -388,15 +389,27 @@ class _Search:
                 failure = self._new_candidate(parent, plan, parent.kernel, iteration=iteration)
                 self._fail(failure, "executor: no kernel in the reply", notes)
                 return [failure]
+            # Each kernel carries the plan it realises (an executor may say which variant it wrote).
             chains = await _gather_all(
-                [self._evaluate_and_fix(iteration, parent, plan, k, notes) for k in kernels]
+                [
+                    self._evaluate_and_fix(
+                        iteration, parent, written.plan_for(i, plan), k, notes, experiences
+                    )
+                    for i, k in enumerate(kernels)
+                ]
             )
             return failures + [c for chain in chains for c in chain]
         except _Stopped:
             return []
 
     async def _evaluate_and_fix(
-        self, iteration: int, parent: Candidate, plan: Plan, kernel: KernelSource, notes: list[str]
+        self,
+        iteration: int,
+        parent: Candidate,
+        plan: Plan,
+        kernel: KernelSource,
+        notes: list[str],
+        experiences: list[Experience],
     ) -> list[Candidate]:
         current = self._new_candidate(parent, plan, kernel, iteration=iteration, notes=notes)
         chain = [current]
@@ -411,10 +424,11 @@ class _Search:
                     FixRequest(
                         kernel=current.kernel,
                         original=parent.kernel,
-                        plan=plan,
+                        plan=current.plan or plan,
                         status=str(current.status),
                         message=current.message,
                         line=current.line,
+                        experiences=experiences,
                     ),
                 )
                 if fixed.error or not fixed.kernels:
@@ -424,7 +438,7 @@ class _Search:
                     chain.append(failure)
                     break
                 repaired = self._new_candidate(
-                    parent, plan, fixed.kernels[0], iteration=iteration, notes=fixed.notes
+                    parent, fixed.plan_for(0, plan), fixed.kernels[0], iteration=iteration, notes=fixed.notes
                 )
                 repaired.fixed_from, repaired.fix_attempts = current.id, attempt
                 chain.append(repaired)
@@ -502,8 +516,9 @@ class _Search:
     def _failed_outcomes(self, children: list[Candidate]) -> list[_Outcome]:
         """First attempts the backend judged and rejected (not repairs, not agent failures, not
         repeats of a kernel already judged), one per distinct kernel, of plans none of whose
-        samples worked: a plan with one correct sample did not fail, its other variant did, and
-        the planner's lesson is about plans, not about the executor's variants."""
+        samples worked: a plan with one correct sample did not fail. An executor that says which
+        variant each kernel realises (ExecuteResult.plans) makes every variant a plan of its own,
+        so a failed variant beside a working one is a lesson too -- about that variant."""
         worked = {(c.parent_id, _plan_key(c.plan)) for c in children if is_ranked(c)}
         seen: set[str] = set()
         outcomes: list[_Outcome] = []

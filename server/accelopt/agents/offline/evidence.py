@@ -40,6 +40,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from accelopt.agents.offline.lesson_tags import failed_in_text, speaks_about, variant_in_text
 from accelopt.agents.offline.rewrites.base import Site
 from accelopt.agents.offline.site_pattern import SitePattern, pattern_in_text, rewrites_in
 from accelopt.search.candidate import Experience
@@ -77,6 +78,9 @@ class LessonFacts:
     # When this kernel is the lesson's own result: the lines the lesson's change wrote. A site on
     # them is the change itself (re-blocking the loop just blocked), not a next site of it.
     written_lines: frozenset[int] = frozenset()
+    # The parameter variant the lesson measured (None: untagged) and whether it was rejected.
+    variant: dict[str, str] | None = None
+    failed: bool = False
 
 
 @dataclass
@@ -104,6 +108,15 @@ def kinship(experience: Experience, family: str, bound: str | None, calls: froze
 def match(lesson: LessonFacts, site: Site, pattern: SitePattern | None) -> float:
     if lesson.rewrite != site.rewrite or site.line in lesson.written_lines:
         return 0.0
+    if (
+        lesson.log_speedup <= 0
+        and lesson.variant is not None
+        and not speaks_about(lesson.variant, lesson.failed, site.variants[0] if site.variants else {})
+    ):
+        # A variant that failed or gave nothing says nothing against the site's first choice
+        # (the executor leaves that variant out, variants.py): a block of 4 breaking the shapes
+        # is no reason not to block by 2.
+        return 0.0
     if lesson.pattern is None or pattern is None:
         return 0.6  # a lesson with no pattern (an LLM's, an older row): the rewrite alone
     return 0.25 + 0.75 * lesson.pattern.similarity(pattern)
@@ -130,6 +143,8 @@ def read_lessons(
                 written_lines=written_lines(exp.slow_kernel, kernel_text)
                 if exp.fast_kernel == kernel_text
                 else frozenset(),
+                variant=variant_in_text(exp.lesson.plan),
+                failed=failed_in_text(exp.lesson.plan),
             )
         )
     return facts

@@ -1,17 +1,23 @@
 """The offline executor: applies a plan's rewrite at its site. K samples are K parameter variants
 (the plan's own first, then the site's others); the fixer re-derives the candidate from the
-original kernel with a variant that has not been tried."""
+original kernel with a variant that has not been tried. With experiences in the request (the
+memory on), the variants are ordered by what they gave on similar kernels and the ones that
+failed or gave nothing there are left out (variants.py); every kernel comes back with the plan
+it realises, its variant included, so that the lesson learned from it names that variant."""
 
 from __future__ import annotations
 
 import asyncio
 
 from accelopt.agents.base import ExecuteRequest, ExecuteResult, FixRequest
-from accelopt.agents.offline.catalogue import get_rewrite
+from accelopt.agents.offline.catalogue import get_rewrite, title_for
 from accelopt.agents.offline.rewrites.base import Params, Site
 from accelopt.agents.offline.rewrites.errors import NotApplicable
+from accelopt.agents.offline.site_pattern import patterns_of
+from accelopt.agents.offline.variants import order_variants, variant_lessons
 from accelopt.profiling.evaluation import KernelSource
-from accelopt.search.candidate import Plan
+from accelopt.profiling.profile import Profile
+from accelopt.search.candidate import Experience, Plan
 
 
 def _site(plan: Plan, kernel: KernelSource) -> Site:
@@ -25,12 +31,35 @@ def _site(plan: Plan, kernel: KernelSource) -> Site:
     )
 
 
-def _variants(plan: Plan, site: Site) -> list[Params]:
+def _variants(
+    plan: Plan,
+    site: Site,
+    kernel: KernelSource,
+    experiences: list[Experience],
+    profile: Profile | None = None,
+) -> list[Params]:
     ordered: list[Params] = []
     for params in [dict(plan.params), *site.variants]:
         if params not in ordered:
             ordered.append(params)
-    return ordered
+    if not experiences or plan.rewrite is None:
+        return ordered
+    lessons = variant_lessons(
+        experiences,
+        rewrite=plan.rewrite,
+        kernel_name=kernel.name,
+        kernel_text=kernel.text,
+        bound=profile.bound if profile is not None else None,
+        pattern=patterns_of(kernel.text, kernel.name).get(site.id),
+    )
+    return order_variants(ordered, lessons)
+
+
+def _realised(plan: Plan, site: Site, params: Params) -> Plan:
+    """The plan as applied with `params` (its title names the variant)."""
+    if params == plan.params:
+        return plan
+    return plan.model_copy(update={"params": dict(params), "title": title_for(site, params)})
 
 
 class OfflineExecutor:
@@ -49,8 +78,10 @@ class OfflineExecutor:
             return ExecuteResult(error=exc.reason)
         rewrite = get_rewrite(request.plan.rewrite)
         kernels: list[KernelSource] = []
+        plans: list[Plan] = []
         errors: list[str] = []
-        for params in _variants(request.plan, site):
+        variants = _variants(request.plan, site, request.kernel, request.experiences, request.profile)
+        for params in variants:
             if len(kernels) >= request.samples:
                 break
             try:
@@ -60,8 +91,11 @@ class OfflineExecutor:
                 continue
             if all(k.text != text for k in kernels):
                 kernels.append(request.kernel.model_copy(update={"text": text}))
+                plans.append(_realised(request.plan, site, params))
         return ExecuteResult(
-            kernels=kernels, error=None if kernels else "; ".join(errors) or "no variant applied"
+            kernels=kernels,
+            plans=plans,
+            error=None if kernels else "; ".join(errors) or "no variant applied",
         )
 
     def fix_now(self, request: FixRequest) -> ExecuteResult:
@@ -72,13 +106,16 @@ class OfflineExecutor:
         except NotApplicable as exc:
             return ExecuteResult(error=f"cannot fix: {exc.reason}")
         rewrite = get_rewrite(request.plan.rewrite)
-        for params in _variants(request.plan, site):
+        for params in _variants(request.plan, site, request.original, request.experiences):
             try:
                 text = rewrite.apply(request.original.text, request.original.name, site.id, params)
             except NotApplicable:
                 continue
             if text != request.kernel.text:
-                return ExecuteResult(kernels=[request.original.model_copy(update={"text": text})])
+                return ExecuteResult(
+                    kernels=[request.original.model_copy(update={"text": text})],
+                    plans=[_realised(request.plan, site, params)],
+                )
         where = f" at line {request.line}" if request.line else ""
         return ExecuteResult(
             error=(

@@ -4,7 +4,9 @@ kernel (a unified-diff excerpt) and the speedup measured for it.
 The lesson's text starts with machine-readable tags, `rewrite=<name>` and, when the site can be
 found in the slow kernel, `pattern=<key>`: the structural fingerprint of the code the rewrite
 acted on (site_pattern.py), which is what lets the lesson steer a differently named kernel with
-the same shape of code."""
+the same shape of code. Then `variant=<params>` when the plan had parameters (`factor:4`), and
+`result=failed` when the candidate was rejected: what lets the executor leave out, on a similar
+site, the variant that failed or gave nothing (variants.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import difflib
 
 from accelopt.agents.base import SummarizeRequest, SummarizeResult
 from accelopt.agents.offline.catalogue import get_rewrite
+from accelopt.agents.offline.lesson_tags import variant_tag
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.site_pattern import pattern_of_site
 from accelopt.profiling.profile import Profile
@@ -79,6 +82,10 @@ class OfflineSummarizer:
             )
             if pattern is not None:
                 tags += f" pattern={pattern.key}"
+        if plan.params:
+            tags += f" variant={variant_tag(plan.params)}"
+        if request.failure is not None:
+            tags += " result=failed"
         text = f"{tags}: {what}. Applied as: {plan.title}. Result: {verdict}" + (
             f" ({delta})." if delta else "."
         )
