@@ -9,8 +9,9 @@ import pytest
 
 from accelopt.agents.offline.catalogue import get_rewrite
 from accelopt.agents.offline.rewrites.base import Site
+from accelopt.agents.offline.rewrites.errors import NotApplicable
 
-from .helpers import CASES, Case, assert_matches_reference, run
+from .helpers import CASES, Case, assert_matches_reference
 
 REWRITE = get_rewrite("block_accumulators")
 
@@ -133,13 +134,17 @@ def test_a_loop_reduce_over_the_blocked_loop_reduces_over_block_and_members():
     assert_matches_reference(ROWSUM, new)
 
 
-def test_a_factor_that_does_not_divide_the_trip_count_fails_loudly():
-    """N = 1024 is two 512-wide tiles: a block of 4 trips the assertion instead of dropping columns."""
+def test_an_unknown_trip_count_offers_only_the_smallest_block_and_asserts_it():
+    """N comes from the input shape: a block of 4 would be a guess (at N = 1024, two 512-wide
+    tiles, it broke the kernel), so it is refused; the block of 2 states its assumption."""
     case = CASES["hw_matmul_bias"]
-    new = REWRITE.apply(case.text, case.name, site(case, "n").id, {"factor": 4})
-    inputs = case.inputs(np.random.default_rng(0))
-    with pytest.raises(AssertionError, match="multiple of 4"):
-        run(new, case.name, inputs)
+    found = site(case, "n")
+    assert found.variants == [{"factor": 2}]
+    with pytest.raises(NotApplicable, match="does not fit"):
+        REWRITE.apply(case.text, case.name, found.id, {"factor": 4})
+    new = REWRITE.apply(case.text, case.name, found.id, {"factor": 2})
+    assert "% 2 == 0" in new and "multiple of 2" in new
+    assert_matches_reference(case, new)
 
 
 def test_refuses_a_value_computed_per_tile_and_used_in_a_later_part_of_the_loop():

@@ -17,7 +17,8 @@ Refused when the loop is not `affine_range` (its order may matter), when a value
 one `j` is used in another part of the loop and is neither an accumulator allocated in the loop
 nor a buffer block-indexed by `j`, when an inner loop's range depends on `j`, when control flow
 other than loops sits in the nest, or when the F accumulators would not fit the 8 PSUM banks.
-A trip count not known from the source gets an assertion (F must divide it).
+A trip count not known from the source gets an assertion (F must divide it), and then only the
+smallest block is offered: a larger one is a further guess about the input shapes.
 """
 
 from __future__ import annotations

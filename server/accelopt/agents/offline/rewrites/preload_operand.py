@@ -155,6 +155,11 @@ def _plan(
             for dep in view.access(def_stmt).reads - needed:
                 needed.add(dep)
                 frontier.append(dep)
+    # Found from the load backwards (`cols` before the `c0` it is built from): copy them in their
+    # source order, or a definition would run before the one it reads (UnboundLocalError).
+    for level, defs in copied_defs.items():
+        order = {id(s): i for i, s in enumerate(between[level].body)}
+        defs.sort(key=lambda d: order.get(id(d), len(order)))
     if outer.var in needed:
         return None
     loop_vars = {lp.var for lp in between}

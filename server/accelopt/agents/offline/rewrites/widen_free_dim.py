@@ -428,6 +428,9 @@ def _free_axis(view: KernelView, arange_subscript: cst.Subscript) -> bool:
 def _collect_scaled(view: KernelView, loop: Loop, widening: _Widening) -> str | None:
     chunk = widening.chunk
     touched: set[str] = set()
+    # Buffers whose widened grid is not on their last axis (e.g. the head axis fold_loop adds in
+    # front of the columns): their allocated extent on that axis would have to grow as well.
+    inner_axis: dict[str, int] = {}
     for node in _subscripts(loop.node):
         grids = [el for el in node.slice if isinstance(el.slice, cst.Index)]
         for el in grids:
@@ -440,6 +443,8 @@ def _collect_scaled(view: KernelView, loop: Loop, widening: _Widening) -> str | 
                     name = base_name(node)
                     if name is not None:
                         touched.add(name)
+                        if el is not node.slice[-1]:
+                            inner_axis.setdefault(name, view.line(node))
     # Masks and other expressions may hold free-axis grids outside subscripts.
     for sub in _arange_subscripts(view, loop.node):
         if arange_size(view, sub) == chunk and _free_axis(view, sub):
@@ -453,6 +458,11 @@ def _collect_scaled(view: KernelView, loop: Loop, widening: _Widening) -> str | 
         stmt, call = allocation
         if memory_of_expr(view, call) == "hbm":
             continue  # a DRAM tensor: only the tiles moving in and out change
+        if name in inner_axis:
+            return (
+                f"the {chunk}-wide grid of {name} (line {inner_axis[name]}) is not on its last axis: "
+                f"its allocation (line {view.line(stmt)}) would have to widen on an inner axis"
+            )
         extent = _free_extent(view, call)
         if extent is None:
             return f"the free size of {name} (line {view.line(stmt)}) is not written as a number"

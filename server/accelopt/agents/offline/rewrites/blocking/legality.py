@@ -467,6 +467,9 @@ def _psum_banks(view: KernelView, plan: BlockPlan, simple: list[cst.SimpleStatem
 
 
 def _factors(view: KernelView, plan: BlockPlan, simple: list[cst.SimpleStatementLine]) -> list[int]:
+    """The block sizes that fit. With a trip count the source does not give (it comes from the
+    input shapes), only the smallest: each larger one is a further guess about the shapes, and
+    at shapes with few tiles its assertion fails -- a broken candidate instead of a refusal."""
     factors = []
     for factor in FACTORS:
         if plan.trip is not None and (plan.trip < factor or plan.trip % factor):
@@ -474,4 +477,6 @@ def _factors(view: KernelView, plan: BlockPlan, simple: list[cst.SimpleStatement
         if _psum_banks(view, plan, simple, factor) > PSUM_BANKS:
             continue
         factors.append(factor)
+        if plan.trip is None:
+            break
     return factors

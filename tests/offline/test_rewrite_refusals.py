@@ -1,0 +1,81 @@
+"""Rewrites that used to produce broken kernels where they should have refused, or that wrote a
+correct change in the wrong order:
+
+- widen_free_dim on the output of fold_loop: the folded head axis is an inner axis of on-chip
+  buffers allocated outside the loop, so widening it would index past their allocation;
+- block_accumulators with a trip count the source does not give: only the smallest block is
+  offered (a larger one asserted at shapes with few tiles);
+- preload_operand copying index definitions that build on each other (`cols` from `c0`): they
+  must keep their source order in the copied loop nest.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from accelopt.agents.offline.catalogue import all_sites, get_rewrite
+
+from .helpers import CASES, assert_matches_reference, relative_error, run
+
+
+def test_widen_refuses_the_head_axis_that_fold_loop_made():
+    case = CASES["cg_heads"]
+    fold = next(s for s in all_sites(case.text, case.name) if s.rewrite == "fold_loop")
+    folded = get_rewrite("fold_loop").apply(case.text, case.name, fold.id, {"factor": 2})
+    assert_matches_reference(case, folded)
+    widen = get_rewrite("widen_free_dim")
+    assert not widen.sites(folded, case.name)
+    reasons = [r.reason for r in widen.refusals(folded, case.name) if "i0_blk" in r.reason]
+    assert reasons and "not on its last axis" in reasons[0]
+
+
+UNKNOWN_TRIPS = """import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def proj_kernel(x_t, w):
+    k, m = x_t.shape
+    n = w.shape[1]
+    out = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.shared_hbm)
+    for mi in nl.affine_range(m // 128):
+        for ni in nl.affine_range(n // 512):
+            c0 = ni * 512
+            cols = slice(c0, c0 + 512)
+            acc = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+            for ki in nl.affine_range(k // 128):
+                x_tile = nl.load(x_t[ki * 128 : (ki + 1) * 128, mi * 128 : (mi + 1) * 128])
+                w_tile = nl.load(w[ki * 128 : (ki + 1) * 128, cols])
+                acc += nisa.nc_matmul(x_tile, w_tile)
+            res = nl.copy(acc, dtype=nl.float32)
+            nl.store(out[mi * 128 : (mi + 1) * 128, cols], value=res)
+    return out
+"""
+
+
+def project(text: str) -> float:
+    rng = np.random.default_rng(0)
+    x_t = rng.standard_normal((256, 256)).astype(np.float32)
+    w = rng.standard_normal((256, 1024)).astype(np.float32)
+    (out,) = run(text, "proj_kernel", [x_t, w]).outputs
+    return relative_error(out.astype(np.float64), x_t.T.astype(np.float64) @ w.astype(np.float64))
+
+
+def test_blocking_offers_only_the_smallest_block_when_the_trip_count_is_unknown():
+    sites = [s for s in all_sites(UNKNOWN_TRIPS, "proj_kernel") if s.rewrite == "block_accumulators"]
+    assert sites
+    for site in sites:
+        assert site.variants == [{"factor": 2}]
+
+
+def test_preload_copies_chained_index_definitions_in_source_order():
+    site = next(
+        s
+        for s in all_sites(UNKNOWN_TRIPS, "proj_kernel")
+        if s.rewrite == "preload_operand" and "load w once before the mi loop" in s.title
+    )
+    text = get_rewrite("preload_operand").apply(UNKNOWN_TRIPS, "proj_kernel", site.id, {})
+    nest = text[: text.index("for mi in")]
+    assert nest.index("c0 = ni * 512") < nest.index("cols = slice(c0, c0 + 512)")
+    assert project(text) < 2e-5
