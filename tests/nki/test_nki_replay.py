@@ -180,6 +180,38 @@ def test_trace_only_runs_leave_no_cyclic_garbage_and_restore_the_collector():
     assert garbage[1] <= garbage[0] + 20
 
 
+def test_a_trace_only_run_hands_its_trace_to_the_oldest_collector_generation():
+    """The collector is paused during a trace-only run; when it resumes, the run's objects must
+    not be walked by young-generation collections (measured: 20-35% of a warm run)."""
+    import gc
+
+    from accelopt.nki.trace import TraceRecord
+
+    fn, inputs, kernel_name, path = _example("silu")
+    run = runtime.run_kernel(fn, inputs, numerics=False, kernel_name=kernel_name, source_path=path)
+    young = [o for g in (0, 1) for o in gc.get_objects(generation=g) if o.__class__ is TraceRecord]
+    assert not young
+    assert run.trace.records[0] in gc.get_objects(generation=2)
+
+
+def test_numeric_runs_make_no_reference_cycles():
+    """A tile's data must go with its last reference: a cycle (e.g. a tile keeping its own full
+    view) would keep every tile's array alive until a full collection."""
+    import gc
+
+    for name in ("silu", "rmsnorm_matmul"):
+        fn, inputs, kernel_name, path = _example(name)
+        gc.collect()
+        gc.disable()
+        try:
+            run = runtime.run_kernel(fn, inputs, numerics=True, kernel_name=kernel_name, source_path=path)
+            assert len(run.trace.records) > 10
+            del run
+            assert gc.collect() == 0
+        finally:
+            gc.enable()
+
+
 ASSIGN_KERNEL = """
 def assign_kernel(x, w):
     out = nl.ndarray((256, 64), dtype=x.dtype, buffer=nl.shared_hbm)

@@ -123,7 +123,8 @@ class KernelContext:
         alloc_loops: tuple[LoopFrame, ...] | None = None,
     ) -> None:
         """Give a tensor its id. Its TensorInfo is built when the run finishes (or when asked
-        for): most tiles are op results that end up retargeted and forgotten."""
+        for): most tiles are op results that end up retargeted and forgotten.
+        (Compiled replays inline this for their new tiles: replaycode._effects.)"""
         tid = self._next_tensor_id
         self._next_tensor_id = tid + 1
         tensor._tid = tid
@@ -157,10 +158,19 @@ class KernelContext:
 
     def finish(self) -> Trace:
         """Complete the trace: every registered tensor's info, in id order."""
-        for tid, pending in self._pending.items():
-            self.trace.tensors[tid] = _tensor_info(tid, *pending)
+        made = self.trace.tensors  # infos already asked for (a few): merged in by id
+        ids = sorted(made)
+        tensors: dict[int, TensorInfo] = {}
+        k = 0
+        for tid, pending in self._pending.items():  # registration order: by id
+            while k < len(ids) and ids[k] < tid:
+                tensors[ids[k]] = made[ids[k]]
+                k += 1
+            tensors[tid] = _tensor_info(tid, *pending)
+        for tid in ids[k:]:
+            tensors[tid] = made[tid]
         self._pending.clear()
-        self.trace.tensors = dict(sorted(self.trace.tensors.items()))
+        self.trace.tensors = tensors
         return self.trace
 
     def check_in_scope(self, tensor: Tensor, line: int) -> None:
@@ -312,22 +322,39 @@ class KernelContext:
             self.affine_scopes.remove(scope)
 
 
+_new_object = object.__new__
+# _tensor_info fills every field of a TensorInfo itself: a field it does not know must fail here
+if TensorInfo.__slots__ != (
+    "tensor_id",
+    "name",
+    "shape",
+    "dtype",
+    "memory",
+    "line",
+    "block_dims",
+    "is_input",
+    "is_output",
+    "alloc_loops",
+):
+    raise TypeError("TensorInfo gained or lost a field: update context._tensor_info")
+
+
 def _tensor_info(
     tid: int, tensor: Tensor, name: str, line: int, is_input: bool, alloc_loops: tuple[LoopFrame, ...]
 ) -> TensorInfo:
-    # positional: this runs for every tile a kernel keeps
-    return TensorInfo(
-        tid,
-        name,
-        tensor.shape,
-        dname(tensor.dtype),
-        tensor.memory,
-        line,
-        tensor.block_dims,
-        is_input,
-        False,
-        alloc_loops,
-    )
+    # fields stored directly (no dataclass __init__ call): this runs for every tile a kernel keeps
+    info = _new_object(TensorInfo)
+    info.tensor_id = tid
+    info.name = name
+    info.shape = tensor.shape
+    info.dtype = dname(tensor.dtype)
+    info.memory = tensor.memory
+    info.line = line
+    info.block_dims = tensor.block_dims
+    info.is_input = is_input
+    info.is_output = False
+    info.alloc_loops = alloc_loops
+    return info
 
 
 _ACTIVE: KernelContext | None = None

@@ -175,6 +175,52 @@ def _has_tiles(structure: Any) -> bool:
 
 # --- effects ------------------------------------------------------------------------------------
 
+# Every slot of a Tensor, as `Tensor.__init__` leaves them; _new_tensor sets each one itself.
+_TENSOR_SLOTS = frozenset(
+    {
+        "_alias",
+        "_alloc_scopes",
+        "_data",
+        "_exact",
+        "_fresh",
+        "_pmask",
+        "_producer",
+        "_root",
+        "_tid",
+        "_written",
+        "block_dims",
+        "buffer",
+        "dtype",
+        "memory",
+        "shape",
+    }
+)
+
+
+def _new_tensor(src: _Source, var: str, tensor: Tensor) -> None:
+    """Lines making a tile like the logged one (a new trace-only tile: no data, alias or root),
+    every slot stored in place: a `Tensor(...)` call costs more than the stores."""
+    if set(Tensor.__slots__) != _TENSOR_SLOTS:
+        raise Unsupported  # the tile gained a slot this generator does not know
+    values = {
+        "shape": repr(tensor.shape),
+        "dtype": src.const(tensor.dtype),
+        "buffer": src.const(tensor.buffer),
+        "memory": src.const(tensor.memory),
+        "block_dims": repr(tensor.block_dims),
+        "_data": "None",
+        "_written": repr(tensor._written),
+        "_producer": "None",
+        "_fresh": repr(tensor._fresh),
+        "_alias": "None",
+        "_exact": "None",
+        "_pmask": "None" if tensor._pmask is None else src.const(tensor._pmask),
+        "_root": "None",
+    }  # _tid and _alloc_scopes: set by the registration that follows
+    src.add(f"{var} = _new(Tensor)")
+    for name, expr in values.items():
+        src.add(f"{var}.{name} = {expr}")
+
 
 def _effects(
     src: _Source, events: list[tuple[Any, ...]], tiles: list[Any], tile_exprs: list[str], result: Any
@@ -188,6 +234,7 @@ def _effects(
         tensor_var[id(tensor)] = f"t{i}"
         by_tid[tensor._tid] = (f"t{i}", tile._offsets if tile.__class__ is View else None, i)
     unpacked: set[int] = set()
+    boxed: set[int] = set()  # argument views whose box is in variable b{i}
     record_var: dict[int, str] = {}
     region_expr: dict[int, str] = {}  # id(region object in an emitted record) -> expression
     new_tensors: list[Tensor] = []
@@ -206,6 +253,14 @@ def _effects(
         var, offsets, i = source
         if offsets is None:
             box = src.const(r.box)
+        elif r.box == tiles[i]._box():
+            # the whole argument view: its box (built when the kernel indexed) serves as is
+            box = f"b{i}"
+            if i not in boxed:
+                src.add(f"b{i} = x{i}._box_cache")
+                src.add(f"if b{i} is None:")
+                src.add(f"b{i} = x{i}._box()", 2)
+                boxed.add(i)
         else:
             if len(offsets) != len(r.box):
                 raise Unsupported
@@ -237,7 +292,9 @@ def _effects(
             src.add(f"if {t}._fresh:")
             src.add(f"{t}._fresh = False", 2)
             src.add(f"{t}._exact = None", 2)
-            src.add(f"if {t}._alloc_scopes:")
+            # while a tile's innermost loop scope is active, so are the outer ones (they nest):
+            # only a tile whose innermost allocation scope ended can be out of scope
+            src.add(f"if {t}._alloc_scopes and not {t}._alloc_scopes[-1].active:")
             src.add(f"ctx.check_in_scope({t}, {line!r})", 2)
         elif kind == "tensor":
             _, tensor, name, line = event
@@ -245,19 +302,17 @@ def _effects(
             new_tensors.append(tensor)
             tensor_var[id(tensor)] = var
             by_tid[tensor._tid] = (var, None, -1)
-            src.add(
-                f"{var} = Tensor({tensor.shape!r}, {src.const(tensor.dtype)}, {src.const(tensor.buffer)}, "
-                f"{tensor.block_dims!r}, None)"
-            )
-            src.add(f"ctx.register_tensor({var}, {name!r}, {line!r})")
             if tensor._alias is not None or tensor._root is not None or tensor._exact is not None:
                 raise Unsupported
-            if tensor._written:
-                src.add(f"{var}._written = True")
-            if tensor._fresh:
-                src.add(f"{var}._fresh = True")
-            if tensor._pmask is not None:
-                src.add(f"{var}._pmask = {src.const(tensor._pmask)}")
+            if tensor._data is not None:
+                raise Unsupported
+            _new_tensor(src, var, tensor)
+            # ctx.register_tensor inlined (no recorder is active while a replay runs)
+            src.add("tid = ctx._next_tensor_id")
+            src.add("ctx._next_tensor_id = tid + 1")
+            src.add(f"{var}._tid = tid")
+            src.add(f"{var}._alloc_scopes = ctx.scope_tuple")
+            src.add(f"ctx._pending[tid] = ({var}, {name!r}, {line!r}, False, ctx.frames)")
         elif kind == "emit":
             record = event[1]
             var = f"r{len(record_var)}"

@@ -204,7 +204,6 @@ class Tensor(TileOps):
         "_data",
         "_exact",
         "_fresh",
-        "_full_cache",
         "_pmask",
         "_producer",
         "_root",
@@ -244,7 +243,6 @@ class Tensor(TileOps):
         self._exact: np.ndarray | None = None
         # the producing op's mask (axis ranges, numeric grid), applied again when retargeted
         self._pmask: Any = None  # instructions.MaskInfo
-        self._full_cache: View | None = None
         # the tensor whose memory this one reshapes (None: its own)
         self._root: Tensor | None = None
 
@@ -252,16 +250,17 @@ class Tensor(TileOps):
         return f"Tensor(id={self._tid}, shape={self.shape}, dtype={self.dtype.name}, {self.memory.value})"
 
     def _full_view(self) -> View:
-        view = self._full_cache
-        if view is None:
-            layout = _full_layout(self.shape)
-            view = View(self, self.shape, layout[0], layout[1], None, layout[2])
-            if self._data is not None:
-                # Numeric runs use a tile through its full view over and over (the view keeps
-                # its numpy index): keep it, at the price of a reference cycle. Trace-only runs
-                # (no data) make a new one, so their tiles die by reference counting alone:
-                # they run with the cyclic collector off (runtime.run_kernel).
-                self._full_cache = view
+        layout = _full_layout(self.shape)
+        view = View(self, self.shape, layout[0], layout[1], None, layout[2])
+        if self._data is not None:
+            # Numeric runs use a tile through its full view over and over: its numpy index
+            # depends on the shape alone, so it is computed once per shape. (A view kept on the
+            # tile would be a reference cycle: the tile's data would wait for the collector.)
+            index = _FULL_INDEX.get(self.shape)
+            if index is None:
+                _FULL_INDEX[self.shape] = (view._index(), view._np_shape)
+            else:
+                view._np_index, view._np_shape = index
         return view
 
     def _full_region(self) -> Region:
@@ -611,6 +610,10 @@ def new_region(tid: int, box: tuple[tuple[int, int], ...]) -> Region:
 _RUN_CACHE: dict[tuple[Any, ...], int] = {}
 # per shape: the offsets, terms and box of a whole-tensor view
 _FULL_LAYOUT: dict[tuple[int, ...], tuple[Any, Any, Any]] = {}
+
+
+# shape -> (numpy index, numpy shape) of the whole-tensor view (numeric runs)
+_FULL_INDEX: dict[tuple[int, ...], tuple[Any, tuple[int, ...]]] = {}
 
 
 def _full_layout(shape: tuple[int, ...]) -> tuple[Any, Any, Any]:
