@@ -253,3 +253,130 @@ async def test_the_code_a_paid_change_just_wrote_is_not_taken_for_its_next_site(
         assert bool(plans[other.id].lesson_ids) is (other.line not in written)
     first = ranking(child, [experience])[0]
     assert (first.rewrite, first.site) in {(s.rewrite, s.id) for s in again if s.line not in written}
+
+
+async def test_a_lesson_measured_on_the_very_code_of_a_site_outweighs_one_from_a_look_alike():
+    """Preloading w paid on the baseline; on the kernel whose ni loop was blocked (w's load now
+    wide) the same preload slowed it down. On that kernel's descendants the wide load is the
+    code the slowdown was measured on: the preload of w is no longer recommended there, while
+    the look-alike preload of x_t still is."""
+    preload = get_rewrite("preload_operand")
+    block = next(
+        s
+        for s in all_sites(PROJ.text, PROJ.name)
+        if s.rewrite == "block_accumulators" and "ni loop" in s.title
+    )
+    blocked = PROJ.model_copy(
+        update={
+            "text": get_rewrite("block_accumulators").apply(PROJ.text, PROJ.name, block.id, {"factor": 2})
+        }
+    )
+
+    def preload_w(kernel: KernelSource):
+        return next(
+            s
+            for s in all_sites(kernel.text, kernel.name)
+            if s.rewrite == "preload_operand" and "load w once" in s.title
+        )
+
+    async def experience(kernel: KernelSource, speedup: float, id_: int) -> Experience:
+        site = preload_w(kernel)
+        plan = Plan(title=site.title, rewrite="preload_operand", site=site.id)
+        fast = preload.apply(kernel.text, kernel.name, site.id, {})
+        result = await OfflineSummarizer().summarize(
+            SummarizeRequest(
+                slow=kernel, fast=kernel.model_copy(update={"text": fast}), plan=plan, speedup=speedup
+            )
+        )
+        assert result.lesson is not None
+        return Experience(
+            id=id_,
+            slow_kernel=kernel.text,
+            fast_kernel=fast,
+            speedup=speedup,
+            lesson=result.lesson.model_copy(update={"positive": speedup > 1.04}),
+            kernel_family=kernel_family(kernel.name),
+            bound="hbm",
+        )
+
+    lessons = [await experience(PROJ, 1.2, 1), await experience(blocked, 0.88, 2)]
+    engine = next(s for s in all_sites(blocked.text, blocked.name) if s.rewrite == "assign_engine")
+    descendant = blocked.model_copy(
+        update={
+            "text": get_rewrite("assign_engine").apply(
+                blocked.text, blocked.name, engine.id, engine.variants[-1]
+            )
+        }
+    )
+    plans = {p.site: p for p in ranking(descendant, lessons)}
+    order = [p.site for p in ranking(descendant, lessons)]
+    w_site = preload_w(descendant).id
+    x_site = next(p.site for p in plans.values() if p.rewrite == "preload_operand" and p.site != w_site)
+    assert plans[w_site].lesson_ids == []
+    assert plans[x_site].lesson_ids == [1]
+    assert order.index(x_site) < order.index(w_site)
+
+
+async def test_a_failure_on_a_guessed_block_steers_other_kernels_away_from_reblocking_only():
+    """Blocking a loop paid on PROJ; blocking the resulting block loop again (a multiple of 4
+    tiles that the shapes did not have) failed. On another kernel's blocked child the same two
+    kinds of site exist: blocking its block loop again is not recommended, blocking the other,
+    original loop still is."""
+    block = get_rewrite("block_accumulators")
+
+    def blocked(kernel: KernelSource, which: int) -> KernelSource:
+        site = [s for s in all_sites(kernel.text, kernel.name) if s.rewrite == "block_accumulators"][which]
+        return kernel.model_copy(
+            update={"text": block.apply(kernel.text, kernel.name, site.id, {"factor": 2})}
+        )
+
+    def guessed_and_fresh(kernel: KernelSource) -> tuple[str, str]:
+        patterns = patterns_of(kernel.text, kernel.name)
+        sites = [sid for sid, p in patterns.items() if p.rewrite == "block_accumulators"]
+        guessed = [sid for sid in sites if patterns[sid].guessed]
+        fresh = [sid for sid in sites if not patterns[sid].guessed]
+        assert len(guessed) == 1 and len(fresh) == 1
+        return guessed[0], fresh[0]
+
+    async def experience(
+        kernel: KernelSource, site_id: str, speedup: float, id_: int, failure=None
+    ) -> Experience:
+        site = next(s for s in all_sites(kernel.text, kernel.name) if s.id == site_id)
+        plan = Plan(title=site.title, rewrite="block_accumulators", site=site.id, params={"factor": 2})
+        fast = block.apply(kernel.text, kernel.name, site.id, plan.params)
+        request = SummarizeRequest(
+            slow=kernel,
+            fast=kernel.model_copy(update={"text": fast}),
+            plan=plan,
+            speedup=speedup,
+            failure=failure,
+        )
+        result = await OfflineSummarizer().summarize(request)
+        assert result.lesson is not None
+        return Experience(
+            id=id_,
+            slow_kernel=kernel.text,
+            fast_kernel=fast,
+            speedup=speedup,
+            lesson=result.lesson.model_copy(update={"positive": failure is None}),
+            kernel_family=kernel_family(kernel.name),
+            bound="hbm",
+        )
+
+    proj_child = blocked(PROJ, 0)
+    proj_guessed, _ = guessed_and_fresh(proj_child)
+    first_block = next(s.id for s in all_sites(PROJ.text, PROJ.name) if s.rewrite == "block_accumulators")
+    lessons = [
+        await experience(PROJ, first_block, 1.5, 1),
+        await experience(proj_child, proj_guessed, 1 / 1.15, 2, failure="runtime_error: multiple of 2"),
+    ]
+    assert "~guessed" in lessons[1].lesson.plan and "~guessed" not in lessons[0].lesson.plan
+
+    scores_child = blocked(SCORES, 0)
+    guessed, fresh = guessed_and_fresh(scores_child)
+    plans = ranking(scores_child, lessons)
+    by_site = {p.site: p for p in plans}
+    order = [p.site for p in plans]
+    assert by_site[fresh].lesson_ids == [1]
+    assert by_site[guessed].lesson_ids == []
+    assert order.index(fresh) < order.index(guessed)

@@ -14,6 +14,9 @@ An experience speaks about a site in proportion to two things:
   "next site" of it: the lesson does not speak for re-applying its rewrite to its own output
   (blocking the loop that blocking just created). Only that lesson: a line counts as written even
   when the change merely renamed something on it, too coarse a test to silence other lessons.
+  Conversely, a lesson of the same family whose change rewrote the very line of the site (the
+  same code, met again in a sibling or a descendant of the kernel it was learned on) weighs
+  SAME_SITE times more than one from a site that merely looks alike.
 
 Two readings come out:
 
@@ -56,6 +59,11 @@ DEFER_BELOW = 0.5
 DAMPING = 0.5
 # The log-speedup a negative lesson counts for at most (a no-gain step, a failed candidate).
 NO_GAIN_LOG = math.log(1 / 1.04)
+# How much more a lesson of this search's family weighs at the very code it was measured on (the
+# site's line is one the lesson's change rewrote) than at a site that merely looks alike: blocking
+# a loop paid on the baseline, but blocking the block loop that produced failed on the child, and
+# the child's children have that block loop, not the baseline's.
+SAME_SITE = 4.0
 
 
 def rewrite_of(experience: Experience) -> str | None:
@@ -81,6 +89,9 @@ class LessonFacts:
     # The parameter variant the lesson measured (None: untagged) and whether it was rejected.
     variant: dict[str, str] | None = None
     failed: bool = False
+    # For a lesson of the same kernel family: the source lines (stripped) its change removed or
+    # rewrote. A site on such a line is the very code the lesson measured the rewrite on.
+    removed: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -119,7 +130,7 @@ def match(lesson: LessonFacts, site: Site, pattern: SitePattern | None) -> float
         return 0.0
     if lesson.pattern is None or pattern is None:
         return 0.6  # a lesson with no pattern (an LLM's, an older row): the rewrite alone
-    return 0.25 + 0.75 * lesson.pattern.similarity(pattern)
+    return lesson.pattern.match(pattern)
 
 
 def read_lessons(
@@ -145,6 +156,9 @@ def read_lessons(
                 else frozenset(),
                 variant=variant_in_text(exp.lesson.plan),
                 failed=failed_in_text(exp.lesson.plan),
+                removed=removed_lines(exp.slow_kernel, exp.fast_kernel)
+                if exp.kernel_family and exp.kernel_family == family
+                else frozenset(),
             )
         )
     return facts
@@ -167,18 +181,33 @@ def written_lines(before: str, after: str) -> frozenset[int]:
     return frozenset(lines)
 
 
-def weigh(lessons: list[LessonFacts], sites: list[Site], patterns: dict[str, SitePattern]) -> Evidence:
+def removed_lines(before: str, after: str) -> frozenset[str]:
+    """The stripped source lines of `before` that `after` no longer has."""
+    kept = {line.strip() for line in after.splitlines()}
+    return frozenset(s for line in before.splitlines() if (s := line.strip()) and s not in kept)
+
+
+def weigh(
+    lessons: list[LessonFacts],
+    sites: list[Site],
+    patterns: dict[str, SitePattern],
+    kernel_text: str = "",
+) -> Evidence:
     evidence = Evidence()
     if not lessons:
         return evidence
+    lines = kernel_text.splitlines()
     for site in sites:
         pattern = patterns.get(site.id)
+        code = lines[site.line - 1].strip() if 0 < site.line <= len(lines) else ""
         total = weighted = 0.0
         ids: list[int] = []
         for lesson in lessons:
             relevance = lesson.kinship * match(lesson, site, pattern)
             if relevance <= 0:
                 continue
+            if code and code in lesson.removed:
+                relevance *= SAME_SITE
             total += relevance
             weighted += relevance * lesson.log_speedup
             if lesson.id is not None and lesson.log_speedup > 0:

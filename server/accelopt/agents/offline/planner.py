@@ -92,7 +92,7 @@ class OfflinePlanner:
         rng = random.Random(int.from_bytes(digest[:8], "big"))
         bound = request.profile.bound if request.profile is not None else None
         lessons = read_lessons(request.kernel.name, text, bound, request.experiences)
-        evidence = weigh(lessons, sites, patterns_of(text, request.kernel.name) if lessons else {})
+        evidence = weigh(lessons, sites, patterns_of(text, request.kernel.name) if lessons else {}, text)
         scored: list[tuple[float, Site]] = []
         for site in sites:
             score = 1.0 + get_rewrite(site.rewrite).prior + profile_score(site, request.profile)

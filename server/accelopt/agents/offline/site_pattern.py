@@ -7,7 +7,11 @@ by its rewrite and a structural fingerprint of the code it acts on:
 - `calls`: the NKI API calls at the site (the statement's calls, or a loop's body for loop sites);
 - `consumers`: the API calls that read what the site's statement writes (e.g. the `nc_matmul`
   that consumes a loaded tile), which says what role the site plays in the kernel;
-- `depth`: how many loops surround the site.
+- `depth`: how many loops surround the site;
+- `guessed`: for a loop site, whether the loop is already a block of a trip count the source does
+  not give (an earlier blocking, widening or folding asserted that the shapes divide): acting on
+  it again is a further guess about the input shapes, which is not the same bet as acting on a
+  loop of the original kernel -- a lesson on one says little about the other.
 
 The fingerprint is written into lessons as `pattern=<key>` (see summarizer.py) and read back by the
 planner, so it crosses the memory as plain text and stays readable for an LLM planner too.
@@ -31,7 +35,12 @@ from accelopt.search.memory import instruction_name
 # `@nki.jit(...)`, `@nki.baremetal`), else the first top-level def.
 _KERNEL_DEF = re.compile(r"^@[^\n]*\bnki\b[^\n]*\n(?:@[^\n]*\n)*def\s+(\w+)\s*\(", re.MULTILINE)
 _ANY_DEF = re.compile(r"^def\s+(\w+)\s*\(", re.MULTILINE)
-_KEY = re.compile(r"^(?P<rewrite>[a-z_]+)\[(?P<calls>[\w+]*)>(?P<consumers>[\w+]*)@(?P<depth>\d+)\]$")
+_KEY = re.compile(
+    r"^(?P<rewrite>[a-z_]+)\[(?P<calls>[\w+]*)>(?P<consumers>[\w+]*)@(?P<depth>\d+)(?P<guessed>~guessed)?\]$"
+)
+_GUESSED = "~guessed"
+# How much a lesson still says when one of the two sites is a guessed block and the other is not.
+GUESSED_MISMATCH = 0.1
 _TAG = re.compile(r"pattern=(\S+\])")
 
 
@@ -41,13 +50,14 @@ class SitePattern:
     calls: frozenset[str]
     consumers: frozenset[str]
     depth: int
+    guessed: bool = False
 
     @property
     def key(self) -> str:
-        """e.g. 'preload_operand[load>nc_matmul@2]'."""
+        """e.g. 'preload_operand[load>nc_matmul@2]', 'block_accumulators[load>nc_matmul@2~guessed]'."""
         calls = "+".join(sorted(self.calls))
         consumers = "+".join(sorted(self.consumers))
-        return f"{self.rewrite}[{calls}>{consumers}@{self.depth}]"
+        return f"{self.rewrite}[{calls}>{consumers}@{self.depth}{_GUESSED if self.guessed else ''}]"
 
     @classmethod
     def parse(cls, key: str) -> SitePattern | None:
@@ -59,6 +69,7 @@ class SitePattern:
             calls=frozenset(filter(None, match["calls"].split("+"))),
             consumers=frozenset(filter(None, match["consumers"].split("+"))),
             depth=int(match["depth"]),
+            guessed=match["guessed"] is not None,
         )
 
     def similarity(self, other: SitePattern) -> float:
@@ -68,6 +79,14 @@ class SitePattern:
         depth = 1.0 if self.depth == other.depth else 0.5 if abs(self.depth - other.depth) == 1 else 0.0
         return (_jaccard(self.calls, other.calls) + _jaccard(self.consumers, other.consumers) + depth) / 3
 
+    def match(self, other: SitePattern) -> float:
+        """How much a lesson learned at a site of pattern `self` says about a site of pattern
+        `other` (same rewrite): 0.25 for the rewrite alone up to 1.0 for the same code shape,
+        and only GUESSED_MISMATCH when one is a guessed block and the other is not."""
+        if self.guessed != other.guessed:
+            return GUESSED_MISMATCH
+        return 0.25 + 0.75 * self.similarity(other)
+
 
 def pattern_in_text(text: str) -> SitePattern | None:
     """The pattern a lesson was tagged with (`pattern=<key>`), if any."""
@@ -76,15 +95,35 @@ def pattern_in_text(text: str) -> SitePattern | None:
 
 
 def site_pattern(view: KernelView, site: Site) -> SitePattern:
+    guessed = _on_a_guessed_block(view, site)
     stmt = _statement_at(view, site.line)
     if stmt is None:
-        return SitePattern(site.rewrite, frozenset(), frozenset(), 0)
+        return SitePattern(site.rewrite, frozenset(), frozenset(), 0, guessed)
     loop = view.loop_of_node(stmt)
     depth = loop.depth() + 1 if loop is not None else 0
     if isinstance(stmt, cst.For):
         calls = _api_calls(view, stmt.body)
-        return SitePattern(site.rewrite, calls, frozenset(), depth)
-    return SitePattern(site.rewrite, _api_calls(view, stmt), _consumers(view, stmt), depth)
+        return SitePattern(site.rewrite, calls, frozenset(), depth, guessed)
+    return SitePattern(site.rewrite, _api_calls(view, stmt), _consumers(view, stmt), depth, guessed)
+
+
+def _on_a_guessed_block(view: KernelView, site: Site) -> bool:
+    """A loop site (`<rewrite>:<loop line>`) whose loop's trip count is not known from the source
+    and is asserted, just before the loop, to be a multiple of something."""
+    _, _, where = site.id.partition(":")
+    if not where.isdigit():
+        return False
+    loop = next((lp for lp in view.loops if lp.line == int(where)), None)
+    if loop is None or loop.trip_expr is None or view.eval_int(loop.trip_expr) is not None:
+        return False
+    siblings = view.siblings(loop.node)
+    index = next((i for i, s in enumerate(siblings) if s is loop.node), 0)
+    before = siblings[index - 1] if index > 0 else None
+    return (
+        isinstance(before, cst.SimpleStatementLine)
+        and any(isinstance(small, cst.Assert) for small in before.body)
+        and "%" in view.code(before)
+    )
 
 
 @lru_cache(maxsize=256)

@@ -66,7 +66,7 @@ def variant_lessons(
         if variant is None:
             continue
         theirs = pattern_in_text(exp.lesson.plan)
-        match = 0.6 if theirs is None or pattern is None else 0.25 + 0.75 * theirs.similarity(pattern)
+        match = 0.6 if theirs is None or pattern is None else theirs.match(pattern)
         relevance = kinship(exp, family, bound, calls) * match
         if relevance <= 0:
             continue
