@@ -161,6 +161,28 @@ def test_a_statement_meeting_several_structures_replays_each_exactly(kernel):
     assert stores[-1].writes[0].box == ((128, 200), (384, 512))
 
 
+SHARED_SITE_KERNEL = """
+def shared_site_kernel(x):
+    out = nl.ndarray((512, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(4):
+        op = nl.exp if i % 2 == 0 else nl.negative
+        tile = nl.load(x[i * 128 + nl.arange(128)[:, None], nl.arange(64)[None, :]])
+        nl.store(out[i * 128 : (i + 1) * 128, 0:64], value=op(tile))  # two APIs, one call site
+    return out
+"""
+
+
+def test_two_apis_called_from_one_call_site_replay_separately(kernel):
+    k = kernel(SHARED_SITE_KERNEL)
+    x = np.random.rand(512, 64).astype(np.float32)
+    numeric = k.run("shared_site_kernel", x, numerics=True)
+    for _ in range(2):  # the second run replays from its first call on
+        trace_only = k.run("shared_site_kernel", x, numerics=False)
+        assert _trace_rows(trace_only.trace) == _trace_rows(numeric.trace)
+    ops = [r.extra.get("op") or r.opcode for r in trace_only.trace.records if r.opcode != "dma_load"]
+    assert [op for op in ops if op != "dma_store"] == ["exp", "negative", "exp", "negative"]
+
+
 def test_trace_only_runs_leave_no_cyclic_garbage_and_restore_the_collector():
     """Trace-only runs pause the cyclic collector (runtime.run_kernel), which is only safe if
     they make no reference cycles: what they leave to collect must not grow with the run."""

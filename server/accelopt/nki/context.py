@@ -250,10 +250,12 @@ class KernelContext:
         if accumulate or not self.affine_scopes:
             return
         alloc = tensor._alloc_scopes
+        tid = tensor._tid
+        ints = self.frame_ints
         for scope in self.affine_scopes:
             if scope in alloc:
                 continue  # allocated inside this loop: a fresh buffer every iteration
-            key = (tensor._tid, line, self.frame_ints[2 * scope.depth + 2 :])
+            key = (tid, line, ints[2 * scope.depth + 2 :])
             if scope.iteration == 0:
                 scope.first_writes.setdefault(key, region)
                 continue
@@ -293,7 +295,7 @@ class KernelContext:
         self.scope_tuple = tuple(self.scopes)
         if kind is LoopKind.AFFINE:
             self.affine_scopes.append(scope)
-        self.frames = (*self.frames, LoopFrame(loop_id, 0))
+        self.frames = (*self.frames, loop_frame(loop_id, 0))
         self.frame_ints = (*self.frame_ints, loop_id, 0)
         return scope
 
@@ -301,7 +303,7 @@ class KernelContext:
         scope.iteration = iteration
         frames = self.frames
         depth = scope.depth
-        self.frames = (*frames[:depth], LoopFrame(scope.loop_id, iteration), *frames[depth + 1 :])
+        self.frames = (*frames[:depth], loop_frame(scope.loop_id, iteration), *frames[depth + 1 :])
         ints = self.frame_ints
         self.frame_ints = (*ints[: 2 * depth + 1], iteration, *ints[2 * depth + 2 :])
 
@@ -323,6 +325,31 @@ class KernelContext:
 
 
 _new_object = object.__new__
+_set_frame_loop = LoopFrame.__dict__["loop_id"].__set__
+_set_frame_iteration = LoopFrame.__dict__["iteration"].__set__
+
+# loop id -> its LoopFrames by iteration. Frames are immutable values, so every record (of
+# every run) at the same loop iteration can share one; a frozen dataclass's __init__ is slow.
+_FRAMES: dict[int, list[LoopFrame]] = {}
+_MAX_SHARED_ITERATION = 4096  # iterations past this get their own frame
+
+
+def loop_frame(loop_id: int, iteration: int) -> LoopFrame:
+    frames = _FRAMES.get(loop_id)
+    if frames is None:
+        frames = _FRAMES[loop_id] = []
+    if iteration < len(frames):
+        return frames[iteration]
+    if iteration >= _MAX_SHARED_ITERATION:
+        return LoopFrame(loop_id, iteration)
+    while len(frames) <= iteration:
+        frame = _new_object(LoopFrame)
+        _set_frame_loop(frame, loop_id)
+        _set_frame_iteration(frame, len(frames))
+        frames.append(frame)
+    return frames[iteration]
+
+
 # _tensor_info fills every field of a TensorInfo itself: a field it does not know must fail here
 if TensorInfo.__slots__ != (
     "tensor_id",

@@ -8,6 +8,7 @@ compute analytically (trace-only runs never materialise index arrays). Anything 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -182,9 +183,9 @@ class IndexExpr:
             # the two placements of nearly every index: [:, None] and [None, :]
             a, b = key
             if b is None:
-                if a.__class__ is slice and a == _FULL and self._column is not None:
+                if self._column is not None and a.__class__ is slice and a == _FULL:
                     return self._column
-            elif a is None and b.__class__ is slice and b == _FULL and self._row is not None:
+            elif a is None and self._row is not None and b.__class__ is slice and b == _FULL:
                 return self._row
         if len(self.sizes) == 1 and self.values is None:
             # fast path for the ubiquitous nl.arange(n)[:, None] / [None, :] / [None, :, None]
@@ -462,24 +463,19 @@ def _solve(offset: int, coef: int, op: str, size: int) -> tuple[int, int]:
 _ARANGES: dict[tuple[int, int, int], IndexExpr] = {}
 
 
-_ARANGE_N: dict[int, IndexExpr] = {}  # nl.arange(n), the usual call
-
-
-def arange(start: int, stop: int | None = None, step: int = 1) -> IndexExpr:
+def _arange(start: int, stop: int | None = None, step: int = 1) -> IndexExpr:
     if stop is None:
-        if step == 1 and start.__class__ is int:
-            expr = _ARANGE_N.get(start)
-            if expr is not None:
-                return expr
         start, stop = 0, start
-        if stop.__class__ is int and step == 1:
-            expr = _ARANGE_N[stop] = arange(0, stop, 1)
-            return expr
     key = (int(start), int(stop), int(step))
     expr = _ARANGES.get(key)
     if expr is None:  # grids are immutable, so one object per range serves every call
         expr = _ARANGES[key] = IndexExpr((len(range(*key)),), (key[2],), key[0])
     return expr
+
+
+# ``nl.arange``. Generated kernels call it several times in every statement: a C-level cache of
+# its calls (arguments are ints or int-like scalars) answers without running Python code.
+arange = functools.lru_cache(maxsize=None)(_arange)
 
 
 class _MGrid:

@@ -572,13 +572,18 @@ def retarget_traced(
         return False
     if not _writable_by(record.engine, opcode, memory):
         return False
-    region = dst._region()
-    record.writes = (region, *record.writes[1:])
+    region = dst._region_cache
+    if region is None:
+        region = dst._region()
+    writes = record.writes
+    record.writes = (region,) if len(writes) == 1 else (region, *writes[1:])
     record.dst_memory = memory
     record.out_dtype = dname(tensor.dtype)
     record.accumulate = accumulate
     ctx.note_write(tensor, region, line, accumulate or record.extra.get("api") == "loop_reduce")
-    ctx.forget_tensor(src)
+    # ctx.forget_tensor, without its recorder check (the caller guarantees none is active)
+    if ctx._pending.pop(src._tid, None) is None:
+        ctx.trace.tensors.pop(src._tid, None)
     src._fresh = False
     src._exact = None
     src._alias = dst

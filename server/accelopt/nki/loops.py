@@ -33,13 +33,31 @@ def _traced(rng: range, kind: LoopKind, nki_scope: bool) -> Iterator[int]:
     # the site by code id: code objects hash slowly, and the kernel's code outlives the run
     scope = ctx.enter_loop(kind, len(rng), ctx.line(), (id(caller.f_code), caller.f_lasti), nki_scope)
     try:
-        loop_id = scope.loop_id
-        for n, i in enumerate(rng):
+        for n, var in enumerate(_loop_vars(scope.loop_id, rng)):
             if n:
                 ctx.set_iteration(scope, n)
-            yield LoopVar(i, loop_id)
+            yield var
     finally:
         ctx.exit_loop(scope)
+
+
+# (loop id, range) -> the loop's variables. A LoopVar is a value (an int and a loop id), so an
+# inner loop entered again and again, or run again, hands out the same objects.
+_VARS: dict[tuple[int, range], tuple[LoopVar, ...]] = {}
+_MAX_SHARED_TRIP = 4096  # longer loops make their variables as they go
+_MAX_SHARED_LOOPS = 10_000
+
+
+def _loop_vars(loop_id: int, rng: range) -> Iterator[LoopVar] | tuple[LoopVar, ...]:
+    key = (loop_id, rng)
+    values = _VARS.get(key)
+    if values is None:
+        if len(rng) > _MAX_SHARED_TRIP:
+            return (LoopVar(i, loop_id) for i in rng)
+        if len(_VARS) >= _MAX_SHARED_LOOPS:
+            _VARS.clear()
+        values = _VARS[key] = tuple([LoopVar(i, loop_id) for i in rng])
+    return values
 
 
 class _NkiLoop:

@@ -202,26 +202,42 @@ class _Site:
     """One kernel call site of one API: the compiled replays, and every argument structure met
     (True: compiled; _UNREPLAYABLE: always runs normally)."""
 
-    __slots__ = ("closed", "replays", "structures")
+    __slots__ = ("api", "closed", "replays", "structures")
 
-    def __init__(self) -> None:
+    def __init__(self, api: Callable[..., Any]) -> None:
+        self.api = api
         self.replays: list[Callable[..., Any]] = []
         self.structures: dict[Any, Any] = {}
         self.closed = False  # too many structures (arguments that change every call)
 
 
-# Kernel code object id -> (the code, its sites by (API, instruction offset)). Replays depend
-# only on the kernel's code and the argument structure, so they serve every run of a kernel
-# (a correctness check runs it on several inputs); holding the code keeps its id unique.
-_BY_CODE: dict[int, tuple[types.CodeType, dict[tuple[Any, int], _Site]]] = {}
+# Kernel code object id -> (the code, its sites). Replays depend only on the kernel's code and
+# the argument structure, so they serve every run of a kernel (a correctness check runs it on
+# several inputs); holding the code keeps its id unique. A site is keyed by its instruction
+# offset alone (the API met there first) or, for another API called from the same offset
+# (`op = nl.exp if a else nl.log; op(x)`), by (API, offset).
+_Sites = dict[Any, _Site]
+_BY_CODE: dict[int, tuple[types.CodeType, _Sites]] = {}
 _MAX_CODES = 2_000  # kernels loaded earlier in a long-lived process are dropped past this
 
 
-def _hold(code: types.CodeType) -> tuple[types.CodeType, dict[tuple[Any, int], _Site]]:
+def _hold(code: types.CodeType) -> tuple[types.CodeType, _Sites]:
     if len(_BY_CODE) >= _MAX_CODES:
         _BY_CODE.clear()
     held = _BY_CODE[id(code)] = (code, {})
     return held
+
+
+def _site(sites: _Sites, api: Callable[..., Any], offset: int) -> _Site:
+    entry = sites.get(offset)
+    if entry is None:
+        entry = sites[offset] = _Site(api)
+        return entry
+    key = (api, offset)
+    entry = sites.get(key)
+    if entry is None:
+        entry = sites[key] = _Site(api)
+    return entry
 
 
 def replayable(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -245,17 +261,16 @@ def replayable(fn: Callable[..., Any]) -> Callable[..., Any]:
         held = _BY_CODE.get(id(code))  # by id: code objects hash slowly
         if held is None or held[0] is not code:
             held = _hold(code)
-        key = (api, frame.f_lasti)
-        entry = held[1].get(key)
-        if entry is None:
-            entry = held[1][key] = _Site()
-        else:
-            for replay in entry.replays:
-                result = replay(ctx, args, kwargs)
-                if result is not MISS:
-                    return result
-            if entry.closed:
-                return _run(ctx, fn, args, kwargs)
+        sites = held[1]
+        entry = sites.get(frame.f_lasti)
+        if entry is None or entry.api is not api:
+            entry = _site(sites, api, frame.f_lasti)
+        for replay in entry.replays:
+            result = replay(ctx, args, kwargs)
+            if result is not MISS:
+                return result
+        if entry.closed:
+            return _run(ctx, fn, args, kwargs)
         tiles: list[Any] = []
         try:
             structure = (

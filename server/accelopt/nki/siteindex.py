@@ -106,11 +106,15 @@ def _compile_grids(shape: tuple[int, ...], key: tuple[Any, ...], view: Any) -> B
             # grids of one form share their sizes/coefs tuples: `is` settles most checks; an
             # affine grid with a non-zero coefficient cannot be a materialised one
             values_check = "" if any(k.coefs) else f" or k{d}.values is not None"
+            # grids are immutable and `nl.arange(n)[:, None]` hands out one object: the grid
+            # met when learning (held here, so its identity stays unique) needs no checks
+            consts[f"E{d}"] = k
+            lines.append(f"    if k{d} is not E{d}:")
             lines.append(
-                f"    if k{d}.__class__ is not IndexExpr or (k{d}.sizes is not S{d} and k{d}.sizes != S{d}) "
+                f"        if k{d}.__class__ is not IndexExpr or (k{d}.sizes is not S{d} and k{d}.sizes != S{d}) "
                 f"or (k{d}.coefs is not C{d} and k{d}.coefs != C{d}){values_check}:"
             )
-            lines.append("        return None")
+            lines.append("            return None")
             lines.append(f"    o{d} = k{d}.offset")
         else:
             lines.append(f"    if not {_int_check(f'k{d}')}:")
@@ -124,9 +128,7 @@ def _compile_grids(shape: tuple[int, ...], key: tuple[Any, ...], view: Any) -> B
     consts["VSHAPE"], consts["TERMS"] = view.shape, view._terms
     offsets = ", ".join([f"o{d}" for d in range(n)] + [str(o) for o in trailing_offsets])
     box = ", ".join(box_parts + [repr(b) for b in trailing_box])
-    lines.append(f"    view = View(tensor, VSHAPE, ({offsets},), TERMS, None, ({box},))")
-    if oob_parts:
-        lines.append(f"    view._oob = {' or '.join(oob_parts)}")
+    _new_view(lines, f"({offsets},)", f"({box},)", " or ".join(oob_parts) or "False")
     lines.append("    return view")
     return _define(lines, consts)
 
@@ -185,13 +187,39 @@ def _compile_slices(shape: tuple[int, ...], key: tuple[Any, ...], view: Any) -> 
             offsets.append(f"i{d}")
             box.append(f"(i{d}, i{d} + 1)")
     consts["VSHAPE"], consts["TERMS"] = view.shape, view._terms
-    lines.append(
-        f"    return View(tensor, VSHAPE, ({', '.join(offsets)},), TERMS, None, ({', '.join(box)},))"
-    )
+    _new_view(lines, f"({', '.join(offsets)},)", f"({', '.join(box)},)", "False")
+    lines.append("    return view")
     return _define(lines, consts)
 
 
+# What `View(tensor, VSHAPE, offsets, TERMS, None, box)` stores, slot by slot (the generated
+# builders store them in place: the __init__ call costs more than the stores).
+_VIEW_SLOTS = {
+    "_tensor": "tensor",
+    "_box_cache": "{box}",
+    "shape": "VSHAPE",
+    "_offsets": "{offsets}",
+    "_terms": "TERMS",
+    "_arrays": "None",
+    "_np_index": "None",
+    "_np_shape": "()",
+    "_region_cache": "None",
+    "_assigned_at": "-1",
+    "_oob": "{oob}",
+}
+
+
+def _new_view(lines: list[str], offsets: str, box: str, oob: str) -> None:
+    lines.append("    view = _new(View)")
+    for name, expr in _VIEW_SLOTS.items():
+        lines.append(f"    view.{name} = {expr.format(box=box, offsets=offsets, oob=oob)}")
+
+
 def _define(lines: list[str], consts: dict[str, Any]) -> Builder:
+    view_class = consts["View"]
+    if set(view_class.__slots__) != set(_VIEW_SLOTS):
+        raise TypeError("View gained or lost a slot: update siteindex._VIEW_SLOTS")
+    consts["_new"] = object.__new__
     namespace = dict(consts)
     exec(compile("\n".join(lines), "<accelopt.nki.siteindex>", "exec"), namespace)
     return namespace["build"]
