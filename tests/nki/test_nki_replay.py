@@ -183,6 +183,31 @@ def test_two_apis_called_from_one_call_site_replay_separately(kernel):
     assert [op for op in ops if op != "dma_store"] == ["exp", "negative", "exp", "negative"]
 
 
+def test_sites_generating_the_same_code_compile_it_once(monkeypatch):
+    """adamw loads four tensors of one shape with one mask: four sites, one replay text."""
+    import builtins
+
+    from accelopt.nki import codecache
+
+    monkeypatch.setattr(codecache, "_CODE", {})
+    compiles: list[str] = []
+    real = builtins.compile
+
+    def counting(text, filename, *rest, **kwargs):
+        if filename == "<accelopt.nki.replay>":
+            compiles.append(text)
+        return real(text, filename, *rest, **kwargs)
+
+    monkeypatch.setattr(builtins, "compile", counting)
+    fn, inputs, kernel_name, path = _example("adamw")
+    numeric = runtime.run_kernel(fn, inputs, numerics=True, kernel_name=kernel_name, source_path=path)
+    run = runtime.run_kernel(fn, inputs, numerics=False, kernel_name=kernel_name, source_path=path)
+    assert _trace_rows(run.trace) == _trace_rows(numeric.trace)
+    assert len(compiles) == len(set(compiles))  # every text compiled once
+    loads = [t for t in compiles if "'dma_load'" in t]
+    assert len(loads) == 1  # ... and the four loads share one
+
+
 def test_trace_only_runs_leave_no_cyclic_garbage_and_restore_the_collector():
     """Trace-only runs pause the cyclic collector (runtime.run_kernel), which is only safe if
     they make no reference cycles: what they leave to collect must not grow with the run."""

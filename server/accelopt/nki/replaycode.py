@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from accelopt.nki.codecache import compiled
 from accelopt.nki.indexing import IndexExpr, Predicate
 from accelopt.nki.loops import LoopVar
 from accelopt.nki.tensor import Tensor, View, _new_object, _set_region_box, _set_region_tid, par_dim
@@ -53,7 +54,8 @@ class _Source:
         }
 
     def const(self, value: Any) -> str:
-        """A name for `value` in the generated function's globals."""
+        """A name for `value` in the generated function's globals (source lines and names are
+        constants too: sites of one structure then generate one text, compiled once)."""
         name = f"C{len(self.consts)}"
         self.consts[name] = value
         return name
@@ -96,7 +98,7 @@ def generate(
         raise Unsupported  # tiles nested in lists
     _effects(src, events, tiles, tile_exprs, result)
     namespace = dict(src.consts)
-    exec(compile("\n".join(src.lines), "<accelopt.nki.replay>", "exec"), namespace)
+    exec(compiled("\n".join(src.lines), "<accelopt.nki.replay>"), namespace)
     return namespace["replay"]
 
 
@@ -295,7 +297,7 @@ def _effects(
             # while a tile's innermost loop scope is active, so are the outer ones (they nest):
             # only a tile whose innermost allocation scope ended can be out of scope
             src.add(f"if {t}._alloc_scopes and not {t}._alloc_scopes[-1].active:")
-            src.add(f"ctx.check_in_scope({t}, {line!r})", 2)
+            src.add(f"ctx.check_in_scope({t}, {src.const(line)})", 2)
         elif kind == "tensor":
             _, tensor, name, line = event
             var = f"n{len(new_tensors)}"
@@ -312,7 +314,7 @@ def _effects(
             src.add("ctx._next_tensor_id = tid + 1")
             src.add(f"{var}._tid = tid")
             src.add(f"{var}._alloc_scopes = ctx.scope_tuple")
-            src.add(f"ctx._pending[tid] = ({var}, {name!r}, {line!r}, False, ctx.frames)")
+            src.add(f"ctx._pending[tid] = ({var}, {src.const(name)}, {src.const(line)}, False, ctx.frames)")
         elif kind == "emit":
             record = event[1]
             var = f"r{len(record_var)}"
@@ -333,7 +335,7 @@ def _effects(
                 "writes": f"({', '.join(writes)}{',' if len(writes) == 1 else ''})",
                 "src_memory": src.const(record.src_memory),
                 "dst_memory": src.const(record.dst_memory),
-                "line": repr(record.line),
+                "line": src.const(record.line),
                 "loops": "ctx.frames",
                 "bytes": repr(record.bytes),
                 "flops": repr(record.flops),
@@ -355,7 +357,7 @@ def _effects(
         else:  # write
             _, tensor, r, line, accumulate = event
             expr = region_expr.get(id(r)) or region(r)
-            src.add(f"ctx.note_write({tensor_of(tensor)}, {expr}, {line!r}, {accumulate!r})")
+            src.add(f"ctx.note_write({tensor_of(tensor)}, {expr}, {src.const(line)}, {accumulate!r})")
     for j, tensor in enumerate(new_tensors):
         producer = tensor._producer
         if producer is not None:

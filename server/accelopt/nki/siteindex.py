@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from accelopt.nki.codecache import compiled
 from accelopt.nki.indexing import IndexExpr
 from accelopt.nki.loops import LoopVar
 
@@ -221,5 +222,5 @@ def _define(lines: list[str], consts: dict[str, Any]) -> Builder:
         raise TypeError("View gained or lost a slot: update siteindex._VIEW_SLOTS")
     consts["_new"] = object.__new__
     namespace = dict(consts)
-    exec(compile("\n".join(lines), "<accelopt.nki.siteindex>", "exec"), namespace)
+    exec(compiled("\n".join(lines), "<accelopt.nki.siteindex>"), namespace)
     return namespace["build"]
