@@ -160,14 +160,30 @@ class KernelContext:
         """Complete the trace: every registered tensor's info, in id order."""
         made = self.trace.tensors  # infos already asked for (a few): merged in by id
         ids = sorted(made)
-        tensors: dict[int, TensorInfo] = {}
+        ids.append(sys.maxsize)  # sentinel
         k = 0
-        for tid, pending in self._pending.items():  # registration order: by id
-            while k < len(ids) and ids[k] < tid:
-                tensors[ids[k]] = made[ids[k]]
+        after = ids[0]
+        tensors: dict[int, TensorInfo] = {}
+        # _tensor_info inlined: this runs for every tile a kernel keeps
+        new = _new_object
+        for tid, (tensor, name, line, is_input, alloc_loops) in self._pending.items():  # by id
+            while after < tid:
+                tensors[after] = made[after]
                 k += 1
-            tensors[tid] = _tensor_info(tid, *pending)
-        for tid in ids[k:]:
+                after = ids[k]
+            info = new(TensorInfo)
+            info.tensor_id = tid
+            info.name = name
+            info.shape = tensor.shape
+            info.dtype = dname(tensor.dtype)
+            info.memory = tensor.memory
+            info.line = line
+            info.block_dims = tensor.block_dims
+            info.is_input = is_input
+            info.is_output = False
+            info.alloc_loops = alloc_loops
+            tensors[tid] = info
+        for tid in ids[k:-1]:
             tensors[tid] = made[tid]
         self._pending.clear()
         self.trace.tensors = tensors
@@ -350,7 +366,7 @@ def loop_frame(loop_id: int, iteration: int) -> LoopFrame:
     return frames[iteration]
 
 
-# _tensor_info fills every field of a TensorInfo itself: a field it does not know must fail here
+# _tensor_info (and finish) fill every field of a TensorInfo: a field they do not know must fail here
 if TensorInfo.__slots__ != (
     "tensor_id",
     "name",

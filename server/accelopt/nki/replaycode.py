@@ -85,18 +85,19 @@ def generate(
     src.add("def replay(ctx, args, kwargs):", 0)
     src.reject_if(f"len(args) != {len(args_structure)} or len(kwargs) != {len(kwargs_structure)}")
     tile_exprs: list[str] = []
+    fresh: list[bool] = []  # each argument tile's `_fresh`, as the checks require it
     if args_structure:
         names = [f"a{p}" for p in range(len(args_structure))]
         src.add(f"{', '.join(names)}{',' if len(names) == 1 else ''} = args")
         for name, structure in zip(names, args_structure):
-            _check(src, name, structure, tile_exprs)
+            _check(src, name, structure, tile_exprs, fresh)
     for k, (key, structure) in enumerate(kwargs_structure):
         name = f"k{k}"
         src.add(f"{name} = kwargs.get({key!r}, MISS)")
-        _check(src, name, structure, tile_exprs)
+        _check(src, name, structure, tile_exprs, fresh)
     if len(tile_exprs) != len(tiles):
         raise Unsupported  # tiles nested in lists
-    _effects(src, events, tiles, tile_exprs, result)
+    _effects(src, events, tiles, tile_exprs, fresh, result)
     namespace = dict(src.consts)
     exec(compiled("\n".join(src.lines), "<accelopt.nki.replay>"), namespace)
     return namespace["replay"]
@@ -105,29 +106,31 @@ def generate(
 # --- argument checks --------------------------------------------------------------------------
 
 
-def _check(src: _Source, e: str, structure: Any, tile_exprs: list[str]) -> None:
+def _check(src: _Source, e: str, structure: Any, tile_exprs: list[str], fresh: list[bool]) -> None:
     if structure.__class__ is not tuple:  # an op, dtype, buffer, engine...: by identity or value
         v = src.const(structure)
         src.reject_if(f"{e} is not {v} and ({e}.__class__ is not {v}.__class__ or {e} != {v})")
         return
     kind = structure[0]
     if kind is View:
-        _, shape, terms, tshape, dtype, buffer, block_dims, fresh, no_producer = structure
+        _, shape, terms, tshape, dtype, buffer, block_dims, is_fresh, no_producer = structure
         i = len(tile_exprs)
         tile_exprs.append(e)
+        fresh.append(is_fresh)
         src.reject_if(
             f"{e}.__class__ is not View or {e}.shape != {shape!r} or {e}._terms != {src.const(terms)} "
             f"or {e}._arrays is not None or {e}._oob"
         )
         src.add(f"t{i} = {e}._tensor")
-        _check_tensor(src, f"t{i}", tshape, dtype, buffer, block_dims, fresh, no_producer)
+        _check_tensor(src, f"t{i}", tshape, dtype, buffer, block_dims, is_fresh, no_producer)
     elif kind is Tensor:
-        _, shape, dtype, buffer, block_dims, fresh, no_producer = structure
+        _, shape, dtype, buffer, block_dims, is_fresh, no_producer = structure
         i = len(tile_exprs)
         tile_exprs.append(e)
+        fresh.append(is_fresh)
         src.reject_if(f"{e}.__class__ is not Tensor or {e}._root is not None")
         src.add(f"t{i} = {e}")
-        _check_tensor(src, f"t{i}", shape, dtype, buffer, block_dims, fresh, no_producer)
+        _check_tensor(src, f"t{i}", shape, dtype, buffer, block_dims, is_fresh, no_producer)
     elif kind is LoopVar:
         src.reject_if(
             f"{e}.__class__ is not LoopVar or {e} != {structure[1]!r} or {e}.loop_id != {structure[2]!r}"
@@ -199,9 +202,10 @@ _TENSOR_SLOTS = frozenset(
 )
 
 
-def _new_tensor(src: _Source, var: str, tensor: Tensor) -> None:
+def _new_tensor(src: _Source, var: str, tensor: Tensor, produced: bool) -> None:
     """Lines making a tile like the logged one (a new trace-only tile: no data, alias or root),
-    every slot stored in place: a `Tensor(...)` call costs more than the stores."""
+    every slot stored in place: a `Tensor(...)` call costs more than the stores. `produced`: its
+    `_producer` is stored once the record exists (nothing reads it before)."""
     if set(Tensor.__slots__) != _TENSOR_SLOTS:
         raise Unsupported  # the tile gained a slot this generator does not know
     values = {
@@ -219,13 +223,20 @@ def _new_tensor(src: _Source, var: str, tensor: Tensor) -> None:
         "_pmask": "None" if tensor._pmask is None else src.const(tensor._pmask),
         "_root": "None",
     }  # _tid and _alloc_scopes: set by the registration that follows
+    if produced:
+        del values["_producer"]
     src.add(f"{var} = _new(Tensor)")
     for name, expr in values.items():
         src.add(f"{var}.{name} = {expr}")
 
 
 def _effects(
-    src: _Source, events: list[tuple[Any, ...]], tiles: list[Any], tile_exprs: list[str], result: Any
+    src: _Source,
+    events: list[tuple[Any, ...]],
+    tiles: list[Any],
+    tile_exprs: list[str],
+    fresh: list[bool],
+    result: Any,
 ) -> None:
     tensor_var: dict[int, str] = {}  # id(tensor) -> variable
     by_tid: dict[int, tuple[str, Any]] = {}  # tid -> (tensor variable, offsets of an argument view or None)
@@ -236,6 +247,8 @@ def _effects(
         tensor_var[id(tensor)] = f"t{i}"
         by_tid[tensor._tid] = (f"t{i}", tile._offsets if tile.__class__ is View else None, i)
     unpacked: set[int] = set()
+    # tile variable -> its `_fresh` where the checks settle it (argument tiles, until read)
+    fresh_of: dict[str, bool] = {f"t{i}": f for i, f in enumerate(fresh)}
     boxed: set[int] = set()  # argument views whose box is in variable b{i}
     record_var: dict[int, str] = {}
     region_expr: dict[int, str] = {}  # id(region object in an emitted record) -> expression
@@ -291,9 +304,15 @@ def _effects(
         if kind == "view":
             _, tensor, line = event
             t = tensor_of(tensor)
-            src.add(f"if {t}._fresh:")
-            src.add(f"{t}._fresh = False", 2)
-            src.add(f"{t}._exact = None", 2)
+            state = fresh_of.get(t)
+            if state is None:
+                src.add(f"if {t}._fresh:")
+                src.add(f"{t}._fresh = False", 2)
+                src.add(f"{t}._exact = None", 2)
+            elif state:  # the checks required a fresh tile: reading it ends that
+                src.add(f"{t}._fresh = False")
+                src.add(f"{t}._exact = None")
+            fresh_of[t] = False
             # while a tile's innermost loop scope is active, so are the outer ones (they nest):
             # only a tile whose innermost allocation scope ended can be out of scope
             src.add(f"if {t}._alloc_scopes and not {t}._alloc_scopes[-1].active:")
@@ -308,7 +327,7 @@ def _effects(
                 raise Unsupported
             if tensor._data is not None:
                 raise Unsupported
-            _new_tensor(src, var, tensor)
+            _new_tensor(src, var, tensor, tensor._producer is not None)
             # ctx.register_tensor inlined (no recorder is active while a replay runs)
             src.add("tid = ctx._next_tensor_id")
             src.add("ctx._next_tensor_id = tid + 1")
