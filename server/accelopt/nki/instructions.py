@@ -17,7 +17,16 @@ from accelopt.nki import ops
 from accelopt.nki.context import KernelContext, current
 from accelopt.nki.dtypes import dname
 from accelopt.nki.indexing import Predicate
-from accelopt.nki.tensor import PMAX, Buffer, Tensor, TileOps, View, check_bounds_under_mask, new_data
+from accelopt.nki.tensor import (
+    PMAX,
+    Buffer,
+    Tensor,
+    TileOps,
+    View,
+    check_bounds_under_mask,
+    new_data,
+    new_region,
+)
 from accelopt.nki.trace import Engine, Memory, Region
 
 SBUF = Buffer("sbuf", Memory.SBUF)
@@ -574,7 +583,11 @@ def retarget_traced(
         return False
     region = dst._region_cache
     if region is None:
-        region = dst._region()
+        box = dst._box_cache
+        if dst._oob or box is None:
+            region = dst._region()
+        else:  # View._region, inlined
+            region = dst._region_cache = new_region(tensor._tid, box)
     writes = record.writes
     record.writes = (region,) if len(writes) == 1 else (region, *writes[1:])
     record.dst_memory = memory
