@@ -199,3 +199,21 @@ def test_forms_compiled_at_a_call_site_build_the_parsers_views(case):
         _same_view(build(tensor, second), _index_tensor(tensor, second))
         # another form (one index fewer) is not this site's: the parser handles it
         assert build(tensor, second[1:]) is None
+
+
+@SETTINGS
+@given(st.integers(0, 40), st.integers(1, 300), st.integers(1, 4))
+def test_arange_answers_every_int_like_spelling_with_one_grid(start, size, step):
+    """nl.arange is answered from a cache of its calls: every spelling of one range (ints, numpy
+    ints, loop variables, start/stop or stop alone) must still give the grid of that range."""
+    from accelopt.nki.loops import LoopVar
+
+    stop = start + size
+    grid = nl.arange(start, stop, step)
+    assert (grid.sizes, grid.coefs, grid.offset) == ((len(range(start, stop, step)),), (step,), start)
+    assert nl.arange(np.int64(start), np.int32(stop), step) is grid
+    assert nl.arange(LoopVar(start, 0), LoopVar(stop, 1), step=step) is grid
+    if start == 0 and step == 1:
+        assert nl.arange(stop) is grid
+        assert nl.arange(LoopVar(stop, 2)) is grid
+    np.testing.assert_array_equal(grid.materialize(), np.arange(start, stop, step))
