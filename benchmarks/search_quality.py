@@ -6,8 +6,11 @@ roofline peak before and after, and the evaluations used. The same evaluation bu
 three ways, side by side:
 
   beam+memory        beam search; one optimization memory shared by the tasks in suite order
-                     (lessons from earlier tasks steer the planner on later ones)
-  beam               the same beam search with the memory disabled (no experiences shown)
+                     (lessons from earlier tasks and earlier iterations steer the planner --
+                     which sites to propose, which to leave out -- and the executor -- which
+                     parameter variants to write, which failed or gave nothing on similar code)
+  beam               the same beam search with the memory disabled (no experiences shown to
+                     either agent)
   sampling           plain repeated sampling: one round of one-step plans from the baseline
 
 and, per task, how many evaluations each way needed to first reach the speedup both beam runs

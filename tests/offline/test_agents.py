@@ -95,7 +95,10 @@ async def test_memory_promotes_rewrites_that_paid_off_and_demotes_ones_that_did_
     first = baseline[0].rewrite
     demoted = await plans("hw_matmul_bias", count=12, profile=None, experiences=[experience(first, 0.6, 8)])
     assert demoted[0].rewrite != first
-    assert [p.rewrite for p in demoted].index(first) > 0
+    # A 0.6x slowdown on this very family of kernels: not proposed at all while others remain.
+    assert first not in [p.rewrite for p in demoted]
+    mild = await plans("hw_matmul_bias", count=12, profile=None, experiences=[experience(first, 0.99, 9)])
+    assert [p.rewrite for p in mild].index(first) > 0
 
 
 async def test_no_site_is_an_error_not_an_empty_success():

@@ -64,6 +64,10 @@ NO_GAIN_LOG = math.log(1 / 1.04)
 # a loop paid on the baseline, but blocking the block loop that produced failed on the child, and
 # the child's children have that block loop, not the baseline's.
 SAME_SITE = 4.0
+# A site whose evidence is below this is not proposed at all while other sites remain: a failure
+# at a site like it on a kernel of this family (about -0.09) or a clear slowdown measured at the
+# very same code; not a single no-gain step (about -0.03), not a loosely related failure.
+AVOID_BELOW = -0.05
 
 
 def rewrite_of(experience: Experience) -> str | None:
@@ -102,6 +106,10 @@ class Evidence:
 
     def gain(self, site: Site) -> float:
         return self.gains.get(site.id, 0.0)
+
+    def advises_against(self, site: Site) -> bool:
+        """Clear evidence that the site fails or slows the kernel down (see AVOID_BELOW)."""
+        return self.gain(site) < AVOID_BELOW
 
 
 def kinship(experience: Experience, family: str, bound: str | None, calls: frozenset[str]) -> float:

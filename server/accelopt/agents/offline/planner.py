@@ -9,7 +9,11 @@ Each legal site of the catalogue gets a score from three sources:
 - a small seeded jitter, so different seeds explore different plans deterministically.
 Plans are then taken round-robin over rewrites (best site of each rewrite first) for diversity,
 except that rewrites the memory defers (no share in the successes on similar kernels, or net
-negative evidence) come after all the others.
+negative evidence) come after all the others, and sites the memory clearly advises against (they
+failed, or slowed the very same code down, on this family of kernels) are not proposed while any
+other site remains: past the end of the ranking the planner proposes the other parameter
+variants of the sites it ranked, or the same plans again, which the search recognises as
+kernels it has already judged.
 """
 
 from __future__ import annotations
@@ -100,7 +104,8 @@ class OfflinePlanner:
             score += rng.random() * 0.6
             scored.append((score, site))
         scored.sort(key=lambda item: -item[0])
-        ranking = _diverse_ranking(scored, evidence)
+        advised = [item for item in scored if not evidence.advises_against(item[1])]
+        ranking = _diverse_ranking(advised or scored, evidence)
 
         plans = []
         for k in range(request.proposal, request.proposal + request.count):
