@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from accelopt.agents.offline.evidence import DAMPING, kinship, rewrite_of
+from accelopt.agents.offline.evidence import DAMPING, NO_GAIN_LOG, kinship, rewrite_of
 from accelopt.agents.offline.lesson_tags import failed_in_text, speaks_about, variant_in_text
 from accelopt.agents.offline.rewrites.base import Params
 from accelopt.agents.offline.site_pattern import SitePattern, pattern_in_text
@@ -33,8 +33,6 @@ from accelopt.search.memory import api_calls, kernel_family
 # variant can be written instead: one fully relevant no-gain lesson (about -0.026), or a failure
 # on any kernel of some kinship, is enough; a single loosely related no-gain lesson is not.
 DROP_BELOW = -0.02
-# The log-speedup a no-gain or failed variant counts for at most (as in evidence.py).
-NO_GAIN_LOG = math.log(1 / 1.04)
 
 
 @dataclass(frozen=True)
