@@ -6,7 +6,9 @@ correct change in the wrong order:
 - block_accumulators with a trip count the source does not give: only the smallest block is
   offered (a larger one asserted at shapes with few tiles);
 - preload_operand copying index definitions that build on each other (`cols` from `c0`): they
-  must keep their source order in the copied loop nest.
+  must keep their source order in the copied loop nest;
+- assign_engine offering GpSimd for a copy whose operand is a matmul call: GpSimd cannot read
+  the PSUM result (the emulator rejects the kernel, as the compiler would).
 """
 
 from __future__ import annotations
@@ -79,3 +81,31 @@ def test_preload_copies_chained_index_definitions_in_source_order():
     nest = text[: text.index("for mi in")]
     assert nest.index("c0 = ni * 512") < nest.index("cols = slice(c0, c0 + 512)")
     assert project(text) < 2e-5
+
+
+ONE_K_TILE = """import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def one_tile_kernel(x_t, w):
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    x_tile = nl.load(x_t[0:128, 0:128])
+    w_tile = nl.load(w[0:128, 0:512])
+    res = nl.copy(nisa.nc_matmul(x_tile, w_tile), dtype=nl.float32)
+    nl.store(out[0:128, 0:512], value=res)
+    return out
+"""
+
+
+def test_assign_engine_keeps_gpsimd_off_a_matmul_result_read_in_place():
+    (site,) = [s for s in all_sites(ONE_K_TILE, "one_tile_kernel") if s.rewrite == "assign_engine"]
+    assert [p["engine"] for p in site.variants] == ["vector", "scalar"]
+    rng = np.random.default_rng(0)
+    x_t = rng.standard_normal((128, 128)).astype(np.float32)
+    w = rng.standard_normal((128, 512)).astype(np.float32)
+    for params in site.variants:
+        rewritten = get_rewrite("assign_engine").apply(ONE_K_TILE, "one_tile_kernel", site.id, params)
+        (out,) = run(rewritten, "one_tile_kernel", [x_t, w]).outputs
+        assert relative_error(out.astype(np.float64), x_t.T.astype(np.float64) @ w.astype(np.float64)) < 2e-5

@@ -41,8 +41,11 @@ class AssignEngine(Rewrite):
         operands = [
             a.value for a in call.args if a.keyword is None or a.keyword.value in ("data", "data1", "data2")
         ]
+        # A call operand counts too: `nl.copy(nisa.nc_matmul(...))` reads the matmul's PSUM result.
         in_psum = any(
-            memory_of_expr(view, o) == "psum" for o in operands if isinstance(o, (cst.Name, cst.Subscript))
+            memory_of_expr(view, o) == "psum"
+            for o in operands
+            if isinstance(o, (cst.Name, cst.Subscript, cst.Call))
         )
         engines = ["vector", "scalar"] + ([] if in_psum else ["gpsimd"])
         if callee.namespace == "nisa" and callee.name in ENGINE_CHOICE_APIS:
