@@ -208,6 +208,19 @@ def test_sites_generating_the_same_code_compile_it_once(monkeypatch):
     assert len(loads) == 1  # ... and the four loads share one
 
 
+def test_functions_defined_from_one_text_keep_their_own_globals_and_code():
+    """One compile serves every site with the same text, but each function keeps a code object
+    of its own (CPython specialises a code object for the globals it runs with)."""
+    from accelopt.nki.codecache import define
+
+    text = "def f(x):\n    return x + K"
+    f1 = define(text, "<test>", {"K": 1}, "f")
+    f2 = define(text, "<test>", {"K": 10}, "f")
+    for _ in range(50):  # enough calls to specialise
+        assert (f1(1), f2(1)) == (2, 11)
+    assert f1.__code__ is not f2.__code__
+
+
 def test_trace_only_runs_leave_no_cyclic_garbage_and_restore_the_collector():
     """Trace-only runs pause the cyclic collector (runtime.run_kernel), which is only safe if
     they make no reference cycles: what they leave to collect must not grow with the run."""

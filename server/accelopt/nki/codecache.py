@@ -9,6 +9,8 @@ object serves every site whose text matches.
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
+from typing import Any
 
 _CODE: dict[tuple[str, str], types.CodeType] = {}
 _MAX_CODE = 20_000  # a long-lived process starts over past this many texts
@@ -23,3 +25,15 @@ def compiled(text: str, filename: str) -> types.CodeType:
             _CODE.clear()
         code = _CODE[key] = compile(text, filename, "exec")
     return code
+
+
+def define(text: str, filename: str, namespace: dict[str, Any], name: str) -> Callable[..., Any]:
+    """The function `name` that `text` defines, with `namespace` as its globals.
+
+    The function gets a code object of its own: CPython specialises a code object's
+    instructions for the globals it last ran with, so functions sharing one code object with
+    different globals would undo each other's specialisations on every call."""
+    exec(compiled(text, filename), namespace)
+    function = namespace[name]
+    function.__code__ = function.__code__.replace()
+    return function

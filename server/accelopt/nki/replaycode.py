@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from accelopt.nki.codecache import compiled
+from accelopt.nki.codecache import define
 from accelopt.nki.indexing import IndexExpr, Predicate
 from accelopt.nki.loops import LoopVar
 from accelopt.nki.tensor import Tensor, View, _new_object, _set_region_box, _set_region_tid, par_dim
@@ -99,8 +99,7 @@ def generate(
         raise Unsupported  # tiles nested in lists
     _effects(src, events, tiles, tile_exprs, fresh, result)
     namespace = dict(src.consts)
-    exec(compiled("\n".join(src.lines), "<accelopt.nki.replay>"), namespace)
-    return namespace["replay"]
+    return define("\n".join(src.lines), "<accelopt.nki.replay>", namespace, "replay")
 
 
 # --- argument checks --------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from accelopt.nki.codecache import compiled
+from accelopt.nki.codecache import define
 from accelopt.nki.indexing import IndexExpr
 from accelopt.nki.loops import LoopVar
 
@@ -222,5 +222,4 @@ def _define(lines: list[str], consts: dict[str, Any]) -> Builder:
         raise TypeError("View gained or lost a slot: update siteindex._VIEW_SLOTS")
     consts["_new"] = object.__new__
     namespace = dict(consts)
-    exec(compiled("\n".join(lines), "<accelopt.nki.siteindex>"), namespace)
-    return namespace["build"]
+    return define("\n".join(lines), "<accelopt.nki.siteindex>", namespace, "build")
