@@ -217,3 +217,5 @@ def test_arange_answers_every_int_like_spelling_with_one_grid(start, size, step)
         assert nl.arange(stop) is grid
         assert nl.arange(LoopVar(stop, 2)) is grid
     np.testing.assert_array_equal(grid.materialize(), np.arange(start, stop, step))
+    # a 0-d array bound cannot key the call cache, but is still a range bound
+    assert nl.arange(np.array(start), np.array(stop), step) is grid

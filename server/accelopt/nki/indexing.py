@@ -473,9 +473,17 @@ def _arange(start: int, stop: int | None = None, step: int = 1) -> IndexExpr:
     return expr
 
 
-# ``nl.arange``. Generated kernels call it several times in every statement: a C-level cache of
-# its calls (arguments are ints or int-like scalars) answers without running Python code.
-arange = functools.lru_cache(maxsize=None)(_arange)
+# Generated kernels call ``nl.arange`` several times in every statement: a C-level cache of its
+# calls (arguments are ints or int-like scalars) answers without running Python code.
+_cached_arange = functools.lru_cache(maxsize=None)(_arange)
+
+
+def arange(start: int, stop: int | None = None, step: int = 1) -> IndexExpr:
+    """``nl.arange``: one shared grid object per range."""
+    try:
+        return _cached_arange(start, stop, step)
+    except TypeError:  # an unhashable int-like bound (a 0-d numpy array) skips the call cache
+        return _arange(start, stop, step)
 
 
 class _MGrid:
