@@ -164,25 +164,12 @@ class KernelContext:
         k = 0
         after = ids[0]
         tensors: dict[int, TensorInfo] = {}
-        # _tensor_info inlined: this runs for every tile a kernel keeps
-        new = _new_object
-        for tid, (tensor, name, line, is_input, alloc_loops) in self._pending.items():  # by id
+        for tid, pending in self._pending.items():  # by id
             while after < tid:
                 tensors[after] = made[after]
                 k += 1
                 after = ids[k]
-            info = new(TensorInfo)
-            info.tensor_id = tid
-            info.name = name
-            info.shape = tensor.shape
-            info.dtype = dname(tensor.dtype)
-            info.memory = tensor.memory
-            info.line = line
-            info.block_dims = tensor.block_dims
-            info.is_input = is_input
-            info.is_output = False
-            info.alloc_loops = alloc_loops
-            tensors[tid] = info
+            tensors[tid] = _tensor_info(tid, *pending)
         for tid in ids[k:-1]:
             tensors[tid] = made[tid]
         self._pending.clear()
