@@ -89,10 +89,12 @@ def ranking(kernel: KernelSource, experiences: list[Experience] | None = None) -
     return result.plans
 
 
-async def lesson_from(kernel: KernelSource, rewrite: str, speedup: float, id_: int) -> Experience:
+async def lesson_from(
+    kernel: KernelSource, rewrite: str, speedup: float, id_: int, *, titled: str = ""
+) -> Experience:
     """An experience as the search stores it: the real summarizer's lesson on `kernel`'s first
-    site of `rewrite`."""
-    site = next(s for s in all_sites(kernel.text, kernel.name) if s.rewrite == rewrite)
+    site of `rewrite` (whose title contains `titled`)."""
+    site = next(s for s in all_sites(kernel.text, kernel.name) if s.rewrite == rewrite and titled in s.title)
     plan = Plan(title=site.title, rewrite=rewrite, site=site.id, params=dict(site.variants[0]))
     fast = get_rewrite(rewrite).apply(kernel.text, kernel.name, site.id, plan.params)
     result = await OfflineSummarizer().summarize(
@@ -292,27 +294,10 @@ async def test_a_lesson_measured_on_the_very_code_of_a_site_outweighs_one_from_a
             if s.rewrite == "preload_operand" and "load w once" in s.title
         )
 
-    async def experience(kernel: KernelSource, speedup: float, id_: int) -> Experience:
-        site = preload_w(kernel)
-        plan = Plan(title=site.title, rewrite="preload_operand", site=site.id)
-        fast = preload.apply(kernel.text, kernel.name, site.id, {})
-        result = await OfflineSummarizer().summarize(
-            SummarizeRequest(
-                slow=kernel, fast=kernel.model_copy(update={"text": fast}), plan=plan, speedup=speedup
-            )
-        )
-        assert result.lesson is not None
-        return Experience(
-            id=id_,
-            slow_kernel=kernel.text,
-            fast_kernel=fast,
-            speedup=speedup,
-            lesson=result.lesson.model_copy(update={"positive": speedup > 1.04}),
-            kernel_family=kernel_family(kernel.name),
-            bound="hbm",
-        )
-
-    lessons = [await experience(PROJ, 1.2, 1), await experience(blocked, 0.88, 2)]
+    lessons = [
+        await lesson_from(PROJ, "preload_operand", 1.2, 1, titled="load w once"),
+        await lesson_from(blocked, "preload_operand", 0.88, 2, titled="load w once"),
+    ]
     engine = next(s for s in all_sites(blocked.text, blocked.name) if s.rewrite == "assign_engine")
     descendant = blocked.model_copy(
         update={
