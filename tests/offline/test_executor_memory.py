@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import re
 
-from accelopt.agents.base import ExecuteRequest, FixRequest, PlanRequest, SummarizeRequest
+from accelopt.agents.base import ExecuteRequest, FixRequest, PlanRequest
 from accelopt.agents.offline.catalogue import all_sites, get_rewrite
 from accelopt.agents.offline.executor import OfflineExecutor
 from accelopt.agents.offline.lesson_tags import failed_in_text, variant_in_text
 from accelopt.agents.offline.planner import OfflinePlanner
-from accelopt.agents.offline.summarizer import OfflineSummarizer
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.search.candidate import Experience, Plan
-from accelopt.search.memory import kernel_family
 
 from .helpers import CASES
+from .lessons import summarized_experience
 
 # Two kernels of different families with the same widenable column loop: the lessons are learned
 # on the compiler-generated one and used on the hand-written one.
@@ -37,26 +36,8 @@ async def variant_lesson(
     factor: int, speedup: float, *, failure: str | None = None, id_: int = 1
 ) -> Experience:
     """The real summarizer's lesson for widening LEARNED_ON's column loop by `factor`."""
-    site = widen_site(LEARNED_ON)
-    plan = Plan(title=site.title, rewrite="widen_free_dim", site=site.id, params={"factor": factor})
-    fast = get_rewrite("widen_free_dim").apply(LEARNED_ON.text, LEARNED_ON.name, site.id, plan.params)
-    result = await OfflineSummarizer().summarize(
-        SummarizeRequest(
-            slow=LEARNED_ON,
-            fast=LEARNED_ON.model_copy(update={"text": fast}),
-            plan=plan,
-            speedup=speedup,
-            failure=failure,
-        )
-    )
-    assert result.lesson is not None
-    return Experience(
-        id=id_,
-        slow_kernel=LEARNED_ON.text,
-        fast_kernel=fast,
-        speedup=speedup,
-        lesson=result.lesson.model_copy(update={"positive": failure is None and speedup > 1.04}),
-        kernel_family=kernel_family(LEARNED_ON.name),
+    return await summarized_experience(
+        LEARNED_ON, widen_site(LEARNED_ON), {"factor": factor}, speedup, id_=id_, failure=failure
     )
 
 

@@ -23,6 +23,8 @@ from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Experience, Plan
 from accelopt.search.memory import kernel_family, source_tokens
 
+from .lessons import summarized_experience
+
 PROJ = KernelSource(
     name="proj_kernel",
     text="""import neuronxcc.nki as nki
@@ -95,22 +97,8 @@ async def lesson_from(
     """An experience as the search stores it: the real summarizer's lesson on `kernel`'s first
     site of `rewrite` (whose title contains `titled`)."""
     site = next(s for s in all_sites(kernel.text, kernel.name) if s.rewrite == rewrite and titled in s.title)
-    plan = Plan(title=site.title, rewrite=rewrite, site=site.id, params=dict(site.variants[0]))
-    fast = get_rewrite(rewrite).apply(kernel.text, kernel.name, site.id, plan.params)
-    result = await OfflineSummarizer().summarize(
-        SummarizeRequest(
-            slow=kernel, fast=kernel.model_copy(update={"text": fast}), plan=plan, speedup=speedup
-        )
-    )
-    assert result.lesson is not None
-    return Experience(
-        id=id_,
-        slow_kernel=kernel.text,
-        fast_kernel=fast,
-        speedup=speedup,
-        lesson=result.lesson,
-        kernel_family=kernel_family(kernel.name),
-        bound="hbm",
+    return await summarized_experience(
+        kernel, site, site.variants[0] if site.variants else {}, speedup, id_=id_, bound="hbm"
     )
 
 
