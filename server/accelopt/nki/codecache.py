@@ -2,8 +2,9 @@
 
 Call sites with the same structure (the four loads of a kernel, the kernels a search derives
 from one another) generate the same text; compiling it costs as much as running the function a
-hundred times. The constants a generated function uses live in its own globals, so one code
-object serves every site whose text matches.
+hundred times. The constants a generated function uses live in its own globals, so one
+compilation serves every site whose text matches (each function still gets its own copy of the
+code object: see `define`).
 """
 
 from __future__ import annotations
