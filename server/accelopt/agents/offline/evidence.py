@@ -136,9 +136,14 @@ def match(lesson: LessonFacts, site: Site, pattern: SitePattern | None) -> float
         # (the executor leaves that variant out, variants.py): a block of 4 breaking the shapes
         # is no reason not to block by 2.
         return 0.0
-    if lesson.pattern is None or pattern is None:
+    return pattern_match(lesson.pattern, pattern)
+
+
+def pattern_match(theirs: SitePattern | None, mine: SitePattern | None) -> float:
+    """How close a lesson's site pattern is to this site's."""
+    if theirs is None or mine is None:
         return 0.6  # a lesson with no pattern (an LLM's, an older row): the rewrite alone
-    return lesson.pattern.match(pattern)
+    return theirs.match(mine)
 
 
 def read_lessons(

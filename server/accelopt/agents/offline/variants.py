@@ -19,15 +19,13 @@ behaves exactly as it does with the memory disabled.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from accelopt.agents.offline.evidence import DAMPING, NO_GAIN_LOG, kinship, rewrite_of
-from accelopt.agents.offline.lesson_tags import failed_in_text, speaks_about, variant_in_text
+from accelopt.agents.offline.evidence import DAMPING, pattern_match, read_lessons, rewrite_of
+from accelopt.agents.offline.lesson_tags import speaks_about
 from accelopt.agents.offline.rewrites.base import Params
-from accelopt.agents.offline.site_pattern import SitePattern, pattern_in_text
+from accelopt.agents.offline.site_pattern import SitePattern
 from accelopt.search.candidate import Experience
-from accelopt.search.memory import api_calls, kernel_family
 
 # A variant whose evidence is below this (a damped mean log-speedup) is left out when another
 # variant can be written instead: one fully relevant no-gain lesson (about -0.026), or a failure
@@ -53,26 +51,18 @@ def variant_lessons(
     bound: str | None,
     pattern: SitePattern | None,
 ) -> list[VariantLesson]:
-    """The lessons that name a variant of `rewrite`, with their relevance to this site."""
-    family = kernel_family(kernel_name)
-    calls = api_calls(kernel_text)
+    """The lessons that name a variant of `rewrite`, with their relevance to this site (the
+    planner's reading of them, evidence.py: kinship times site-pattern match)."""
+    about_rewrite = [exp for exp in experiences if rewrite_of(exp) == rewrite]
     found = []
-    for exp in experiences:
-        if rewrite_of(exp) != rewrite or exp.speedup <= 0:
+    for lesson in read_lessons(kernel_name, kernel_text, bound, about_rewrite):
+        if lesson.variant is None:
             continue
-        variant = variant_in_text(exp.lesson.plan)
-        if variant is None:
-            continue
-        theirs = pattern_in_text(exp.lesson.plan)
-        match = 0.6 if theirs is None or pattern is None else theirs.match(pattern)
-        relevance = kinship(exp, family, bound, calls) * match
-        if relevance <= 0:
-            continue
-        value = math.log(exp.speedup)
-        failed = failed_in_text(exp.lesson.plan)
-        if failed or not exp.positive:
-            value = min(value, NO_GAIN_LOG)
-        found.append(VariantLesson(variant, failed, value, relevance, exp.id))
+        relevance = lesson.kinship * pattern_match(lesson.pattern, pattern)
+        if relevance > 0:
+            found.append(
+                VariantLesson(lesson.variant, lesson.failed, lesson.log_speedup, relevance, lesson.id)
+            )
     return found
 
 
