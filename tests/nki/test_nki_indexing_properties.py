@@ -206,7 +206,7 @@ def test_forms_compiled_at_a_call_site_build_the_parsers_views(case):
 def test_arange_answers_every_int_like_spelling_with_one_grid(start, size, step):
     """nl.arange is answered from a cache of its calls: every spelling of one range (ints, numpy
     ints, loop variables, start/stop or stop alone) must still give the grid of that range."""
-    from accelopt.nki.loops import LoopVar
+    from accelopt.nki.loopvar import LoopVar
 
     stop = start + size
     grid = nl.arange(start, stop, step)

@@ -77,6 +77,9 @@ class KernelContext:
         # call being logged, and the API nesting depth (nested calls are not replayed alone)
         self._recorder: Recorder | None = None
         self._api_depth = 0
+        # while a loop learns its iterations (fastforward.py): every write noted, as
+        # (tensor id, its allocation scopes, region, line, accumulate, frame ints)
+        self._write_log: list[tuple[Any, ...]] | None = None
 
     # --- locations -----------------------------------------------------------------------
 
@@ -153,8 +156,11 @@ class KernelContext:
         return self.trace.tensors.get(tid)
 
     def tensor_name(self, tensor: Tensor) -> str:
-        info = self.info(tensor._tid)
-        return info.name if info is not None else str(tensor._tid)
+        return self.tensor_name_of(tensor._tid)
+
+    def tensor_name_of(self, tid: int) -> str:
+        info = self.info(tid)
+        return info.name if info is not None else str(tid)
 
     def finish(self) -> Trace:
         """Complete the trace: every registered tensor's info, in id order."""
@@ -250,11 +256,19 @@ class KernelContext:
             tensor._root._written = True
         if self._recorder is not None:
             self._recorder.wrote(tensor, region, line, accumulate)
+        if self._write_log is not None:
+            self._write_log.append(
+                (tensor._tid, tensor._alloc_scopes, region, line, accumulate, self.frame_ints)
+            )
         if accumulate or not self.affine_scopes:
             return
-        alloc = tensor._alloc_scopes
-        tid = tensor._tid
-        ints = self.frame_ints
+        self.check_affine_write(tensor._tid, tensor._alloc_scopes, region, line, self.frame_ints)
+
+    def check_affine_write(
+        self, tid: int, alloc: tuple[LoopScope, ...], region: Region, line: int, ints: tuple[int, ...]
+    ) -> None:
+        """Two iterations of one affine loop writing the same place is an error (`ints`: the
+        write's loop frames as in `frame_ints`)."""
         for scope in self.affine_scopes:
             if scope in alloc:
                 continue  # allocated inside this loop: a fresh buffer every iteration
@@ -274,7 +288,7 @@ class KernelContext:
                     "err_unexpected_output_dependencies",
                     f"iterations 0 and {scope.iteration} of an affine_range loop (line "
                     f"{self.trace.loops[scope.loop_id].line}) write the same elements of "
-                    f"'{self.tensor_name(tensor)}'; "
+                    f"'{self.tensor_name_of(tid)}'; "
                     "index the write by the loop variable, accumulate with +=, or use nl.sequential_range",
                     self.kernel_path,
                     line,

@@ -9,19 +9,10 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from accelopt.nki import fastforward, loopbody
 from accelopt.nki.context import active_context
+from accelopt.nki.loopvar import LoopVar
 from accelopt.nki.trace import LoopKind
-
-
-class LoopVar(int):
-    """A loop index: a plain int that remembers which loop produced it (for nl.loop_reduce)."""
-
-    loop_id: int
-
-    def __new__(cls, value: int, loop_id: int) -> LoopVar:
-        obj = int.__new__(cls, value)
-        obj.loop_id = loop_id
-        return obj
 
 
 def _traced(rng: range, kind: LoopKind, nki_scope: bool) -> Iterator[int]:
@@ -30,10 +21,27 @@ def _traced(rng: range, kind: LoopKind, nki_scope: bool) -> Iterator[int]:
         yield from rng
         return
     caller = sys._getframe(1)
+    line = ctx.line()
     # the site by code id: code objects hash slowly, and the kernel's code outlives the run
-    scope = ctx.enter_loop(kind, len(rng), ctx.line(), (id(caller.f_code), caller.f_lasti), nki_scope)
+    scope = ctx.enter_loop(kind, len(rng), line, (id(caller.f_code), caller.f_lasti), nki_scope)
     try:
-        for n, var in enumerate(_loop_vars(scope.loop_id, rng)):
+        variables = _loop_vars(scope.loop_id, rng)
+        if (
+            not ctx.numerics
+            and len(rng) >= fastforward.MIN_TRIP
+            and caller.f_code.co_filename == ctx.kernel_path
+            and (body := loopbody.body_at(ctx.kernel_path, line)) is not None
+            and (free_tiles := body.bindings(caller)) is not None
+        ):
+            shared = variables if isinstance(variables, tuple) else None
+            loop_id = scope.loop_id
+
+            def variable(k: int) -> LoopVar:
+                return shared[k] if shared is not None else LoopVar(rng[k], loop_id)
+
+            yield from fastforward.iterate(ctx, scope, len(rng), variable, free_tiles)
+            return
+        for n, var in enumerate(variables):
             if n:
                 ctx.set_iteration(scope, n)
             yield var

@@ -39,7 +39,7 @@ from accelopt.nki.context import KernelContext
 from accelopt.nki.errors import _EMULATOR_DIR
 from accelopt.nki.indexing import _NP_COMPARE as _COMPARE
 from accelopt.nki.indexing import IndexExpr, Predicate, _solve
-from accelopt.nki.loops import LoopVar
+from accelopt.nki.loopvar import LoopVar
 from accelopt.nki.replaycode import MISS, Unsupported, generate
 from accelopt.nki.tensor import Buffer, Tensor, View, par_dim
 from accelopt.nki.trace import Region, TraceRecord

@@ -24,7 +24,7 @@ import numpy as np
 
 from accelopt.nki.codecache import define
 from accelopt.nki.indexing import IndexExpr, Predicate
-from accelopt.nki.loops import LoopVar
+from accelopt.nki.loopvar import LoopVar
 from accelopt.nki.tensor import Tensor, View, _new_object, _set_region_box, _set_region_tid, par_dim
 from accelopt.nki.trace import Region, TraceRecord
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from accelopt.nki.codecache import define
 from accelopt.nki.indexing import IndexExpr
-from accelopt.nki.loops import LoopVar
+from accelopt.nki.loopvar import LoopVar
 
 Builder = Callable[[Any, Any], Any]
 

@@ -20,7 +20,7 @@ from accelopt.nki import context as _context
 from accelopt.nki.context import current
 from accelopt.nki.dtypes import nan_fill
 from accelopt.nki.indexing import IndexExpr, Predicate
-from accelopt.nki.loops import LoopVar
+from accelopt.nki.loopvar import LoopVar
 from accelopt.nki.siteindex import SITE_FORMS, learn
 from accelopt.nki.trace import Memory, Region
 

@@ -1,0 +1,404 @@
+"""Trace-only runs: synthesizing the middle iterations of a regular loop instead of running them.
+
+Most kernel loops issue the same instructions every iteration, at offsets that move by a fixed
+step. For a loop whose body the source shows to be of that kind (loopbody.py), a trace-only run
+runs iterations 0, 1 and 2, compares what iterations 1 and 2 did, and if iteration 2 is
+iteration 1 moved by one step it writes iterations 3 to n-2 from iteration 2's effects without
+running the kernel's Python, then runs iteration n-1 for real. What an iteration does, and so
+what is compared and synthesized:
+
+- the records it emitted: every field equal but the regions, whose boxes move by a fixed step,
+  and whose tensor is either made before the loop (the same id) or in the iteration (the id
+  moves by the number of tensor ids an iteration takes);
+- the tiles it made and kept (their TensorInfo, with the iteration in their loop frames);
+- the writes it noted: affine-loop conflicts are checked again for every synthesized write;
+- what it changed on tiles made before the loop (the body's free tiles and loop-reduce
+  accumulators): in both iterations the same, with an iteration's own records as producers.
+
+Anything else (a difference iteration 1 and 2 do not share, a change to the trace's loops or to
+older records, a tile carried from one iteration to the next) and the loop just runs on. A
+synthesized region that would leave its tensor stops synthesis at that iteration, so an
+out-of-bounds access is reported by the real run, where it happens. The last iteration runs
+for real, so the kernel's Python values after the loop are the ones a full run leaves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from accelopt.nki.context import KernelContext, LoopScope, loop_frame
+from accelopt.nki.fastforwardcode import (
+    KeptTile,
+    LoggedWrite,
+    RegionPlan,
+    Template,
+    record_maker,
+    region_maker,
+)
+from accelopt.nki.tensor import Tensor, View
+from accelopt.nki.trace import LoopFrame, Region, TraceRecord
+
+MIN_TRIP = 6  # iterations 0, 1, 2 and n-1 run: below this too little would be synthesized
+
+_RECORD_FIELDS = TraceRecord.__slots__
+_MUTABLE_RECORD_FIELDS = ("writes", "dst_memory", "out_dtype", "accumulate")
+
+
+@dataclass(slots=True)
+class _Mark:
+    """The run's state at an iteration boundary (what an iteration's effects are measured from)."""
+
+    records: int
+    tid: int
+    pending: int
+    infos: int
+    writes: int
+    loops: tuple[tuple[int, int], ...]
+    reduce_keys: int
+    tiles: list[tuple[Any, ...]]  # _tile_state of each tile made before the loop
+    producers: list[tuple[Any, ...]]  # mutable fields of those tiles' producing records
+
+
+def _tile_state(tile: Tensor) -> tuple[Any, ...]:
+    return (
+        tile._written,
+        tile._fresh,
+        tile._exact is None,
+        tile._producer,
+        tile._pmask,
+        tile._alias,
+        tile._root,
+    )
+
+
+def _mark(ctx: KernelContext, tiles: list[Tensor]) -> _Mark:
+    log = ctx._write_log
+    return _Mark(
+        len(ctx.trace.records),
+        ctx._next_tensor_id,
+        len(ctx._pending),
+        len(ctx.trace.tensors),
+        0 if log is None else len(log),
+        tuple((loop_id, info.trip_count) for loop_id, info in ctx.trace.loops.items()),
+        len(ctx.loop_reduce_state),
+        [_tile_state(t) for t in tiles],
+        [() if t._producer is None else _mutable_fields(t._producer) for t in tiles],
+    )
+
+
+def _mutable_fields(record: TraceRecord) -> tuple[Any, ...]:
+    """What assigning a fresh tile changes on its producing record."""
+    return tuple([getattr(record, name) for name in _MUTABLE_RECORD_FIELDS])
+
+
+class _Different(Exception):
+    """Iteration 2 is not iteration 1 moved by one step."""
+
+
+def iterate(
+    ctx: KernelContext,
+    scope: LoopScope,
+    n: int,
+    var: Callable[[int], int],
+    free_tiles: list[Tensor | View],
+) -> Iterator[int]:
+    """The variables `var(k)` of a loop of `n` >= MIN_TRIP iterations whose body loopbody.py
+    accepted and whose free names bound the tiles `free_tiles`: iterations run or synthesized as
+    the module docstring says."""
+    yield var(0)
+    tiles = _tiles_before_loop(ctx, free_tiles)
+    views = [(v, v._assigned_at) for v in free_tiles if v.__class__ is View]
+    owner = ctx._write_log is None
+    if owner:
+        ctx._write_log = []
+    try:
+        ctx.set_iteration(scope, 1)
+        first = _mark(ctx, tiles)
+        yield var(1)
+        second = _mark(ctx, tiles)
+        ctx.set_iteration(scope, 2)
+        yield var(2)
+        third = _mark(ctx, tiles)
+        template = None
+        template_producers: list[tuple[Tensor, int]] = []
+        if all(v._assigned_at == at for v, at in views):
+            try:
+                learned = _learn(ctx, scope, tiles, first, second, third, n)
+            except _Different:
+                learned = None
+            if learned is not None:
+                template, template_producers = learned
+    finally:
+        if owner:
+            ctx._write_log = None
+    resume = 3
+    if template is not None:
+        last = min(n - 2, template.last_in_bounds)
+        if last >= 3:
+            produced = _synthesize(ctx, scope, template, 3, last)
+            for (tile, _), record in zip(template_producers, produced):
+                tile._producer = record
+            ctx._next_tensor_id = third.tid + (last - 2) * template.ids_per_iteration
+            resume = last + 1
+    for k in range(resume, n):
+        ctx.set_iteration(scope, k)
+        yield var(k)
+
+
+def _tiles_before_loop(ctx: KernelContext, free_tiles: list[Tensor | View]) -> list[Tensor]:
+    """The tiles made before the loop that an iteration can change: the body's free tiles (and
+    the tensors they reshape) and the loop-reduce accumulators."""
+    tiles: dict[int, Tensor] = {}
+    for tile in free_tiles:
+        tensor = tile._tensor if tile.__class__ is View else tile
+        while tensor is not None:
+            tiles[id(tensor)] = tensor
+            tensor = tensor._root
+    for acc in ctx.loop_reduce_state.values():
+        tiles[id(acc)] = acc
+    return list(tiles.values())
+
+
+# --- learning ----------------------------------------------------------------------------------
+
+
+def _learn(
+    ctx: KernelContext,
+    scope: LoopScope,
+    tiles: list[Tensor],
+    first: _Mark,
+    second: _Mark,
+    third: _Mark,
+    n: int,
+) -> tuple[Template, list[tuple[Tensor, int]]] | None:
+    """The template of an iteration, and the tiles made before the loop whose producer is an
+    iteration's record (with that record's place in the iteration); None if iterations 1 and 2
+    differ in a way no step explains (or raises _Different)."""
+    if not (first.infos == second.infos == third.infos and first.loops == second.loops == third.loops):
+        return None
+    count = third.records - second.records
+    ids = third.tid - second.tid
+    if count != second.records - first.records or ids != second.tid - first.tid:
+        return None
+    depth = scope.depth
+    records = ctx.trace.records
+    last_ok = [n - 2]
+
+    def region_plan(r1: Region, r2: Region) -> RegionPlan:
+        tid1, tid2 = r1.tensor_id, r2.tensor_id
+        if tid2 >= second.tid:  # made in the iteration
+            if tid1 != tid2 - ids or tid1 < first.tid:
+                raise _Different
+            made = True
+        elif tid1 == tid2 and tid2 < first.tid:
+            made = False
+        else:
+            raise _Different  # a tile of iteration 1 used in iteration 2
+        box1, box2 = r1.box, r2.box
+        if len(box1) != len(box2):
+            raise _Different
+        if box1 == box2:
+            return RegionPlan(tid2, made, box2, None, r2)
+        step = tuple((lo2 - lo1, hi2 - hi1) for (lo1, hi1), (lo2, hi2) in zip(box1, box2))
+        shape = _shape_of(ctx, tid2)
+        if shape is None or len(shape) != len(box2):
+            raise _Different
+        for (lo, hi), (dlo, dhi), size in zip(box2, step, shape):
+            if dlo < 0:
+                last_ok[0] = min(last_ok[0], 2 + lo // -dlo)
+            if dhi > 0:
+                last_ok[0] = min(last_ok[0], 2 + (size - hi) // dhi)
+        return RegionPlan(tid2, made, box2, step, r2)
+
+    own1, own2 = loop_frame(scope.loop_id, 1), loop_frame(scope.loop_id, 2)
+
+    def moves(f1: tuple[LoopFrame, ...], f2: tuple[LoopFrame, ...]) -> bool:
+        """Whether loop frames of iteration 1 and 2 are one nest at this loop's iteration (True)
+        or one nest outside it (False)."""
+        if len(f1) == len(f2) > depth and f1[depth] == own1 and f2[depth] == own2:
+            if f1[:depth] == f2[:depth] and f1[depth + 1 :] == f2[depth + 1 :]:
+                return True
+        elif f1 == f2 and own2 not in f2:
+            return False
+        raise _Different
+
+    plans = []
+    for r1, r2 in zip(records[first.records : second.records], records[second.records : third.records]):
+        for name in _RECORD_FIELDS:
+            if name not in ("index", "reads", "writes", "loops") and getattr(r1, name) != getattr(r2, name):
+                raise _Different
+        if (
+            not moves(r1.loops, r2.loops)
+            or len(r1.reads) != len(r2.reads)
+            or len(r1.writes) != len(r2.writes)
+        ):
+            raise _Different
+        reads = tuple(region_plan(a, b) for a, b in zip(r1.reads, r2.reads))
+        writes = tuple(region_plan(a, b) for a, b in zip(r1.writes, r2.writes))
+        plans.append((r2, reads, writes))
+
+    pending = ctx._pending
+    kept = []
+    for j in range(ids):
+        e1, e2 = pending.get(first.tid + j), pending.get(second.tid + j)
+        if (e1 is None) != (e2 is None):
+            raise _Different
+        if e1 is None or e2 is None:
+            continue
+        t1, name1, line1, input1, frames1 = e1
+        t2, name2, line2, input2, frames2 = e2
+        if (name1, line1, input1) != (name2, line2, input2):
+            raise _Different
+        if (t1.shape, t1.dtype, t1.memory, t1.block_dims) != (t2.shape, t2.dtype, t2.memory, t2.block_dims):
+            raise _Different
+        kept.append(KeptTile(second.tid + j, e2, moves(frames1, frames2)))
+    if second.pending - first.pending != len(kept) or third.pending - second.pending != len(kept):
+        return None  # an iteration forgot a tile made before it
+
+    log = ctx._write_log
+    assert log is not None
+    if third.writes - second.writes != second.writes - first.writes:
+        return None
+    # the record write each logged region is (a retargeted write notes the record's region)
+    record_writes = {
+        id(region): (i, j) for i, (r2, _, _) in enumerate(plans) for j, region in enumerate(r2.writes)
+    }
+    writes = []
+    position = 2 * depth + 1
+    for w1, w2 in zip(log[first.writes : second.writes], log[second.writes : third.writes]):
+        tid1, alloc1, region1, line1, accumulate1, ints1 = w1
+        tid2, alloc2, region2, line2, accumulate2, ints2 = w2
+        if (line1, accumulate1) != (line2, accumulate2) or len(ints1) != len(ints2) or len(ints2) <= position:
+            raise _Different
+        if ints1[:position] != ints2[:position] or ints1[position + 1 :] != ints2[position + 1 :]:
+            raise _Different
+        plan = region_plan(Region(tid1, region1.box), region2)
+        if not plan.made and alloc1 is not alloc2 and alloc1 != alloc2:
+            raise _Different
+        writes.append(
+            LoggedWrite(
+                tid2, plan.made, alloc2, plan, line2, accumulate2, ints2, record_writes.get(id(region2))
+            )
+        )
+
+    producers = []
+    for i, tile in enumerate(tiles):
+        for before in (first, second):
+            producer = before.tiles[i][3]
+            if before.tiles[i][1] and producer is not None and producer.index < before.records:
+                # a fresh tile's record can still be retargeted: the iteration must leave it be
+                if _mutable_fields(producer) != before.producers[i]:
+                    raise _Different
+        state2, state3 = second.tiles[i], third.tiles[i]
+        if _normalized(state2, first.records, second.records) != _normalized(
+            state3, second.records, third.records
+        ):
+            raise _Different
+        producer = state3[3]
+        if producer is not None and producer.index >= second.records:
+            producers.append((tile, producer.index - second.records))
+    if third.reduce_keys != second.reduce_keys or second.reduce_keys != first.reduce_keys:
+        if not _reduce_keys_die(ctx, scope, first, second, third):
+            return None
+    template = Template(plans, kept, writes, [index for _, index in producers], ids, last_ok[0])
+    return template, producers
+
+
+def _normalized(state: tuple[Any, ...], start: int, stop: int) -> tuple[Any, ...]:
+    producer = state[3]
+    if producer is not None and start <= producer.index < stop:
+        return (*state[:3], ("record", producer.index - start), *state[4:])
+    return state
+
+
+def _shape_of(ctx: KernelContext, tid: int) -> tuple[int, ...] | None:
+    entry = ctx._pending.get(tid)
+    if entry is not None:
+        return entry[0].shape
+    info = ctx.trace.tensors.get(tid)
+    return None if info is None else info.shape
+
+
+def _reduce_keys_die(ctx: KernelContext, scope: LoopScope, first: _Mark, second: _Mark, third: _Mark) -> bool:
+    """Loop-reduce accumulators made in an iteration are keyed by its loop frames: no later
+    iteration finds them, so synthesized iterations need not make them."""
+    added1 = second.reduce_keys - first.reduce_keys
+    if added1 != third.reduce_keys - second.reduce_keys or added1 < 0:
+        return False
+    keys = list(ctx.loop_reduce_state)[first.reduce_keys :]
+    for n, key in enumerate(keys):
+        iteration = 1 if n < added1 else 2
+        if loop_frame(scope.loop_id, iteration) not in key[2]:
+            return False
+    return True
+
+
+# --- synthesis ---------------------------------------------------------------------------------
+
+
+def _synthesize(
+    ctx: KernelContext, scope: LoopScope, template: Template, start: int, last: int
+) -> list[TraceRecord]:
+    """Iterations start..last from the template; returns the last one's records that tiles made
+    before the loop point to (template.producer_records)."""
+    depth = scope.depth
+    position = 2 * depth + 1
+    ids = template.ids_per_iteration
+    groups: dict[int, int] = {}
+    heads: list[tuple[tuple[LoopFrame, ...], tuple[LoopFrame, ...]]] = []
+
+    def group(frames: tuple[LoopFrame, ...]) -> int:
+        """Records share loop-frame tuples: each distinct one is moved once per iteration."""
+        g = groups.get(id(frames))
+        if g is None:
+            g = groups[id(frames)] = len(heads)
+            heads.append((frames[:depth], frames[depth + 1 :]))
+        return g
+
+    kept = [(k.tid, *k.entry, group(k.entry[4]) if k.frames_move else -1) for k in template.kept]
+    makers = [(record_maker(r, reads, writes), group(r.loops)) for r, reads, writes in template.records]
+    writes = [
+        (
+            w.tid,
+            w.made,
+            w.alloc,
+            w.line,
+            w.accumulate,
+            not w.accumulate and not w.made,  # the only writes an affine loop checks
+            w.ints[:position],
+            w.ints[position + 1 :],
+            w.record_write if w.record_write is not None else region_maker(w.plan),
+        )
+        for w in template.writes
+    ]
+    records = ctx.trace.records
+    pending = ctx._pending
+    log = ctx._write_log
+    produced: list[TraceRecord] = []
+    for k in range(start, last + 1):
+        ctx.set_iteration(scope, k)
+        steps = k - 2
+        shift = steps * ids
+        own = loop_frame(scope.loop_id, k)
+        frames = [(*head, own, *tail) for head, tail in heads]
+        for tid, tensor, name, line, is_input, alloc, g in kept:
+            pending[tid + shift] = (tensor, name, line, is_input, alloc if g < 0 else frames[g])
+        produced = [make(records, steps, shift, frames[g]) for make, g in makers]
+        check = ctx.check_affine_write if ctx.affine_scopes else None
+        if log is None and check is None:
+            continue
+        for tid, made, alloc, line, accumulate, checked, head, tail, source in writes:
+            if source.__class__ is tuple:
+                region = produced[source[0]].writes[source[1]]
+            else:
+                region = source(steps, shift)
+            ints = (*head, k, *tail)
+            if made:
+                tid += shift
+            if log is not None:
+                log.append((tid, alloc, region, line, accumulate, ints))
+            if checked and check is not None:
+                check(tid, alloc, region, line, ints)
+    return [produced[i] for i in template.producer_records]

@@ -1,0 +1,205 @@
+"""Straight-line Python that writes a loop's synthesized iterations (see fastforward.py).
+
+A loop learned once per entry synthesizes every middle iteration from one template, so the
+template is compiled into a function with one loop over the iterations and, inside it, the
+records, tiles and writes of one iteration spelled out:
+
+    def synthesize(ctx, scope, start, last):
+        for k in range(start, last + 1):
+            steps = k - 2
+            ...  # the iteration's records, kept tiles and noted writes, moved by `steps`
+        return <the records of the last iteration that tiles made before the loop point to>
+
+What changes from one entry of the loop to the next (tensor ids, boxes, loop frames) lives in
+the function's globals; what a loop's iteration *is* (which records, which regions move and by
+how much) is in the text, so every entry of a loop compiles once (codecache.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from accelopt.nki.codecache import define
+from accelopt.nki.trace import Region, TraceRecord
+
+_new_object = object.__new__
+_set_region_tid = Region.__dict__["tensor_id"].__set__
+_set_region_box = Region.__dict__["box"].__set__
+
+# Where a region of a synthesized iteration comes from: its tensor id in iteration 2, whether
+# that tensor is made in the iteration (its id then moves by the ids an iteration takes), its
+# box in iteration 2, and the step of each bound per iteration (None if no bound moves).
+Box = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RegionPlan:
+    tid: int
+    made: bool
+    box: Box
+    step: Box | None
+    region: Region  # the region of iteration 2 (shared when nothing about it moves)
+
+
+@dataclass(slots=True)
+class KeptTile:
+    tid: int  # in iteration 2
+    entry: tuple[Any, ...]  # its pending entry in iteration 2 (tensor, name, line, is_input, frames)
+    frames_move: bool
+
+
+@dataclass(slots=True)
+class LoggedWrite:
+    tid: int
+    made: bool
+    alloc: Any
+    plan: RegionPlan
+    line: int
+    accumulate: bool
+    ints: tuple[int, ...]
+    record_write: tuple[int, int] | None  # (record, write) whose region this is, if one
+
+
+@dataclass(slots=True)
+class Template:
+    records: list[tuple[TraceRecord, tuple[RegionPlan, ...], tuple[RegionPlan, ...]]]
+    kept: list[KeptTile]
+    writes: list[LoggedWrite]
+    producer_records: list[int]  # records of an iteration that tiles made before the loop point to
+    ids_per_iteration: int
+    last_in_bounds: int  # the last iteration whose moving regions stay inside their tensors
+
+
+# --- generated makers -----------------------------------------------------------------------
+
+_Move = tuple[bool, Box | None]  # (made, step): how a region moves from iteration to iteration
+_MAKERS: dict[Any, Callable[..., Any]] = {}
+_MAX_MAKERS = 5_000
+_FIELDS = [f for f in TraceRecord.__slots__ if f not in ("index", "loops", "reads", "writes", "extra")]
+_NAMESPACE = {
+    "_new": _new_object,
+    "_set_tid": _set_region_tid,
+    "_set_box": _set_region_box,
+    "Region": Region,
+    "TraceRecord": TraceRecord,
+}
+
+
+def _move(plan: RegionPlan) -> _Move | None:
+    """How a region moves; None if it never changes (iteration 2's region is shared)."""
+    if plan.step is None and not plan.made:
+        return None
+    return (plan.made, plan.step)
+
+
+def _region_lines(var: str, move: _Move | None, add: Callable[[str, int], None]) -> tuple[str, list[str]]:
+    """(expression, prologue lines) for a region of a maker: the prologue (in the factory)
+    unpacks the region's values; the expression's lines (in the maker) build it."""
+    if move is None:
+        return f"{var}_fixed", [f"_, _, {var}_fixed = {var}"]
+    made, step = move
+    prologue = [f"{var}_tid, {var}_box, _ = {var}"]
+    if step is not None:
+        names = [f"({var}_lo{d}, {var}_hi{d})" for d in range(len(step))]
+        prologue.append(f"{', '.join(names)}{',' if len(names) == 1 else ''} = {var}_box")
+    add(f"{var}_r = _new(Region)", 2)
+    add(f"_set_tid({var}_r, {var}_tid{' + shift' if made else ''})", 2)
+    if step is None:
+        add(f"_set_box({var}_r, {var}_box)", 2)
+    else:
+        bounds = [
+            f"({var}_lo{d}{f' + {dlo} * steps' if dlo else ''}, {var}_hi{d}{f' + {dhi} * steps' if dhi else ''})"
+            for d, (dlo, dhi) in enumerate(step)
+        ]
+        add(f"_set_box({var}_r, ({', '.join(bounds)}{',' if len(bounds) == 1 else ''}))", 2)
+    return f"{var}_r", prologue
+
+
+def _tuple(items: list[str]) -> str:
+    return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
+
+
+def _factory(key: Any, build: Callable[[], str], name: str) -> Callable[..., Any]:
+    factory = _MAKERS.get(key)
+    if factory is None:
+        if len(_MAKERS) >= _MAX_MAKERS:
+            _MAKERS.clear()
+        factory = _MAKERS[key] = define(build(), "<accelopt.nki.fastforward>", dict(_NAMESPACE), name)
+    return factory
+
+
+def record_maker(
+    record: TraceRecord, reads: tuple[RegionPlan, ...], writes: tuple[RegionPlan, ...]
+) -> Callable[..., TraceRecord]:
+    """``make(records, steps, shift, loops)``: appends and returns the record `record` (of
+    iteration 2) as it is `steps` iterations later. One text per way its regions move."""
+    read_moves = tuple(_move(p) for p in reads)
+    write_moves = tuple(_move(p) for p in writes)
+
+    def build() -> str:
+        body: list[str] = []
+
+        def add(line: str, indent: int) -> None:
+            body.append("    " * indent + line)
+
+        prologue: list[str] = []
+        read_exprs, write_exprs = [], []
+        for j, move in enumerate(read_moves):
+            expr, lines = _region_lines(f"r{j}", move, add)
+            prologue += [f"r{j} = reads[{j}]", *lines]
+            read_exprs.append(expr)
+        for j, move in enumerate(write_moves):
+            expr, lines = _region_lines(f"w{j}", move, add)
+            prologue += [f"w{j} = writes[{j}]", *lines]
+            write_exprs.append(expr)
+        head = [
+            "def factory(t, reads, writes):",
+            "    extra = t.extra",
+            *["    " + line for line in prologue],
+        ]
+        head.append("    def make(records, steps, shift, loops):")
+        tail = [
+            "        record = _new(TraceRecord)",
+            "        record.index = len(records)",
+            *[f"        record.{name} = t.{name}" for name in _FIELDS],
+            "        record.loops = loops",
+            f"        record.reads = {_tuple(read_exprs)}",
+            f"        record.writes = {_tuple(write_exprs)}",
+            "        record.extra = extra.copy()",
+            "        records.append(record)",
+            "        return record",
+            "    return make",
+        ]
+        return "\n".join(head + body + tail)
+
+    factory = _factory(("record", read_moves, write_moves), build, "factory")
+    return factory(
+        record,
+        tuple((p.tid, p.box, p.region) for p in reads),
+        tuple((p.tid, p.box, p.region) for p in writes),
+    )
+
+
+def region_maker(plan: RegionPlan) -> Callable[[int, int], Region]:
+    """``region(steps, shift)``: the region `plan` (of iteration 2) `steps` iterations later."""
+    move = _move(plan)
+
+    def build() -> str:
+        body: list[str] = []
+
+        def add(line: str, indent: int) -> None:
+            body.append("    " * indent + line)
+
+        expr, prologue = _region_lines("p", move, add)
+        lines = [
+            "def factory(p):",
+            *["    " + line for line in prologue],
+            "    def region(steps, shift):",
+            *body,
+        ]
+        return "\n".join([*lines, f"        return {expr}", "    return region"])
+
+    factory = _factory(("region", move), build, "factory")
+    return factory((plan.tid, plan.box, plan.region))

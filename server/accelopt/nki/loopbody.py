@@ -1,0 +1,330 @@
+"""Reading a kernel loop's body from its source: may trace-only runs synthesize its middle
+iterations (fastforward.py) instead of running them?
+
+They may when an iteration's Python does nothing but issue NKI work at offsets that move in
+step with the loop variable: no Python value carried from one iteration to the next, no branch,
+no call that could change Python state, and every value computed from a loop variable
+computed by `+`, `-`, and `*` by something that does not depend on one. The source decides most of
+this once per loop; what the body's free names are bound to (modules, tiles, plain values) is
+checked every time the loop starts (`Body.bindings`).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import enum
+import linecache
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from accelopt.nki.indexing import IndexExpr, Predicate
+from accelopt.nki.tensor import Buffer, Tensor, View, par_dim
+
+
+class _Refused(Exception):
+    """The body does something a synthesized iteration could not reproduce."""
+
+
+@dataclass(frozen=True)
+class Body:
+    """What a fast-forwardable loop body reads from outside itself."""
+
+    # every free name the body reads (bound in the kernel's locals, globals or builtins)
+    free_names: frozenset[str]
+    # free names the body writes through or indexes by a loop variable: they must be tiles
+    tile_names: frozenset[str]
+    # free names at the root of calls that take loop-dependent arguments: they must be NKI APIs
+    # (or tiles, whose methods are)
+    api_names: frozenset[str]
+
+    def bindings(self, frame: types.FrameType) -> list[Tensor | View] | None:
+        """The tiles the body can reach through its free names, if every free name is bound
+        to something a synthesized iteration cannot miss a change of (else None)."""
+        local_values = frame.f_locals
+        global_values = frame.f_globals
+        builtin_values = global_values.get("__builtins__", builtins.__dict__)
+        if isinstance(builtin_values, types.ModuleType):
+            builtin_values = builtin_values.__dict__
+        tiles: list[Tensor | View] = []
+        for name in self.free_names:
+            if name in local_values:
+                value = local_values[name]
+            elif name in global_values:
+                value = global_values[name]
+            elif name in builtin_values:
+                value = builtin_values[name]
+            else:
+                return None  # a NameError to come: let the kernel run into it
+            cls = value.__class__
+            if cls is Tensor or cls is View:
+                tiles.append(value)
+                continue
+            if name in self.tile_names:
+                return None
+            if name in self.api_names and not _is_api(value):
+                return None
+            if not _is_plain(value):
+                return None
+        return tiles
+
+
+_PURE_BUILTINS = frozenset(
+    getattr(builtins, name)
+    for name in ("abs", "bool", "float", "int", "len", "max", "min", "range", "round", "slice", "tuple")
+)
+_PLAIN_TYPES = (int, float, bool, str, complex, type(None), np.generic, np.dtype, IndexExpr, Predicate)
+_PLAIN_CLASSES = (Buffer, par_dim, slice, range)
+
+
+def _is_emulator(value: Any) -> bool:
+    module = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+    return isinstance(module, str) and (module == "accelopt.nki" or module.startswith("accelopt.nki."))
+
+
+def _is_api(value: Any) -> bool:
+    if isinstance(value, types.ModuleType):
+        return _is_emulator(value) or getattr(value, "__accelopt_emulator__", False) is True
+    return callable(value) and _is_emulator(value)
+
+
+def _is_plain(value: Any) -> bool:
+    """A value the body can only read (or a function that cannot change Python state)."""
+    if isinstance(value, _PLAIN_TYPES) or isinstance(value, _PLAIN_CLASSES):
+        return True
+    if isinstance(value, tuple):
+        return all(_is_plain(v) for v in value)
+    if isinstance(value, types.ModuleType):
+        return _is_api(value) or value.__name__ in ("numpy", "math")
+    if isinstance(value, type):
+        return issubclass(value, np.generic) or _is_emulator(value)
+    if isinstance(value, np.ufunc):
+        return True
+    if isinstance(value, (enum.Enum, enum.EnumMeta)):
+        return True  # engines and other enumerations
+    try:
+        return value in _PURE_BUILTINS or _is_api(value)
+    except TypeError:
+        return False
+
+
+# --- the static reading ------------------------------------------------------------------------
+
+
+@dataclass
+class _Reading:
+    loop_vars: set[str]
+    all_assigned: set[str]
+    assigned: set[str] = field(default_factory=set)
+    dependent: set[str] = field(default_factory=set)
+    free_names: set[str] = field(default_factory=set)
+    tile_names: set[str] = field(default_factory=set)
+    api_names: set[str] = field(default_factory=set)
+
+
+_SAFE_BINOPS = (ast.Add, ast.Sub)
+
+
+def _name(node: ast.Name, r: _Reading) -> bool:
+    """Read a name: True if it depends on a loop variable of the body."""
+    n = node.id
+    if n in r.loop_vars or n in r.dependent:
+        return True
+    if n in r.assigned:
+        return False
+    if n in r.all_assigned:
+        raise _Refused  # read before this iteration assigns it: carried from the last iteration
+    r.free_names.add(n)
+    return False
+
+
+def _root(node: ast.expr) -> ast.expr:
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node
+
+
+def _expr(node: ast.expr | None, r: _Reading) -> bool:
+    """Check an expression; True if its value depends on a loop variable of the body."""
+    if node is None or isinstance(node, ast.Constant):
+        return False
+    if isinstance(node, ast.Name):
+        return _name(node, r)
+    if isinstance(node, ast.Attribute):
+        if node.attr.startswith("_") or node.attr == "random":
+            raise _Refused  # private state, or a random generator's
+        return _expr(node.value, r)
+    if isinstance(node, ast.Subscript):
+        value_dep = _expr(node.value, r)
+        index_dep = _expr(node.slice, r)
+        if index_dep and not value_dep:
+            _must_be_tile(node.value, r)  # a Python sequence indexed by a loop variable: not affine
+        return value_dep or index_dep
+    if isinstance(node, ast.Slice):
+        return any([_expr(node.lower, r), _expr(node.upper, r), _expr(node.step, r)])
+    if isinstance(node, (ast.Tuple, ast.List)):
+        if any(isinstance(e, ast.Starred) for e in node.elts):
+            raise _Refused
+        return any([_expr(e, r) for e in node.elts])
+    if isinstance(node, ast.BinOp):
+        left, right = _expr(node.left, r), _expr(node.right, r)
+        if not (left or right):
+            return False
+        if isinstance(node.op, _SAFE_BINOPS) or (isinstance(node.op, ast.Mult) and not (left and right)):
+            return True
+        raise _Refused  # not affine in the loop variables
+    if isinstance(node, ast.UnaryOp):
+        dep = _expr(node.operand, r)
+        if dep and not isinstance(node.op, (ast.USub, ast.UAdd)):
+            raise _Refused
+        return dep
+    if isinstance(node, ast.Compare):
+        if any([_expr(node.left, r), *[_expr(c, r) for c in node.comparators]]):
+            raise _Refused  # a condition that moves with the loop (a tail mask): not affine
+        return False
+    if isinstance(node, ast.Call):
+        return _call(node, r)
+    raise _Refused
+
+
+def _must_be_tile(node: ast.expr, r: _Reading) -> None:
+    if not isinstance(node, ast.Name):
+        raise _Refused
+    if node.id in r.free_names:
+        r.tile_names.add(node.id)
+    elif node.id not in r.assigned:
+        raise _Refused
+
+
+def _call(node: ast.Call, r: _Reading) -> bool:
+    if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+        raise _Refused
+    root = _root(node.func)
+    if not isinstance(root, ast.Name) or root.id in r.loop_vars:
+        raise _Refused
+    # Called: functions of free names (checked when the loop starts: NKI APIs, numpy, pure
+    # builtins, tile methods) and methods of what this iteration made (tiles, numbers)
+    func_dep = _expr(node.func, r)
+    args_dep = any([_expr(a, r) for a in node.args] + [_expr(k.value, r) for k in node.keywords])
+    if (args_dep or func_dep) and root.id not in r.assigned:
+        r.api_names.add(root.id)
+    return args_dep or func_dep
+
+
+def _target(node: ast.expr, value_dep: bool, r: _Reading) -> None:
+    if isinstance(node, ast.Name):
+        r.assigned.add(node.id)
+        if value_dep:
+            r.dependent.add(node.id)
+        else:
+            r.dependent.discard(node.id)
+    elif isinstance(node, ast.Subscript):
+        _expr(node.slice, r)
+        if isinstance(node.value, ast.Name) and node.value.id not in r.assigned:
+            _name(node.value, r)
+        _must_be_tile(node.value, r)
+    elif isinstance(node, ast.Tuple) and all(isinstance(e, ast.Name) for e in node.elts):
+        for e in node.elts:
+            _target(e, value_dep, r)
+    else:
+        raise _Refused
+
+
+def _statements(body: list[ast.stmt], r: _Reading) -> None:
+    for stmt in body:
+        if isinstance(stmt, ast.Pass):
+            continue
+        if isinstance(stmt, ast.Expr):
+            if isinstance(stmt.value, ast.Constant):
+                continue  # a string statement (loop-end markers)
+            if not isinstance(stmt.value, ast.Call):
+                raise _Refused
+            _call(stmt.value, r)
+        elif isinstance(stmt, ast.Assign):
+            if len(stmt.targets) != 1:
+                raise _Refused
+            _target(stmt.targets[0], _expr(stmt.value, r), r)
+        elif isinstance(stmt, ast.AugAssign):
+            value_dep = _expr(stmt.value, r)
+            target = stmt.target
+            if isinstance(target, ast.Name):
+                # `acc += nc_matmul(...)`: a tile accumulates in place and stays bound to the name
+                if target.id not in r.assigned:
+                    _name(target, r)
+                _must_be_tile(target, r)
+                if value_dep and target.id in r.assigned:
+                    r.dependent.add(target.id)
+            else:
+                _target(target, value_dep, r)
+        elif isinstance(stmt, ast.For):
+            if stmt.orelse or not isinstance(stmt.target, ast.Name) or not isinstance(stmt.iter, ast.Call):
+                raise _Refused
+            _call(stmt.iter, r)
+            r.loop_vars.add(stmt.target.id)
+            _statements(stmt.body, r)
+        else:
+            raise _Refused
+
+
+def _assigned_names(body: list[ast.stmt]) -> set[str]:
+    """Names the body binds to a new value (`acc += x` on a tile keeps the tile bound: not one)."""
+    aug_targets = {
+        id(node.target)
+        for stmt in body
+        for node in ast.walk(stmt)
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name)
+    }
+    return {
+        node.id
+        for stmt in body
+        for node in ast.walk(stmt)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and id(node) not in aug_targets
+    }
+
+
+def read_loop(loop: ast.For) -> Body | None:
+    """The body's outside reads, if synthesized iterations could stand in for real ones."""
+    if loop.orelse or not isinstance(loop.target, ast.Name):
+        return None
+    reading = _Reading(loop_vars={loop.target.id}, all_assigned=_assigned_names(loop.body))
+    try:
+        _statements(loop.body, reading)
+    except _Refused:
+        return None
+    return Body(frozenset(reading.free_names), frozenset(reading.tile_names), frozenset(reading.api_names))
+
+
+# --- finding the loop ---------------------------------------------------------------------------
+
+# kernel path -> (the source lines read, {line of a `for` header: its body or None})
+_BY_PATH: dict[str, tuple[list[str], dict[int, Body | None]]] = {}
+_MAX_PATHS = 500
+
+
+def body_at(path: str, line: int) -> Body | None:
+    """The fast-forwardable body of the loop whose `for` header is at `line` of the kernel
+    source `path` (None if it is not fast-forwardable or cannot be found unambiguously)."""
+    lines = linecache.getlines(path)
+    known = _BY_PATH.get(path)
+    if known is None or known[0] is not lines:
+        if len(_BY_PATH) >= _MAX_PATHS:
+            _BY_PATH.clear()
+        known = _BY_PATH[path] = (lines, _index(lines))
+    return known[1].get(line)
+
+
+def _index(lines: list[str]) -> dict[int, Body | None]:
+    try:
+        tree = ast.parse("".join(lines))
+    except SyntaxError:
+        return {}
+    headers: dict[int, list[ast.For]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.For):
+            last = node.iter.end_lineno or node.lineno
+            for line in range(node.lineno, last + 1):
+                headers.setdefault(line, []).append(node)
+    return {line: read_loop(loops[0]) if len(loops) == 1 else None for line, loops in headers.items()}
