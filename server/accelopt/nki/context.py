@@ -80,6 +80,8 @@ class KernelContext:
         # while a loop learns its iterations (fastforward.py): every write noted, as
         # (tensor id, its allocation scopes, region, line, accumulate, frame ints)
         self._write_log: list[tuple[Any, ...]] | None = None
+        # and, if its body makes masks that move with it, every mask condition made: (expr, op)
+        self._condition_log: list[tuple[Any, str]] | None = None
 
     # --- locations -----------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from accelopt.nki.context import KernelContext, LoopScope, loop_frame
@@ -37,12 +38,17 @@ from accelopt.nki.fastforwardcode import (
     record_maker,
     region_maker,
 )
+from accelopt.nki.indexing import _NP_COMPARE as _COMPARE
+from accelopt.nki.indexing import IndexExpr, _solve
 from accelopt.nki.tensor import Tensor, View
 from accelopt.nki.trace import LoopFrame, Region, TraceRecord
 
 MIN_TRIP = 6  # iterations 0, 1, 2 and n-1 run: below this too little would be synthesized
 
-_RECORD_FIELDS = TraceRecord.__slots__
+# the fields of a record that are the same in every iteration (the others move with it)
+_same_every_iteration = attrgetter(
+    *[f for f in TraceRecord.__slots__ if f not in ("index", "reads", "writes", "loops")]
+)
 _MUTABLE_RECORD_FIELDS = ("writes", "dst_memory", "out_dtype", "accumulate")
 
 
@@ -50,6 +56,7 @@ _MUTABLE_RECORD_FIELDS = ("writes", "dst_memory", "out_dtype", "accumulate")
 class _Mark:
     """The run's state at an iteration boundary (what an iteration's effects are measured from)."""
 
+    conditions: int
     records: int
     tid: int
     pending: int
@@ -75,7 +82,9 @@ def _tile_state(tile: Tensor) -> tuple[Any, ...]:
 
 def _mark(ctx: KernelContext, tiles: list[Tensor]) -> _Mark:
     log = ctx._write_log
+    conditions = ctx._condition_log
     return _Mark(
+        0 if conditions is None else len(conditions),
         len(ctx.trace.records),
         ctx._next_tensor_id,
         len(ctx._pending),
@@ -103,16 +112,20 @@ def iterate(
     n: int,
     var: Callable[[int], int],
     free_tiles: list[Tensor | View],
+    moving_masks: bool,
 ) -> Iterator[int]:
     """The variables `var(k)` of a loop of `n` >= MIN_TRIP iterations whose body loopbody.py
     accepted and whose free names bound the tiles `free_tiles`: iterations run or synthesized as
-    the module docstring says."""
+    the module docstring says. `moving_masks`: the body makes masks that move with the loop."""
     yield var(0)
     tiles = _tiles_before_loop(ctx, free_tiles)
     views = [(v, v._assigned_at) for v in free_tiles if v.__class__ is View]
     owner = ctx._write_log is None
     if owner:
         ctx._write_log = []
+    owns_conditions = moving_masks and ctx._condition_log is None
+    if owns_conditions:
+        ctx._condition_log = []
     try:
         ctx.set_iteration(scope, 1)
         first = _mark(ctx, tiles)
@@ -126,6 +139,10 @@ def iterate(
         if all(v._assigned_at == at for v, at in views):
             try:
                 learned = _learn(ctx, scope, tiles, first, second, third, n)
+                if learned is not None and moving_masks:
+                    learned[0].last_in_bounds = _last_same_masks(
+                        ctx, first, second, third, learned[0].last_in_bounds
+                    )
             except _Different:
                 learned = None
             if learned is not None:
@@ -133,6 +150,8 @@ def iterate(
     finally:
         if owner:
             ctx._write_log = None
+        if owns_conditions:
+            ctx._condition_log = None
     resume = 3
     if template is not None:
         last = min(n - 2, template.last_in_bounds)
@@ -226,9 +245,8 @@ def _learn(
 
     plans = []
     for r1, r2 in zip(records[first.records : second.records], records[second.records : third.records]):
-        for name in _RECORD_FIELDS:
-            if name not in ("index", "reads", "writes", "loops") and getattr(r1, name) != getattr(r2, name):
-                raise _Different
+        if _same_every_iteration(r1) != _same_every_iteration(r2):
+            raise _Different
         if (
             not moves(r1.loops, r2.loops)
             or len(r1.reads) != len(r2.reads)
@@ -304,6 +322,42 @@ def _learn(
             return None
     template = Template(plans, kept, writes, [index for _, index in producers], ids, last_ok[0])
     return template, producers
+
+
+def _last_same_masks(ctx: KernelContext, first: _Mark, second: _Mark, third: _Mark, last: int) -> int:
+    """The last iteration (up to `last`) in which every mask condition the body makes keeps what
+    it kept in iteration 2. A condition on one axis keeps a range of it that moves monotonically
+    with the loop, so it keeps the same range from iteration 2 up to the first one it does not."""
+    log = ctx._condition_log
+    assert log is not None
+    ones, twos = log[first.conditions : second.conditions], log[second.conditions : third.conditions]
+    if len(ones) != len(twos):
+        raise _Different
+    for (expr1, op1), (expr2, op2) in zip(ones, twos):
+        if op1 != op2 or expr1.values is not None or expr2.values is not None:
+            raise _Different
+        if expr1.sizes != expr2.sizes or expr1.coefs != expr2.coefs:
+            raise _Different
+        live = [a for a, (c, size) in enumerate(zip(expr2.coefs, expr2.sizes)) if c and size > 1]
+        if len(live) > 1:
+            raise _Different  # a condition across axes: what it keeps is not a range
+        step = expr2.offset - expr1.offset
+        if not step:
+            continue
+
+        def kept(offset: int, op: str = op2, live: list[int] = live, expr: IndexExpr = expr2) -> Any:
+            if live:
+                return _solve(offset, expr.coefs[live[0]], op, expr.sizes[live[0]])
+            return bool(_COMPARE[op](offset, 0))
+
+        if kept(expr1.offset) != kept(expr2.offset):
+            raise _Different
+        at_two = kept(expr2.offset)
+        for k in range(3, last + 1):
+            if kept(expr2.offset + (k - 2) * step) != at_two:
+                last = k - 1
+                break
+    return last
 
 
 def _normalized(state: tuple[Any, ...], start: int, stop: int) -> tuple[Any, ...]:

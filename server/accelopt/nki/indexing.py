@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from accelopt.nki import context as _context
+
 _INT_TYPES = (int, np.integer)
 
 
@@ -245,11 +247,16 @@ class IndexExpr:
 
     def _compare(self, other: Any, op: str) -> Predicate:
         if other.__class__ is int and other == 0:
-            return Predicate(((self, op),))
-        diff = self - other if isinstance(other, (*_INT_TYPES, IndexExpr)) else None
-        if diff is None:
-            return NotImplemented  # type: ignore[return-value]
-        return Predicate(((diff, op),))
+            condition = (self, op)
+        else:
+            diff = self - other if isinstance(other, (*_INT_TYPES, IndexExpr)) else None
+            if diff is None:
+                return NotImplemented  # type: ignore[return-value]
+            condition = (diff, op)
+        ctx = _context._ACTIVE
+        if ctx is not None and ctx._condition_log is not None:
+            ctx._condition_log.append(condition)  # a loop learning its iterations (fastforward.py)
+        return Predicate((condition,))
 
     def __ge__(self, other: Any) -> Predicate:
         return self._compare(other, ">=")

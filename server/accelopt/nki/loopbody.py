@@ -40,6 +40,11 @@ class Body:
     # free names at the root of calls that take loop-dependent arguments: they must be NKI APIs
     # (or tiles, whose methods are)
     api_names: frozenset[str]
+    # groups of free names of which one must be an index grid (a moving mask compares it)
+    index_groups: tuple[frozenset[str], ...] = ()
+    # the body makes masks that move with the loop: fastforward.py checks iteration by iteration
+    # that each keeps what it kept in iteration 2
+    moving_masks: bool = False
 
     def bindings(self, frame: types.FrameType) -> list[Tensor | View] | None:
         """The tiles the body can reach through its free names, if every free name is bound
@@ -69,7 +74,14 @@ class Body:
                 return None
             if not _is_plain(value):
                 return None
+        for group in self.index_groups:
+            if not any(_bound(name, local_values, global_values).__class__ is IndexExpr for name in group):
+                return None
         return tiles
+
+
+def _bound(name: str, local_values: dict[str, Any], global_values: dict[str, Any]) -> Any:
+    return local_values[name] if name in local_values else global_values.get(name)
 
 
 _PURE_BUILTINS = frozenset(
@@ -123,6 +135,11 @@ class _Reading:
     free_names: set[str] = field(default_factory=set)
     tile_names: set[str] = field(default_factory=set)
     api_names: set[str] = field(default_factory=set)
+    # masks that move with the loop: comparisons of index grids, and the names holding them
+    index_groups: list[frozenset[str]] = field(default_factory=list)
+    index_valued: dict[str, frozenset[str] | None] = field(default_factory=dict)
+    mask_nodes: set[int] = field(default_factory=set)
+    masks: set[str] = field(default_factory=set)
 
 
 _SAFE_BINOPS = (ast.Add, ast.Sub)
@@ -175,6 +192,9 @@ def _expr(node: ast.expr | None, r: _Reading) -> bool:
             return False
         if isinstance(node.op, _SAFE_BINOPS) or (isinstance(node.op, ast.Mult) and not (left and right)):
             return True
+        if isinstance(node.op, ast.BitAnd) and _is_mask(node.left, r) and _is_mask(node.right, r):
+            r.mask_nodes.add(id(node))  # both conditions hold: still conditions on the grid
+            return True
         raise _Refused  # not affine in the loop variables
     if isinstance(node, ast.UnaryOp):
         dep = _expr(node.operand, r)
@@ -182,12 +202,69 @@ def _expr(node: ast.expr | None, r: _Reading) -> bool:
             raise _Refused
         return dep
     if isinstance(node, ast.Compare):
-        if any([_expr(node.left, r), *[_expr(c, r) for c in node.comparators]]):
-            raise _Refused  # a condition that moves with the loop (a tail mask): not affine
-        return False
+        if not any([_expr(node.left, r), *[_expr(c, r) for c in node.comparators]]):
+            return False
+        _moving_mask(node, r)
+        return True
     if isinstance(node, ast.Call):
         return _call(node, r)
     raise _Refused
+
+
+def _moving_mask(node: ast.Compare, r: _Reading) -> None:
+    """A condition that moves with the loop (`128 * i + i_p < n`, a tail mask) is a mask on an
+    index grid only if a side is one; fastforward.py then checks iteration by iteration that
+    each such condition keeps what it kept in iteration 2. A comparison of plain numbers (a
+    Python bool that moves with the loop) is refused."""
+    if len(node.ops) != 1 or not isinstance(
+        node.ops[0], (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
+    ):
+        raise _Refused
+    sides = [_index_grid(node.left, r), _index_grid(node.comparators[0], r)]
+    if _CERTAIN not in sides:
+        candidates = frozenset().union(*[side for side in sides if side is not None])
+        if not candidates:
+            raise _Refused
+        r.index_groups.append(candidates)  # one of them must be an index grid when the loop starts
+    r.mask_nodes.add(id(node))
+
+
+_CERTAIN = frozenset({"<an index grid>"})
+
+
+def _index_grid(node: ast.expr, r: _Reading) -> frozenset[str] | None:
+    """For arithmetic that is an index grid if one of its names is: _CERTAIN if it is one
+    (an `nl.arange` call, a name holding a grid), else the free names that could make it one;
+    None for anything but such arithmetic."""
+    if isinstance(node, ast.Constant):
+        return frozenset()
+    if isinstance(node, ast.Name):
+        if node.id in r.index_valued:
+            group = r.index_valued[node.id]
+            return _CERTAIN if group is None else group
+        if node.id in r.free_names and node.id not in r.loop_vars:
+            return frozenset({node.id})
+        return frozenset()
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "arange" and isinstance(func.value, ast.Name):
+            r.api_names.add(func.value.id)  # nl.arange: the emulator's, so a grid
+            return _CERTAIN
+        return None
+    if isinstance(node, ast.Subscript):
+        return _index_grid(node.value, r)  # `grid[:, None]`: still a grid
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+        left, right = _index_grid(node.left, r), _index_grid(node.right, r)
+        if left is None or right is None:
+            return None
+        return _CERTAIN if _CERTAIN in (left, right) else left | right
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _index_grid(node.operand, r)
+    return None
+
+
+def _is_mask(node: ast.expr, r: _Reading) -> bool:
+    return id(node) in r.mask_nodes or (isinstance(node, ast.Name) and node.id in r.masks)
 
 
 def _must_be_tile(node: ast.expr, r: _Reading) -> None:
@@ -214,13 +291,19 @@ def _call(node: ast.Call, r: _Reading) -> bool:
     return args_dep or func_dep
 
 
-def _target(node: ast.expr, value_dep: bool, r: _Reading) -> None:
+def _target(node: ast.expr, value_dep: bool, r: _Reading, value: ast.expr | None = None) -> None:
     if isinstance(node, ast.Name):
         r.assigned.add(node.id)
         if value_dep:
             r.dependent.add(node.id)
         else:
             r.dependent.discard(node.id)
+        r.masks.discard(node.id)
+        r.index_valued.pop(node.id, None)
+        if value is not None and _is_mask(value, r):
+            r.masks.add(node.id)
+        elif value is not None and (grid := _index_grid(value, r)):
+            r.index_valued[node.id] = None if grid == _CERTAIN else grid
     elif isinstance(node, ast.Subscript):
         _expr(node.slice, r)
         if isinstance(node.value, ast.Name) and node.value.id not in r.assigned:
@@ -246,7 +329,7 @@ def _statements(body: list[ast.stmt], r: _Reading) -> None:
         elif isinstance(stmt, ast.Assign):
             if len(stmt.targets) != 1:
                 raise _Refused
-            _target(stmt.targets[0], _expr(stmt.value, r), r)
+            _target(stmt.targets[0], _expr(stmt.value, r), r, stmt.value)
         elif isinstance(stmt, ast.AugAssign):
             value_dep = _expr(stmt.value, r)
             target = stmt.target
@@ -294,7 +377,13 @@ def read_loop(loop: ast.For) -> Body | None:
         _statements(loop.body, reading)
     except _Refused:
         return None
-    return Body(frozenset(reading.free_names), frozenset(reading.tile_names), frozenset(reading.api_names))
+    return Body(
+        frozenset(reading.free_names),
+        frozenset(reading.tile_names),
+        frozenset(reading.api_names),
+        tuple(reading.index_groups),
+        bool(reading.mask_nodes),
+    )
 
 
 # --- finding the loop ---------------------------------------------------------------------------
