@@ -140,6 +140,9 @@ class _Reading:
     index_valued: dict[str, frozenset[str] | None] = field(default_factory=dict)
     mask_nodes: set[int] = field(default_factory=set)
     masks: set[str] = field(default_factory=set)
+    # names the body binds to tiles: the free name whose call or view made it (it must be an
+    # NKI API or a tile when the loop starts for the name to hold a tile)
+    made: dict[str, str] = field(default_factory=dict)
 
 
 _SAFE_BINOPS = (ast.Add, ast.Sub)
@@ -268,12 +271,30 @@ def _is_mask(node: ast.expr, r: _Reading) -> bool:
 
 
 def _must_be_tile(node: ast.expr, r: _Reading) -> None:
+    """`node` is written through, indexed by a loop variable or accumulated into: it must hold a
+    tile (a Python list or number would make the iteration's work depend on it in any way)."""
     if not isinstance(node, ast.Name):
         raise _Refused
     if node.id in r.free_names:
         r.tile_names.add(node.id)
-    elif node.id not in r.assigned:
+    elif node.id in r.made:
+        r.api_names.add(r.made[node.id])
+    else:
         raise _Refused
+
+
+def _maker(value: ast.expr, r: _Reading) -> str | None:
+    """The free name a tile-making expression (an API call, a view, a tile's method) rests on."""
+    if not isinstance(value, (ast.Call, ast.Subscript)):
+        return None
+    root = _root(value)
+    if not isinstance(root, ast.Name):
+        return None
+    if root.id in r.made:
+        return r.made[root.id]
+    if root.id in r.free_names:
+        return root.id
+    return None
 
 
 def _call(node: ast.Call, r: _Reading) -> bool:
@@ -282,12 +303,17 @@ def _call(node: ast.Call, r: _Reading) -> bool:
     root = _root(node.func)
     if not isinstance(root, ast.Name) or root.id in r.loop_vars:
         raise _Refused
+    if root.id in r.dependent and root.id not in r.made:
+        raise _Refused  # a method of a number that moves with the loop: anything but affine
     # Called: functions of free names (checked when the loop starts: NKI APIs, numpy, pure
     # builtins, tile methods) and methods of what this iteration made (tiles, numbers)
     func_dep = _expr(node.func, r)
     args_dep = any([_expr(a, r) for a in node.args] + [_expr(k.value, r) for k in node.keywords])
-    if (args_dep or func_dep) and root.id not in r.assigned:
-        r.api_names.add(root.id)
+    if args_dep or func_dep:
+        if root.id not in r.assigned:
+            r.api_names.add(root.id)
+        elif root.id in r.made:
+            r.api_names.add(r.made[root.id])
     return args_dep or func_dep
 
 
@@ -300,6 +326,11 @@ def _target(node: ast.expr, value_dep: bool, r: _Reading, value: ast.expr | None
             r.dependent.discard(node.id)
         r.masks.discard(node.id)
         r.index_valued.pop(node.id, None)
+        maker = None if value is None else _maker(value, r)
+        if maker is None:
+            r.made.pop(node.id, None)
+        else:
+            r.made[node.id] = maker
         if value is not None and _is_mask(value, r):
             r.masks.add(node.id)
         elif value is not None and (grid := _index_grid(value, r)):
@@ -333,7 +364,11 @@ def _statements(body: list[ast.stmt], r: _Reading) -> None:
         elif isinstance(stmt, ast.AugAssign):
             value_dep = _expr(stmt.value, r)
             target = stmt.target
-            if isinstance(target, ast.Name):
+            if isinstance(target, ast.Name) and target.id in r.assigned and target.id not in r.made:
+                # a number of this iteration: `x op= v` is `x = x op v`
+                operation = ast.BinOp(left=ast.Name(target.id, ast.Load()), op=stmt.op, right=stmt.value)
+                _target(ast.Name(target.id, ast.Store()), _expr(operation, r), r)
+            elif isinstance(target, ast.Name):
                 # `acc += nc_matmul(...)`: a tile accumulates in place and stays bound to the name
                 if target.id not in r.assigned:
                     _name(target, r)

@@ -265,7 +265,9 @@ def _effects(
         if source is None:
             raise Unsupported
         var, offsets, i = source
-        if offsets is None:
+        if offsets is None or any(lo >= hi for lo, hi in r.box):
+            # a new tile's box, or an access its mask empties: an empty region is the same
+            # (all-zero) box wherever the view sits
             box = src.const(r.box)
         elif r.box == tiles[i]._box():
             # the whole argument view: its box (built when the kernel indexed) serves as is
