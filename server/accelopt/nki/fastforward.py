@@ -2,10 +2,11 @@
 
 Most kernel loops issue the same instructions every iteration, at offsets that move by a fixed
 step. For a loop whose body the source shows to be of that kind (loopbody.py), a trace-only run
-runs iterations 0, 1 and 2, compares what iterations 1 and 2 did, and if iteration 2 is
-iteration 1 moved by one step it writes iterations 3 to n-2 from iteration 2's effects without
-running the kernel's Python, then runs iteration n-1 for real. What an iteration does, and so
-what is compared and synthesized:
+runs iterations 0 and 1 and compares what they did; if iteration 1 is iteration 0 moved by one
+step it writes iterations 2 to n-2 from iteration 1's effects without running the kernel's
+Python, then runs iteration n-1 for real. Iteration 0 often differs (fresh tiles, lazy
+initialisation): then iteration 2 runs too, and iterations 1 and 2 are compared instead. What an
+iteration does, and so what is compared and synthesized:
 
 - the records it emitted: every field equal but the regions, whose boxes move by a fixed step,
   and whose tensor is either made before the loop (the same id) or in the iteration (the id
@@ -13,12 +14,14 @@ what is compared and synthesized:
 - the tiles it made and kept (their TensorInfo, with the iteration in their loop frames);
 - the writes it noted: affine-loop conflicts are checked again for every synthesized write;
 - what it changed on tiles made before the loop (the body's free tiles and loop-reduce
-  accumulators): in both iterations the same, with an iteration's own records as producers.
+  accumulators): in both iterations the same, with an iteration's own records as producers;
+- the mask conditions it made, if they move with the loop: each must keep the same range of its
+  axis in every synthesized iteration.
 
-Anything else (a difference iteration 1 and 2 do not share, a change to the trace's loops or to
-older records, a tile carried from one iteration to the next) and the loop just runs on. A
-synthesized region that would leave its tensor stops synthesis at that iteration, so an
-out-of-bounds access is reported by the real run, where it happens. The last iteration runs
+Anything else (a difference the two iterations do not share, a change to the trace's loops or
+to older records, a tile carried from one iteration to the next) and the loop just runs on. A
+synthesized region that would leave its tensor, or a mask that would keep something else, stops
+synthesis at that iteration, so the real run meets it where it happens. The last iteration runs
 for real, so the kernel's Python values after the loop are the ones a full run leaves.
 """
 
@@ -43,7 +46,7 @@ from accelopt.nki.indexing import IndexExpr, _solve
 from accelopt.nki.tensor import Tensor, View
 from accelopt.nki.trace import LoopFrame, Region, TraceRecord
 
-MIN_TRIP = 6  # iterations 0, 1, 2 and n-1 run: below this too little would be synthesized
+MIN_TRIP = 4  # iterations 0, 1 and n-1 always run: below this nothing would be synthesized
 
 # the fields of a record that are the same in every iteration (the others move with it)
 _same_every_iteration = attrgetter(
@@ -103,7 +106,7 @@ def _mutable_fields(record: TraceRecord) -> tuple[Any, ...]:
 
 
 class _Different(Exception):
-    """Iteration 2 is not iteration 1 moved by one step."""
+    """The later iteration compared is not the earlier one moved by one step."""
 
 
 def iterate(
@@ -117,8 +120,6 @@ def iterate(
     """The variables `var(k)` of a loop of `n` >= MIN_TRIP iterations whose body loopbody.py
     accepted and whose free names bound the tiles `free_tiles`: iterations run or synthesized as
     the module docstring says. `moving_masks`: the body makes masks that move with the loop."""
-    yield var(0)
-    tiles = _tiles_before_loop(ctx, free_tiles)
     views = [(v, v._assigned_at) for v in free_tiles if v.__class__ is View]
     owner = ctx._write_log is None
     if owner:
@@ -126,44 +127,68 @@ def iterate(
     owns_conditions = moving_masks and ctx._condition_log is None
     if owns_conditions:
         ctx._condition_log = []
+    learned = None
     try:
+        # Iteration 0 often differs (fresh tiles, lazy initialisation): then iterations 1 and 2
+        # are compared instead of 0 and 1.
+        tiles = _tiles_before_loop(ctx, free_tiles)
+        marks = [_mark(ctx, tiles)]
+        yield var(0)
+        iteration_0_tiles = tiles
+        tiles = _tiles_before_loop(ctx, free_tiles)  # with loop-reduce accumulators made in it
+        marks.append(_mark(ctx, tiles))
         ctx.set_iteration(scope, 1)
-        first = _mark(ctx, tiles)
         yield var(1)
-        second = _mark(ctx, tiles)
-        ctx.set_iteration(scope, 2)
-        yield var(2)
-        third = _mark(ctx, tiles)
-        template = None
-        template_producers: list[tuple[Tensor, int]] = []
-        if all(v._assigned_at == at for v, at in views):
-            try:
-                learned = _learn(ctx, scope, tiles, first, second, third, n)
-                if learned is not None and moving_masks:
-                    learned[0].last_in_bounds = _last_same_masks(
-                        ctx, first, second, third, learned[0].last_in_bounds
-                    )
-            except _Different:
-                learned = None
-            if learned is not None:
-                template, template_producers = learned
+        marks.append(_mark(ctx, tiles))
+        if marks[1].reduce_keys == marks[0].reduce_keys:
+            learned = _learned(ctx, scope, iteration_0_tiles, marks, 1, n, moving_masks, views)
+        if learned is None:
+            ctx.set_iteration(scope, 2)
+            yield var(2)
+            marks.append(_mark(ctx, tiles))
+            learned = _learned(ctx, scope, tiles, marks[1:], 2, n, moving_masks, views)
     finally:
         if owner:
             ctx._write_log = None
         if owns_conditions:
             ctx._condition_log = None
-    resume = 3
-    if template is not None:
+    resume = len(marks) - 1  # the first iteration not run yet
+    if learned is not None:
+        template, producers = learned
         last = min(n - 2, template.last_in_bounds)
-        if last >= 3:
-            produced = _synthesize(ctx, scope, template, 3, last)
-            for (tile, _), record in zip(template_producers, produced):
+        if last >= resume:
+            produced = _synthesize(ctx, scope, template, resume, last)
+            for (tile, _), record in zip(producers, produced):
                 tile._producer = record
-            ctx._next_tensor_id = third.tid + (last - 2) * template.ids_per_iteration
+            ctx._next_tensor_id = marks[-1].tid + (last - resume + 1) * template.ids_per_iteration
             resume = last + 1
     for k in range(resume, n):
         ctx.set_iteration(scope, k)
         yield var(k)
+
+
+def _learned(
+    ctx: KernelContext,
+    scope: LoopScope,
+    tiles: list[Tensor],
+    marks: list[_Mark],
+    later: int,
+    n: int,
+    moving_masks: bool,
+    views: list[tuple[View, int]],
+) -> tuple[Template, list[tuple[Tensor, int]]] | None:
+    """The template learned from iterations `later - 1` and `later` (marks: before, between and
+    after them), if they are one step apart."""
+    if any(v._assigned_at != at for v, at in views):
+        return None
+    try:
+        learned = _learn(ctx, scope, tiles, *marks[:3], later, n)
+        if learned is not None and moving_masks:
+            template = learned[0]
+            template.last_in_bounds = _last_same_masks(ctx, *marks[:3], later, template.last_in_bounds)
+    except _Different:
+        return None
+    return learned
 
 
 def _tiles_before_loop(ctx: KernelContext, free_tiles: list[Tensor | View]) -> list[Tensor]:
@@ -190,6 +215,7 @@ def _learn(
     first: _Mark,
     second: _Mark,
     third: _Mark,
+    later: int,
     n: int,
 ) -> tuple[Template, list[tuple[Tensor, int]]] | None:
     """The template of an iteration, and the tiles made before the loop whose producer is an
@@ -226,12 +252,12 @@ def _learn(
             raise _Different
         for (lo, hi), (dlo, dhi), size in zip(box2, step, shape):
             if dlo < 0:
-                last_ok[0] = min(last_ok[0], 2 + lo // -dlo)
+                last_ok[0] = min(last_ok[0], later + lo // -dlo)
             if dhi > 0:
-                last_ok[0] = min(last_ok[0], 2 + (size - hi) // dhi)
+                last_ok[0] = min(last_ok[0], later + (size - hi) // dhi)
         return RegionPlan(tid2, made, box2, step, r2)
 
-    own1, own2 = loop_frame(scope.loop_id, 1), loop_frame(scope.loop_id, 2)
+    own1, own2 = loop_frame(scope.loop_id, later - 1), loop_frame(scope.loop_id, later)
 
     def moves(f1: tuple[LoopFrame, ...], f2: tuple[LoopFrame, ...]) -> bool:
         """Whether loop frames of iteration 1 and 2 are one nest at this loop's iteration (True)
@@ -318,13 +344,15 @@ def _learn(
         if producer is not None and producer.index >= second.records:
             producers.append((tile, producer.index - second.records))
     if third.reduce_keys != second.reduce_keys or second.reduce_keys != first.reduce_keys:
-        if not _reduce_keys_die(ctx, scope, first, second, third):
+        if not _reduce_keys_die(ctx, scope, first, second, third, later):
             return None
-    template = Template(plans, kept, writes, [index for _, index in producers], ids, last_ok[0])
+    template = Template(plans, kept, writes, [index for _, index in producers], ids, last_ok[0], later)
     return template, producers
 
 
-def _last_same_masks(ctx: KernelContext, first: _Mark, second: _Mark, third: _Mark, last: int) -> int:
+def _last_same_masks(
+    ctx: KernelContext, first: _Mark, second: _Mark, third: _Mark, later: int, last: int
+) -> int:
     """The last iteration (up to `last`) in which every mask condition the body makes keeps what
     it kept in iteration 2. A condition on one axis keeps a range of it that moves monotonically
     with the loop, so it keeps the same range from iteration 2 up to the first one it does not."""
@@ -353,8 +381,8 @@ def _last_same_masks(ctx: KernelContext, first: _Mark, second: _Mark, third: _Ma
         if kept(expr1.offset) != kept(expr2.offset):
             raise _Different
         at_two = kept(expr2.offset)
-        for k in range(3, last + 1):
-            if kept(expr2.offset + (k - 2) * step) != at_two:
+        for k in range(later + 1, last + 1):
+            if kept(expr2.offset + (k - later) * step) != at_two:
                 last = k - 1
                 break
     return last
@@ -375,7 +403,9 @@ def _shape_of(ctx: KernelContext, tid: int) -> tuple[int, ...] | None:
     return None if info is None else info.shape
 
 
-def _reduce_keys_die(ctx: KernelContext, scope: LoopScope, first: _Mark, second: _Mark, third: _Mark) -> bool:
+def _reduce_keys_die(
+    ctx: KernelContext, scope: LoopScope, first: _Mark, second: _Mark, third: _Mark, later: int
+) -> bool:
     """Loop-reduce accumulators made in an iteration are keyed by its loop frames: no later
     iteration finds them, so synthesized iterations need not make them."""
     added1 = second.reduce_keys - first.reduce_keys
@@ -383,7 +413,7 @@ def _reduce_keys_die(ctx: KernelContext, scope: LoopScope, first: _Mark, second:
         return False
     keys = list(ctx.loop_reduce_state)[first.reduce_keys :]
     for n, key in enumerate(keys):
-        iteration = 1 if n < added1 else 2
+        iteration = later - 1 if n < added1 else later
         if loop_frame(scope.loop_id, iteration) not in key[2]:
             return False
     return True
@@ -433,7 +463,7 @@ def _synthesize(
     produced: list[TraceRecord] = []
     for k in range(start, last + 1):
         ctx.set_iteration(scope, k)
-        steps = k - 2
+        steps = k - template.iteration
         shift = steps * ids
         own = loop_frame(scope.loop_id, k)
         frames = [(*head, own, *tail) for head, tail in heads]

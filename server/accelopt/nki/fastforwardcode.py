@@ -70,6 +70,7 @@ class Template:
     producer_records: list[int]  # records of an iteration that tiles made before the loop point to
     ids_per_iteration: int
     last_in_bounds: int  # the last iteration whose moving regions stay inside their tensors
+    iteration: int  # the iteration the template's records, tiles and writes are from
 
 
 # --- generated makers -----------------------------------------------------------------------
