@@ -11,8 +11,10 @@ instructions, and microseconds per instruction. Targets (issue 2): numeric run w
 numpy reference on compute-heavy kernels; trace-only <= 10 us per instruction.
 
 Trace-only runs replay repeated kernel statements (accelopt/nki/replay.py): a statement's first
-call is logged and compiled, later calls replay it. The logs stay with the loaded kernel, so
-"us/instr trace" (best of --repeat) is a warm figure, and "1st trace" is the kernel's first
+call is logged and compiled, later calls replay it. Regular loops go further
+(accelopt/nki/fastforward.py): two real iterations are compared and the middle ones are written
+from a template without running the kernel's Python. Replay logs stay with the loaded kernel,
+so "us/instr trace" (best of --repeat) is a warm figure, and "1st trace" is the kernel's first
 trace-only run, which pays for logging and compiling every statement once.
 
 Runs single-threaded BLAS (as the sandboxed worker does), in this process, best of --repeat.

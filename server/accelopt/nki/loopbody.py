@@ -284,16 +284,25 @@ def _must_be_tile(node: ast.expr, r: _Reading) -> None:
 
 
 def _maker(value: ast.expr, r: _Reading) -> str | None:
-    """The free name a tile-making expression (an API call, a view, a tile's method) rests on."""
-    if not isinstance(value, (ast.Call, ast.Subscript)):
+    """The free name a tile-making expression rests on: an API call (`nl.load(...)`), a view
+    (`t[...]`) or a tile method (`t.broadcast_to(...)`), through any chain of them. An attribute
+    read along the way (`t.shape[0:2]`) makes plain data, not a tile: None."""
+    node = value
+    while True:
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            node = node.func.value  # a method or module function: what it is called on
+        elif isinstance(node, ast.Call):
+            node = node.func
+        else:
+            break
+    if node is value or not isinstance(node, ast.Name):
         return None
-    root = _root(value)
-    if not isinstance(root, ast.Name):
-        return None
-    if root.id in r.made:
-        return r.made[root.id]
-    if root.id in r.free_names:
-        return root.id
+    if node.id in r.made:
+        return r.made[node.id]
+    if node.id in r.free_names:
+        return node.id
     return None
 
 
