@@ -52,7 +52,6 @@ MIN_TRIP = 4  # iterations 0, 1 and n-1 always run: below this nothing would be 
 _same_every_iteration = attrgetter(
     *[f for f in TraceRecord.__slots__ if f not in ("index", "reads", "writes", "loops")]
 )
-_MUTABLE_RECORD_FIELDS = ("writes", "dst_memory", "out_dtype", "accumulate")
 
 
 @dataclass(slots=True)
@@ -100,9 +99,8 @@ def _mark(ctx: KernelContext, tiles: list[Tensor]) -> _Mark:
     )
 
 
-def _mutable_fields(record: TraceRecord) -> tuple[Any, ...]:
-    """What assigning a fresh tile changes on its producing record."""
-    return tuple([getattr(record, name) for name in _MUTABLE_RECORD_FIELDS])
+# what assigning a fresh tile changes on its producing record
+_mutable_fields = attrgetter("writes", "dst_memory", "out_dtype", "accumulate")
 
 
 class _Different(Exception):
@@ -218,9 +216,10 @@ def _learn(
     later: int,
     n: int,
 ) -> tuple[Template, list[tuple[Tensor, int]]] | None:
-    """The template of an iteration, and the tiles made before the loop whose producer is an
-    iteration's record (with that record's place in the iteration); None if iterations 1 and 2
-    differ in a way no step explains (or raises _Different)."""
+    """The template of iteration `later` (compared with `later - 1`; marks before, between and
+    after them), and the tiles made before the loop whose producer is an iteration's record
+    (with that record's place in the iteration); None if the two iterations differ in a way no
+    step explains (or raises _Different)."""
     if not (first.infos == second.infos == third.infos and first.loops == second.loops == third.loops):
         return None
     count = third.records - second.records
@@ -240,7 +239,7 @@ def _learn(
         elif tid1 == tid2 and tid2 < first.tid:
             made = False
         else:
-            raise _Different  # a tile of iteration 1 used in iteration 2
+            raise _Different  # a tile of the earlier iteration used in the later one
         box1, box2 = r1.box, r2.box
         if len(box1) != len(box2):
             raise _Different
@@ -260,9 +259,14 @@ def _learn(
     own1, own2 = loop_frame(scope.loop_id, later - 1), loop_frame(scope.loop_id, later)
 
     def moves(f1: tuple[LoopFrame, ...], f2: tuple[LoopFrame, ...]) -> bool:
-        """Whether loop frames of iteration 1 and 2 are one nest at this loop's iteration (True)
-        or one nest outside it (False)."""
-        if len(f1) == len(f2) > depth and f1[depth] == own1 and f2[depth] == own2:
+        """Whether loop frames of the two iterations are one nest at this loop's iteration
+        (True) or one nest outside it (False)."""
+        # loop frames are shared values (context.loop_frame): identity first, equality past them
+        if (
+            len(f1) == len(f2) > depth
+            and (f1[depth] is own1 or f1[depth] == own1)
+            and (f2[depth] is own2 or f2[depth] == own2)
+        ):
             if f1[:depth] == f2[:depth] and f1[depth + 1 :] == f2[depth + 1 :]:
                 return True
         elif f1 == f2 and own2 not in f2:
@@ -354,8 +358,8 @@ def _last_same_masks(
     ctx: KernelContext, first: _Mark, second: _Mark, third: _Mark, later: int, last: int
 ) -> int:
     """The last iteration (up to `last`) in which every mask condition the body makes keeps what
-    it kept in iteration 2. A condition on one axis keeps a range of it that moves monotonically
-    with the loop, so it keeps the same range from iteration 2 up to the first one it does not."""
+    it kept in the template iteration. A condition on one axis keeps a range of it that moves
+    monotonically with the loop, so it keeps the same range up to the first iteration it does not."""
     log = ctx._condition_log
     assert log is not None
     ones, twos = log[first.conditions : second.conditions], log[second.conditions : third.conditions]

@@ -28,25 +28,25 @@ _new_object = object.__new__
 _set_region_tid = Region.__dict__["tensor_id"].__set__
 _set_region_box = Region.__dict__["box"].__set__
 
-# Where a region of a synthesized iteration comes from: its tensor id in iteration 2, whether
+# Where a region of a synthesized iteration comes from: its tensor id in the template iteration, whether
 # that tensor is made in the iteration (its id then moves by the ids an iteration takes), its
-# box in iteration 2, and the step of each bound per iteration (None if no bound moves).
+# box there, and the step of each bound per iteration (None if no bound moves).
 Box = tuple[tuple[int, int], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RegionPlan:
     tid: int
     made: bool
     box: Box
     step: Box | None
-    region: Region  # the region of iteration 2 (shared when nothing about it moves)
+    region: Region  # the template iteration's (shared when nothing about it moves)
 
 
 @dataclass(slots=True)
 class KeptTile:
-    tid: int  # in iteration 2
-    entry: tuple[Any, ...]  # its pending entry in iteration 2 (tensor, name, line, is_input, frames)
+    tid: int  # in the template iteration
+    entry: tuple[Any, ...]  # its pending entry there (tensor, name, line, is_input, frames)
     frames_move: bool
 
 
@@ -89,7 +89,7 @@ _NAMESPACE = {
 
 
 def _move(plan: RegionPlan) -> _Move | None:
-    """How a region moves; None if it never changes (iteration 2's region is shared)."""
+    """How a region moves; None if it never changes (the template's region is shared)."""
     if plan.step is None and not plan.made:
         return None
     return (plan.made, plan.step)
@@ -135,7 +135,7 @@ def record_maker(
     record: TraceRecord, reads: tuple[RegionPlan, ...], writes: tuple[RegionPlan, ...]
 ) -> Callable[..., TraceRecord]:
     """``make(records, steps, shift, loops)``: appends and returns the record `record` (of
-    iteration 2) as it is `steps` iterations later. One text per way its regions move."""
+    the template iteration) as it is `steps` iterations later. One text per way its regions move."""
     read_moves = tuple(_move(p) for p in reads)
     write_moves = tuple(_move(p) for p in writes)
 
@@ -184,7 +184,7 @@ def record_maker(
 
 
 def region_maker(plan: RegionPlan) -> Callable[[int, int], Region]:
-    """``region(steps, shift)``: the region `plan` (of iteration 2) `steps` iterations later."""
+    """``region(steps, shift)``: the region `plan` (of the template iteration) `steps` iterations later."""
     move = _move(plan)
 
     def build() -> str:

@@ -43,7 +43,7 @@ class Body:
     # groups of free names of which one must be an index grid (a moving mask compares it)
     index_groups: tuple[frozenset[str], ...] = ()
     # the body makes masks that move with the loop: fastforward.py checks iteration by iteration
-    # that each keeps what it kept in iteration 2
+    # that each keeps what it kept in the iterations compared
     moving_masks: bool = False
 
     def bindings(self, frame: types.FrameType) -> list[Tensor | View] | None:
@@ -217,7 +217,7 @@ def _expr(node: ast.expr | None, r: _Reading) -> bool:
 def _moving_mask(node: ast.Compare, r: _Reading) -> None:
     """A condition that moves with the loop (`128 * i + i_p < n`, a tail mask) is a mask on an
     index grid only if a side is one; fastforward.py then checks iteration by iteration that
-    each such condition keeps what it kept in iteration 2. A comparison of plain numbers (a
+    each such condition keeps what it kept in the iterations compared. A comparison of plain numbers (a
     Python bool that moves with the loop) is refused."""
     if len(node.ops) != 1 or not isinstance(
         node.ops[0], (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
