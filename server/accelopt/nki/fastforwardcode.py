@@ -75,7 +75,7 @@ class Template:
 
 # --- generated makers -----------------------------------------------------------------------
 
-_Move = tuple[bool, Box | None]  # (made, step): how a region moves from iteration to iteration
+_Move = tuple[bool, tuple[tuple[bool, bool], ...] | None]  # how a region moves: see _move
 _MAKERS: dict[Any, Callable[..., Any]] = {}
 _MAX_MAKERS = 5_000
 _FIELDS = [f for f in TraceRecord.__slots__ if f not in ("index", "loops", "reads", "writes", "extra")]
@@ -89,30 +89,39 @@ _NAMESPACE = {
 
 
 def _move(plan: RegionPlan) -> _Move | None:
-    """How a region moves; None if it never changes (the template's region is shared)."""
+    """How a region moves: whether its tensor is made in the iteration, and which bounds move
+    (their steps are values of the maker, so makers of regions moving alike share a text);
+    None if it never changes (the template's region is shared)."""
     if plan.step is None and not plan.made:
         return None
-    return (plan.made, plan.step)
+    return (plan.made, None if plan.step is None else tuple((dlo != 0, dhi != 0) for dlo, dhi in plan.step))
+
+
+def _values(plan: RegionPlan) -> tuple[Any, ...]:
+    return (plan.tid, plan.box, plan.region, plan.step)
 
 
 def _region_lines(var: str, move: _Move | None, add: Callable[[str, int], None]) -> tuple[str, list[str]]:
     """(expression, prologue lines) for a region of a maker: the prologue (in the factory)
     unpacks the region's values; the expression's lines (in the maker) build it."""
     if move is None:
-        return f"{var}_fixed", [f"_, _, {var}_fixed = {var}"]
+        return f"{var}_fixed", [f"_, _, {var}_fixed, _ = {var}"]
     made, step = move
-    prologue = [f"{var}_tid, {var}_box, _ = {var}"]
+    prologue = [f"{var}_tid, {var}_box, _, {var}_step = {var}"]
     if step is not None:
         names = [f"({var}_lo{d}, {var}_hi{d})" for d in range(len(step))]
         prologue.append(f"{', '.join(names)}{',' if len(names) == 1 else ''} = {var}_box")
+        names = [f"({var}_dlo{d}, {var}_dhi{d})" for d in range(len(step))]
+        prologue.append(f"{', '.join(names)}{',' if len(names) == 1 else ''} = {var}_step")
     add(f"{var}_r = _new(Region)", 2)
     add(f"_set_tid({var}_r, {var}_tid{' + shift' if made else ''})", 2)
     if step is None:
         add(f"_set_box({var}_r, {var}_box)", 2)
     else:
         bounds = [
-            f"({var}_lo{d}{f' + {dlo} * steps' if dlo else ''}, {var}_hi{d}{f' + {dhi} * steps' if dhi else ''})"
-            for d, (dlo, dhi) in enumerate(step)
+            f"({var}_lo{d}{f' + {var}_dlo{d} * steps' if lo_moves else ''}, "
+            f"{var}_hi{d}{f' + {var}_dhi{d} * steps' if hi_moves else ''})"
+            for d, (lo_moves, hi_moves) in enumerate(step)
         ]
         add(f"_set_box({var}_r, ({', '.join(bounds)}{',' if len(bounds) == 1 else ''}))", 2)
     return f"{var}_r", prologue
@@ -176,11 +185,7 @@ def record_maker(
         return "\n".join(head + body + tail)
 
     factory = _factory(("record", read_moves, write_moves), build, "factory")
-    return factory(
-        record,
-        tuple((p.tid, p.box, p.region) for p in reads),
-        tuple((p.tid, p.box, p.region) for p in writes),
-    )
+    return factory(record, tuple([_values(p) for p in reads]), tuple([_values(p) for p in writes]))
 
 
 def region_maker(plan: RegionPlan) -> Callable[[int, int], Region]:
@@ -203,4 +208,4 @@ def region_maker(plan: RegionPlan) -> Callable[[int, int], Region]:
         return "\n".join([*lines, f"        return {expr}", "    return region"])
 
     factory = _factory(("region", move), build, "factory")
-    return factory((plan.tid, plan.box, plan.region))
+    return factory(_values(plan))

@@ -398,18 +398,15 @@ def _statements(body: list[ast.stmt], r: _Reading) -> None:
 
 def _assigned_names(body: list[ast.stmt]) -> set[str]:
     """Names the body binds to a new value (`acc += x` on a tile keeps the tile bound: not one)."""
-    aug_targets = {
-        id(node.target)
-        for stmt in body
-        for node in ast.walk(stmt)
-        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name)
-    }
-    return {
-        node.id
-        for stmt in body
-        for node in ast.walk(stmt)
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and id(node) not in aug_targets
-    }
+    stores: list[ast.Name] = []
+    aug_targets: set[int] = set()
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                stores.append(node)
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                aug_targets.add(id(node.target))
+    return {node.id for node in stores if id(node) not in aug_targets}
 
 
 def read_loop(loop: ast.For) -> Body | None:
@@ -432,8 +429,8 @@ def read_loop(loop: ast.For) -> Body | None:
 
 # --- finding the loop ---------------------------------------------------------------------------
 
-# kernel path -> (the source lines read, {line of a `for` header: its body or None})
-_BY_PATH: dict[str, tuple[list[str], dict[int, Body | None]]] = {}
+# kernel path -> (the source lines read, {line of a `for` header: its loops}, {line: body or None})
+_BY_PATH: dict[str, tuple[list[str], dict[int, list[ast.For]], dict[int, Body | None]]] = {}
 _MAX_PATHS = 500
 
 
@@ -445,11 +442,16 @@ def body_at(path: str, line: int) -> Body | None:
     if known is None or known[0] is not lines:
         if len(_BY_PATH) >= _MAX_PATHS:
             _BY_PATH.clear()
-        known = _BY_PATH[path] = (lines, _index(lines))
-    return known[1].get(line)
+        known = _BY_PATH[path] = (lines, _headers(lines), {})
+    bodies = known[2]
+    if line not in bodies:  # read when the loop first runs long enough to be worth it
+        loops = known[1].get(line, [])
+        bodies[line] = read_loop(loops[0]) if len(loops) == 1 else None
+    return bodies[line]
 
 
-def _index(lines: list[str]) -> dict[int, Body | None]:
+def _headers(lines: list[str]) -> dict[int, list[ast.For]]:
+    """The `for` loops of a source by the lines of their headers."""
     try:
         tree = ast.parse("".join(lines))
     except SyntaxError:
@@ -460,4 +462,4 @@ def _index(lines: list[str]) -> dict[int, Body | None]:
             last = node.iter.end_lineno or node.lineno
             for line in range(node.lineno, last + 1):
                 headers.setdefault(line, []).append(node)
-    return {line: read_loop(loops[0]) if len(loops) == 1 else None for line, loops in headers.items()}
+    return headers
