@@ -109,10 +109,13 @@ def _region_lines(var: str, move: _Move | None, add: Callable[[str, int], None])
     made, step = move
     prologue = [f"{var}_tid, {var}_box, _, {var}_step = {var}"]
     if step is not None:
-        names = [f"({var}_lo{d}, {var}_hi{d})" for d in range(len(step))]
+        names = [f"{var}_b{d}" for d in range(len(step))]
         prologue.append(f"{', '.join(names)}{',' if len(names) == 1 else ''} = {var}_box")
-        names = [f"({var}_dlo{d}, {var}_dhi{d})" for d in range(len(step))]
-        prologue.append(f"{', '.join(names)}{',' if len(names) == 1 else ''} = {var}_step")
+        for d, (lo_moves, hi_moves) in enumerate(step):
+            if lo_moves or hi_moves:
+                prologue.append(
+                    f"({var}_lo{d}, {var}_hi{d}), ({var}_dlo{d}, {var}_dhi{d}) = {var}_b{d}, {var}_step[{d}]"
+                )
     add(f"{var}_r = _new(Region)", 2)
     add(f"_set_tid({var}_r, {var}_tid{' + shift' if made else ''})", 2)
     if step is None:
@@ -121,6 +124,8 @@ def _region_lines(var: str, move: _Move | None, add: Callable[[str, int], None])
         bounds = [
             f"({var}_lo{d}{f' + {var}_dlo{d} * steps' if lo_moves else ''}, "
             f"{var}_hi{d}{f' + {var}_dhi{d} * steps' if hi_moves else ''})"
+            if lo_moves or hi_moves
+            else f"{var}_b{d}"  # a bound pair that does not move is shared
             for d, (lo_moves, hi_moves) in enumerate(step)
         ]
         add(f"_set_box({var}_r, ({', '.join(bounds)}{',' if len(bounds) == 1 else ''}))", 2)
