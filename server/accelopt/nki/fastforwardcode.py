@@ -172,13 +172,14 @@ def record_maker(
         head = [
             "def factory(t, reads, writes):",
             "    extra = t.extra",
+            *[f"    v_{name} = t.{name}" for name in _FIELDS],  # closure cells: no attribute lookups
             *["    " + line for line in prologue],
         ]
         head.append("    def make(records, steps, shift, loops):")
         tail = [
             "        record = _new(TraceRecord)",
             "        record.index = len(records)",
-            *[f"        record.{name} = t.{name}" for name in _FIELDS],
+            *[f"        record.{name} = v_{name}" for name in _FIELDS],
             "        record.loops = loops",
             f"        record.reads = {_tuple(read_exprs)}",
             f"        record.writes = {_tuple(write_exprs)}",
