@@ -425,3 +425,52 @@ def test_body_at_finds_each_loop_by_its_header_lines(tmp_path: Path):
     assert isinstance(body_at(str(path), 4), Body)  # the header spans lines 2-4
     assert body_at(str(path), 5) is None  # not a header
     assert body_at(str(path), 7) is None  # a refused loop
+
+
+# --- what is read after the loop -----------------------------------------------------------------
+
+
+def _last_unread(source: str, marker: str = "# LOOP") -> bool:
+    """Body.last_unread of the loop marked `marker` in the function of `source`."""
+    tree = ast.parse(textwrap.dedent(source))
+    function = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef))
+    line = next(n for n, text in enumerate(textwrap.dedent(source).splitlines(), 1) if marker in text)
+    loop = next(node for node in ast.walk(function) if isinstance(node, ast.For) and node.lineno == line)
+    body = read_loop(loop, function)
+    assert body is not None
+    return body.last_unread
+
+
+@pytest.mark.parametrize(
+    ("after", "unread"),
+    [
+        ("return out", True),  # only what the loop wrote into
+        ("nl.store(out, value=t)\n    return out", False),  # a tile of the last iteration
+        ("nl.store(out[i:i + 1], value=x[0:1])\n    return out", False),  # the loop variable
+        ("return locals()['out']", False),  # every name
+    ],
+)
+def test_the_last_iteration_is_synthesized_only_if_nothing_outside_the_loop_reads_what_it_binds(
+    after, unread
+):
+    source = f"""
+def k(x, out):
+    for i in nl.affine_range(8):  # LOOP
+        t = nl.load(x[i])
+        nl.store(out[i], value=t)
+    {after}
+"""
+    assert _last_unread(source) is unread
+
+
+def test_an_enclosing_loop_coming_back_to_a_read_before_the_inner_loop_counts_as_after():
+    source = """
+def k(x, out):
+    for o in nl.affine_range(4):
+        nl.store(out[o], value=x[o])
+        for i in nl.affine_range(8):  # LOOP
+            s = nl.load(x[i])
+    return out
+"""
+    assert _last_unread(source) is True
+    assert _last_unread(source.replace("value=x[o]", "value=s")) is False  # `s` of o - 1's last i

@@ -114,10 +114,13 @@ def iterate(
     var: Callable[[int], int],
     free_tiles: list[Tensor | View],
     moving_masks: bool,
+    last_unread: bool = False,
 ) -> Iterator[int]:
     """The variables `var(k)` of a loop of `n` >= MIN_TRIP iterations whose body loopbody.py
     accepted and whose free names bound the tiles `free_tiles`: iterations run or synthesized as
-    the module docstring says. `moving_masks`: the body makes masks that move with the loop."""
+    the module docstring says. `moving_masks`: the body makes masks that move with the loop;
+    `last_unread`: nothing outside the loop reads what an iteration binds, so the last iteration
+    may be synthesized too."""
     views = [(v, v._assigned_at) for v in free_tiles if v.__class__ is View]
     owner = ctx._write_log is None
     if owner:
@@ -153,7 +156,7 @@ def iterate(
     resume = len(marks) - 1  # the first iteration not run yet
     if learned is not None:
         template, producers = learned
-        last = min(n - 2, template.last_in_bounds)
+        last = min(n - 1 if last_unread else n - 2, template.last_in_bounds)
         if last >= resume:
             produced = _synthesize(ctx, scope, template, resume, last)
             for (tile, _), record in zip(producers, produced):
@@ -228,7 +231,7 @@ def _learn(
         return None
     depth = scope.depth
     records = ctx.trace.records
-    last_ok = [n - 2]
+    last_ok = [n - 1]
 
     def region_plan(r1: Region, r2: Region) -> RegionPlan:
         tid1, tid2 = r1.tensor_id, r2.tensor_id

@@ -45,6 +45,9 @@ class Body:
     # the body makes masks that move with the loop: fastforward.py checks iteration by iteration
     # that each keeps what it kept in the iterations compared
     moving_masks: bool = False
+    # nothing outside the loop reads what its iterations bind (the loop variable, the body's
+    # names): the last iteration need not run for real either
+    last_unread: bool = False
 
     def bindings(self, frame: types.FrameType) -> list[Tensor | View] | None:
         """The tiles the body can reach through its free names, if every free name is bound
@@ -409,11 +412,13 @@ def _assigned_names(body: list[ast.stmt]) -> set[str]:
     return {node.id for node in stores if id(node) not in aug_targets}
 
 
-def read_loop(loop: ast.For) -> Body | None:
-    """The body's outside reads, if synthesized iterations could stand in for real ones."""
+def read_loop(loop: ast.For, function: ast.AST | None = None) -> Body | None:
+    """The body's outside reads, if synthesized iterations could stand in for real ones
+    (`function`: the function the loop is in, to see what is read outside the loop)."""
     if loop.orelse or not isinstance(loop.target, ast.Name):
         return None
-    reading = _Reading(loop_vars={loop.target.id}, all_assigned=_assigned_names(loop.body))
+    assigned = _assigned_names(loop.body)
+    reading = _Reading(loop_vars={loop.target.id}, all_assigned=assigned)
     try:
         _statements(loop.body, reading)
     except _Refused:
@@ -424,13 +429,30 @@ def read_loop(loop: ast.For) -> Body | None:
         frozenset(reading.api_names),
         tuple(reading.index_groups),
         bool(reading.mask_nodes),
+        function is not None and not _read_outside(function, loop, assigned | reading.loop_vars),
     )
+
+
+def _read_outside(function: ast.AST, loop: ast.For, names: set[str]) -> bool:
+    """Whether code of `function` outside `loop` may read one of `names` (what the loop's last
+    iteration leaves bound): anywhere, since enclosing loops come back to earlier lines."""
+    inside = {id(node) for node in ast.walk(loop)}
+    for node in ast.walk(function):
+        if id(node) in inside:
+            continue
+        if isinstance(node, ast.Name) and node.id in names and not isinstance(node.ctx, ast.Store):
+            return True
+        if isinstance(node, ast.Name) and node.id in ("locals", "vars", "eval", "exec"):
+            return True  # reads every name
+    return False
 
 
 # --- finding the loop ---------------------------------------------------------------------------
 
-# kernel path -> (the source lines read, {line of a `for` header: its loops}, {line: body or None})
-_BY_PATH: dict[str, tuple[list[str], dict[int, list[ast.For]], dict[int, Body | None]]] = {}
+# kernel path -> (the source lines read, {line of a `for` header: its loops and their functions},
+# {line: body or None})
+_Headers = dict[int, list[tuple[ast.For, ast.AST | None]]]
+_BY_PATH: dict[str, tuple[list[str], _Headers, dict[int, Body | None]]] = {}
 _MAX_PATHS = 500
 
 
@@ -446,20 +468,28 @@ def body_at(path: str, line: int) -> Body | None:
     bodies = known[2]
     if line not in bodies:  # read when the loop first runs long enough to be worth it
         loops = known[1].get(line, [])
-        bodies[line] = read_loop(loops[0]) if len(loops) == 1 else None
+        bodies[line] = read_loop(*loops[0]) if len(loops) == 1 else None
     return bodies[line]
 
 
-def _headers(lines: list[str]) -> dict[int, list[ast.For]]:
-    """The `for` loops of a source by the lines of their headers."""
+def _headers(lines: list[str]) -> _Headers:
+    """The `for` loops of a source (with the function each is in) by the lines of their headers."""
     try:
         tree = ast.parse("".join(lines))
     except SyntaxError:
         return {}
-    headers: dict[int, list[ast.For]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.For):
-            last = node.iter.end_lineno or node.lineno
-            for line in range(node.lineno, last + 1):
-                headers.setdefault(line, []).append(node)
+    headers: _Headers = {}
+
+    def visit(node: ast.AST, function: ast.AST | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.For):
+                last = child.iter.end_lineno or child.lineno
+                for line in range(child.lineno, last + 1):
+                    headers.setdefault(line, []).append((child, function))
+            inner = (
+                child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else function
+            )
+            visit(child, inner)
+
+    visit(tree, None)
     return headers

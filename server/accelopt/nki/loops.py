@@ -39,7 +39,9 @@ def _traced(rng: range, kind: LoopKind, nki_scope: bool) -> Iterator[int]:
             def variable(k: int) -> LoopVar:
                 return shared[k] if shared is not None else LoopVar(rng[k], loop_id)
 
-            yield from fastforward.iterate(ctx, scope, len(rng), variable, free_tiles, body.moving_masks)
+            yield from fastforward.iterate(
+                ctx, scope, len(rng), variable, free_tiles, body.moving_masks, body.last_unread
+            )
             return
         for n, var in enumerate(variables):
             if n:
