@@ -167,6 +167,19 @@ CASES = {
         ((32, 16),),
         ("# LOOP",),
     ),
+    "rows as a slice object": Case(
+        """
+        def k(x):
+            out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+            for i in nl.affine_range(8):  # LOOP
+                rows = slice(i * 4, (i + 1) * 4)
+                t = nl.load(x[rows, 0:16])
+                nl.store(out[rows, 0:16], value=nl.exp(t))
+            return out
+        """,
+        ((32, 16),),
+        ("# LOOP",),
+    ),
     "psum accumulation through a subscript": Case(
         """
         def k(a_t, b):

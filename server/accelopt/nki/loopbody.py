@@ -73,7 +73,7 @@ class Body:
                 continue
             if name in self.tile_names:
                 return None
-            if name in self.api_names and not _is_api(value):
+            if name in self.api_names and not (_is_api(value) or _keeps_affine(value)):
                 return None
             if not _is_plain(value):
                 return None
@@ -95,6 +95,11 @@ _PLAIN_TYPES = (int, float, bool, str, complex, type(None), np.generic, np.dtype
 _PLAIN_CLASSES = (Buffer, par_dim, slice, range)
 
 
+def _keeps_affine(value: Any) -> bool:
+    """Builtins whose result moves with their arguments (`slice(i * T, (i + 1) * T)`, `int(i)`)."""
+    return value is slice or value is int
+
+
 def _is_emulator(value: Any) -> bool:
     module = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
     return isinstance(module, str) and (module == "accelopt.nki" or module.startswith("accelopt.nki."))
@@ -114,8 +119,8 @@ def _is_plain(value: Any) -> bool:
         return all(_is_plain(v) for v in value)
     if isinstance(value, types.ModuleType):
         return _is_api(value) or value.__name__ in ("numpy", "math")
-    if isinstance(value, type):
-        return issubclass(value, np.generic) or _is_emulator(value)
+    if isinstance(value, type):  # numpy scalar types, the emulator's classes, int, slice, ...
+        return issubclass(value, np.generic) or _is_emulator(value) or value in _PURE_BUILTINS
     if isinstance(value, np.ufunc):
         return True
     if isinstance(value, (enum.Enum, enum.EnumMeta)):
