@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from accelopt.nki import fastforward, runtime
 from accelopt.nki.errors import NkiError
@@ -734,3 +736,41 @@ def test_the_kernels_values_after_the_loop_are_the_last_iterations(kernel, synth
     # `i` and `row` are iteration 7's: the load after the loop reads rows 28-32
     after = next(r for r in runs.fast.records if r.line == k.line_of("# AFTER"))
     assert after.reads[0].box == ((28, 32), (0, 16))
+
+
+# --- the affine-loop check worked out for all synthesized iterations at once -----------------------
+
+_bound = st.integers(-20, 20)
+
+
+@st.composite
+def _moving_boxes(draw: st.DrawFn) -> tuple[Any, ...]:
+    dims = draw(st.integers(1, 3))
+    fixed = [tuple(sorted(draw(st.tuples(_bound, _bound)))) for _ in range(dims)]
+    box = [tuple(sorted(draw(st.tuples(_bound, _bound)))) for _ in range(dims)]
+    step = draw(
+        st.none() | st.lists(st.tuples(st.integers(-6, 6), st.integers(-6, 6)), min_size=dims, max_size=dims)
+    )
+    first = draw(st.integers(-5, 5))
+    return (
+        tuple(fixed),
+        tuple(box),
+        None if step is None else tuple(step),
+        first,
+        first + draw(st.integers(0, 8)),
+    )
+
+
+@given(_moving_boxes())
+def test_a_moving_box_meets_a_fixed_one_exactly_when_some_step_overlaps_it(case):
+    fixed, box, step, first, last = case
+
+    def overlaps(s: int) -> bool:
+        moved = (
+            box if step is None else [(lo + s * dlo, hi + s * dhi) for (lo, hi), (dlo, dhi) in zip(box, step)]
+        )
+        return all(a0 < b1 and b0 < a1 for (a0, a1), (b0, b1) in zip(fixed, moved))
+
+    assert fastforward.meets(fixed, box, step, first, last) == any(
+        overlaps(s) for s in range(first, last + 1)
+    )

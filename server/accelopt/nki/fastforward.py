@@ -34,6 +34,7 @@ from typing import Any
 
 from accelopt.nki.context import KernelContext, LoopScope, loop_frame
 from accelopt.nki.fastforwardcode import (
+    Box,
     KeptTile,
     LoggedWrite,
     RegionPlan,
@@ -457,7 +458,7 @@ def _synthesize(
             w.alloc,
             w.line,
             w.accumulate,
-            not w.accumulate and not w.made,  # the only writes an affine loop checks
+            _needs_checks(ctx, scope, w, start - template.iteration, last - template.iteration),
             w.ints[:position],
             w.ints[position + 1 :],
             w.record_write if w.record_write is not None else region_maker(w.plan),
@@ -493,3 +494,44 @@ def _synthesize(
             if checked and check is not None:
                 check(tid, alloc, region, line, ints)
     return [produced[i] for i in template.producer_records]
+
+
+def _needs_checks(
+    ctx: KernelContext, scope: LoopScope, write: LoggedWrite, first_step: int, last_step: int
+) -> bool:
+    """Whether a synthesized write must go through `check_affine_write` in every iteration.
+    Not when no affine loop would check it (an accumulation, a tile made in the iteration, one
+    allocated inside every affine loop), nor when this loop's own check is the only one and no
+    synthesized iteration's region meets the one iteration 0 wrote at that place: that check
+    compares with one fixed region, so the answer for all iterations is worked out at once."""
+    if write.accumulate or write.made:
+        return False
+    checking = [s for s in ctx.affine_scopes if s not in write.alloc]
+    if not checking:
+        return False
+    if checking != [scope]:
+        return True  # an enclosing loop's check: keyed by this loop's iteration, so per iteration
+    first = scope.first_writes.get((write.tid, write.line, write.ints[2 * scope.depth + 2 :]))
+    return first is not None and meets(first.box, write.plan.box, write.plan.step, first_step, last_step)
+
+
+def meets(fixed: Box, box: Box, step: Box | None, first_step: int, last_step: int) -> bool:
+    """Whether `box` moved by `s * step`, for some s in first_step..last_step, overlaps `fixed`
+    (every dimension's half-open ranges intersect, as check_affine_write tests)."""
+    low, high = first_step, last_step
+    for (a0, a1), (lo, hi), (dlo, dhi) in zip(fixed, box, step or [(0, 0)] * len(box)):
+        # hi + s * dhi > a0
+        if dhi > 0:
+            low = max(low, (a0 - hi) // dhi + 1)
+        elif dhi < 0:
+            high = min(high, -((a0 - hi) // -dhi) - 1)
+        elif hi <= a0:
+            return False
+        # lo + s * dlo < a1
+        if dlo > 0:
+            high = min(high, -((lo - a1) // dlo) - 1)
+        elif dlo < 0:
+            low = max(low, (lo - a1) // -dlo + 1)
+        elif lo >= a1:
+            return False
+    return low <= high
