@@ -474,3 +474,16 @@ def k(x, out):
 """
     assert _last_unread(source) is True
     assert _last_unread(source.replace("value=x[o]", "value=s")) is False  # `s` of o - 1's last i
+
+
+def test_a_name_declared_global_is_read_elsewhere():
+    source = """
+def k(x, out):
+    global t
+    for i in nl.affine_range(8):  # LOOP
+        t = nl.load(x[i])
+        nl.store(out[i], value=t)
+    return out
+"""
+    compile(textwrap.dedent(source), "<kernel>", "exec")  # valid Python
+    assert _last_unread(source) is False

@@ -449,6 +449,8 @@ def _read_outside(function: ast.AST, loop: ast.For, names: set[str]) -> bool:
             return True
         if isinstance(node, ast.Name) and node.id in ("locals", "vars", "eval", "exec"):
             return True  # reads every name
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and names.intersection(node.names):
+            return True  # code elsewhere sees the name
     return False
 
 
