@@ -265,6 +265,18 @@ try {
       .locator('.tabs-container .tab', { hasText: /^silu\.py/ })
       .first()
       .click();
+    // Search the original kernel again. What is left to search after the accepted rewrite
+    // depends on which of two equally fast candidates came first (the fused kernel leaves
+    // little), and a short search can end before it can be cancelled.
+    writeFileSync(kernelFile, original);
+    await runCommand('File: Revert File');
+    const originalOnly = original
+      .split('\n')
+      .map((line) => line.trim())
+      .find((line) => line && !candidateText.includes(line));
+    assert.ok(originalOnly, 'the accepted candidate holds every line of the original');
+    await page.keyboard.press('Control+Home');
+    await editorLine(originalOnly).waitFor({ timeout: UI_MS });
     // The first search's closing message may still be on screen: clear it, so that a "finished"
     // message seen from here on can only belong to the second search.
     await runCommand('Notifications: Clear All Notifications');
