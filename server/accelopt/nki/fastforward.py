@@ -234,8 +234,9 @@ def _learn(
     records = ctx.trace.records
     last_ok = [n - 1]
 
-    def region_plan(r1: Region, r2: Region) -> RegionPlan:
-        tid1, tid2 = r1.tensor_id, r2.tensor_id
+    def region_plan(tid1: int, box1: Box, r2: Region) -> RegionPlan:
+        """How region `r2` of the later iteration moves on from (tid1, box1) of the earlier."""
+        tid2 = r2.tensor_id
         if tid2 >= second.tid:  # made in the iteration
             if tid1 != tid2 - ids or tid1 < first.tid:
                 raise _Different
@@ -244,7 +245,7 @@ def _learn(
             made = False
         else:
             raise _Different  # a tile of the earlier iteration used in the later one
-        box1, box2 = r1.box, r2.box
+        box2 = r2.box
         if len(box1) != len(box2):
             raise _Different
         if box1 == box2:
@@ -287,8 +288,8 @@ def _learn(
             or len(r1.writes) != len(r2.writes)
         ):
             raise _Different
-        reads = tuple(region_plan(a, b) for a, b in zip(r1.reads, r2.reads))
-        writes = tuple(region_plan(a, b) for a, b in zip(r1.writes, r2.writes))
+        reads = tuple([region_plan(a.tensor_id, a.box, b) for a, b in zip(r1.reads, r2.reads)])
+        writes = tuple([region_plan(a.tensor_id, a.box, b) for a, b in zip(r1.writes, r2.writes)])
         plans.append((r2, reads, writes))
 
     pending = ctx._pending
@@ -326,7 +327,7 @@ def _learn(
             raise _Different
         if ints1[:position] != ints2[:position] or ints1[position + 1 :] != ints2[position + 1 :]:
             raise _Different
-        plan = region_plan(Region(tid1, region1.box), region2)
+        plan = region_plan(tid1, region1.box, region2)
         if not plan.made and alloc1 is not alloc2 and alloc1 != alloc2:
             raise _Different
         writes.append(
@@ -344,9 +345,7 @@ def _learn(
                 if _mutable_fields(producer) != before.producers[i]:
                     raise _Different
         state2, state3 = second.tiles[i], third.tiles[i]
-        if _normalized(state2, first.records, second.records) != _normalized(
-            state3, second.records, third.records
-        ):
+        if not _same_change(state2, state3, first.records, second.records - first.records):
             raise _Different
         producer = state3[3]
         if producer is not None and producer.index >= second.records:
@@ -396,11 +395,20 @@ def _last_same_masks(
     return last
 
 
-def _normalized(state: tuple[Any, ...], start: int, stop: int) -> tuple[Any, ...]:
-    producer = state[3]
-    if producer is not None and start <= producer.index < stop:
-        return (*state[:3], ("record", producer.index - start), *state[4:])
-    return state
+def _same_change(earlier: tuple[Any, ...], later: tuple[Any, ...], start: int, step: int) -> bool:
+    """Whether a tile was left in the same state by two iterations (_tile_state after each; the
+    earlier iteration's records start at `start`, the later's `step` records on). Objects must
+    be the same ones; a producer may be each iteration's own record at the same place."""
+    for n, (a, b) in enumerate(zip(earlier, later)):
+        if a is b:
+            continue
+        if n == 3 and a is not None and b is not None:  # the producer
+            if start <= a.index < start + step and b.index == a.index + step:
+                continue
+            return False
+        if n > 2 or a != b:  # masks, aliases and roots by identity; flags by value
+            return False
+    return True
 
 
 def _shape_of(ctx: KernelContext, tid: int) -> tuple[int, ...] | None:
