@@ -1,18 +1,23 @@
-"""Straight-line Python that writes a loop's synthesized iterations (see fastforward.py).
+"""The template of a loop's iteration (what fastforward.py learns) and the generated makers
+that write its records again, iterations later.
 
-A loop learned once per entry synthesizes every middle iteration from one template, so the
-template is compiled into a function with one loop over the iterations and, inside it, the
-records, tiles and writes of one iteration spelled out:
+Every record of a template gets a maker: a closure over the record's field values and its
+regions' boxes and steps, built by a factory compiled from generated text, straight-line:
 
-    def synthesize(ctx, scope, start, last):
-        for k in range(start, last + 1):
-            steps = k - 2
-            ...  # the iteration's records, kept tiles and noted writes, moved by `steps`
-        return <the records of the last iteration that tiles made before the loop point to>
+    def factory(t, reads, writes):
+        ...                                   # unpack the template's values once
+        def make(records, steps, shift, loops):
+            ...                               # regions moved by `steps`, ids by `shift`
+            record = _new(TraceRecord)
+            record.engine = v_engine          # and every other field
+            ...
+            records.append(record)
+            return record
+        return make
 
-What changes from one entry of the loop to the next (tensor ids, boxes, loop frames) lives in
-the function's globals; what a loop's iteration *is* (which records, which regions move and by
-how much) is in the text, so every entry of a loop compiles once (codecache.py).
+The text depends only on how the record's regions move (whose tensor is made in the
+iteration, which bounds move), not on any value, so records and loops that move alike share one
+compiled factory (cached here, compiled once per text by codecache.py).
 """
 
 from __future__ import annotations
@@ -28,14 +33,16 @@ _new_object = object.__new__
 _set_region_tid = Region.__dict__["tensor_id"].__set__
 _set_region_box = Region.__dict__["box"].__set__
 
-# Where a region of a synthesized iteration comes from: its tensor id in the template iteration, whether
-# that tensor is made in the iteration (its id then moves by the ids an iteration takes), its
-# box there, and the step of each bound per iteration (None if no bound moves).
 Box = tuple[tuple[int, int], ...]
 
 
 @dataclass(slots=True)
 class RegionPlan:
+    """Where a region of a synthesized iteration comes from: its tensor id in the template
+    iteration, whether that tensor is made in the iteration (its id then moves by the ids an
+    iteration takes), its box there, and the step of each bound per iteration (None if no
+    bound moves)."""
+
     tid: int
     made: bool
     box: Box
@@ -69,7 +76,9 @@ class Template:
     writes: list[LoggedWrite]
     producer_records: list[int]  # records of an iteration that tiles made before the loop point to
     ids_per_iteration: int
-    last_in_bounds: int  # the last iteration whose moving regions stay inside their tensors
+    # the last iteration that may be synthesized: moving regions stay inside their tensors and
+    # moving masks keep what they kept
+    last_in_bounds: int
     iteration: int  # the iteration the template's records, tiles and writes are from
 
 

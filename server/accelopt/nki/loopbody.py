@@ -3,10 +3,12 @@ iterations (fastforward.py) instead of running them?
 
 They may when an iteration's Python does nothing but issue NKI work at offsets that move in
 step with the loop variable: no Python value carried from one iteration to the next, no branch,
-no call that could change Python state, and every value computed from a loop variable
-computed by `+`, `-`, and `*` by something that does not depend on one. The source decides most of
-this once per loop; what the body's free names are bound to (modules, tiles, plain values) is
-checked every time the loop starts (`Body.bindings`).
+no call that could change Python state, every value computed from a loop variable computed
+by `+`, `-`, and `*` by something that does not depend on one, and every comparison that moves
+with the loop a mask on an index grid (a tail mask). The source decides most of this once per
+loop; what the body's free names are bound to (modules, tiles, plain values) is checked every
+time the loop starts (`Body.bindings`). The source also says whether code outside the loop
+reads what its iterations bind: if not, the last iteration may be synthesized too.
 """
 
 from __future__ import annotations
