@@ -42,8 +42,7 @@ from accelopt.nki.fastforwardcode import (
     record_maker,
     region_maker,
 )
-from accelopt.nki.indexing import _NP_COMPARE as _COMPARE
-from accelopt.nki.indexing import IndexExpr, _solve
+from accelopt.nki.indexing import kept_by
 from accelopt.nki.tensor import Tensor, View
 from accelopt.nki.trace import LoopFrame, Region, TraceRecord
 
@@ -369,27 +368,18 @@ def _last_same_masks(
     if len(ones) != len(twos):
         raise _Different
     for (expr1, op1), (expr2, op2) in zip(ones, twos):
-        if op1 != op2 or expr1.values is not None or expr2.values is not None:
+        if op1 != op2 or expr1.values is not None or expr1.sizes != expr2.sizes or expr1.coefs != expr2.coefs:
             raise _Different
-        if expr1.sizes != expr2.sizes or expr1.coefs != expr2.coefs:
-            raise _Different
-        live = [a for a, (c, size) in enumerate(zip(expr2.coefs, expr2.sizes)) if c and size > 1]
-        if len(live) > 1:
+        at_later = kept_by(expr2, op2)
+        if at_later is None:
             raise _Different  # a condition across axes: what it keeps is not a range
         step = expr2.offset - expr1.offset
         if not step:
             continue
-
-        def kept(offset: int, op: str = op2, live: list[int] = live, expr: IndexExpr = expr2) -> Any:
-            if live:
-                return _solve(offset, expr.coefs[live[0]], op, expr.sizes[live[0]])
-            return bool(_COMPARE[op](offset, 0))
-
-        if kept(expr1.offset) != kept(expr2.offset):
+        if kept_by(expr1, op1) != at_later:
             raise _Different
-        at_two = kept(expr2.offset)
         for k in range(later + 1, last + 1):
-            if kept(expr2.offset + (k - later) * step) != at_two:
+            if kept_by(expr2, op2, expr2.offset + (k - later) * step) != at_later:
                 last = k - 1
                 break
     return last

@@ -439,6 +439,21 @@ def _ranges_from_grid(grid: np.ndarray, shape: tuple[int, ...]) -> list[tuple[in
     return ranges
 
 
+def kept_by(expr: IndexExpr, op: str, offset: int | None = None) -> tuple[int, int] | bool | None:
+    """What the mask condition ``expr OP 0`` keeps (with the expression's offset replaced by
+    `offset` if given): the range of its one varying axis, or its truth if no axis varies; None
+    for a condition across several axes or a materialised grid (it keeps no single range)."""
+    if expr.values is not None:
+        return None
+    live = [a for a, (c, n) in enumerate(zip(expr.coefs, expr.sizes)) if c and n > 1]
+    if len(live) > 1:
+        return None
+    at = expr.offset if offset is None else offset
+    if live:
+        return _solve(at, expr.coefs[live[0]], op, expr.sizes[live[0]])
+    return bool(_NP_COMPARE[op](at, 0))
+
+
 def _solve(offset: int, coef: int, op: str, size: int) -> tuple[int, int]:
     """Range [lo, hi) of t in [0, size) with ``offset + coef*t OP 0`` (coef != 0)."""
     # Rewrite everything as (o + c t >= 0) conditions.

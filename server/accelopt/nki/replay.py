@@ -37,8 +37,7 @@ from accelopt.nki import context as _context
 from accelopt.nki import ops
 from accelopt.nki.context import KernelContext
 from accelopt.nki.errors import _EMULATOR_DIR
-from accelopt.nki.indexing import _NP_COMPARE as _COMPARE
-from accelopt.nki.indexing import IndexExpr, Predicate, _solve
+from accelopt.nki.indexing import IndexExpr, Predicate, kept_by
 from accelopt.nki.loopvar import LoopVar
 from accelopt.nki.replaycode import MISS, Unsupported, generate
 from accelopt.nki.tensor import Buffer, Tensor, View, par_dim
@@ -129,16 +128,9 @@ def _mask_structure(mask: Predicate) -> tuple[Any, ...]:
         raise _Unreplayable
     conds = []
     for expr, op in mask.conds:
-        if expr.values is not None:
+        kept = kept_by(expr, op)
+        if kept is None:
             raise _Unreplayable
-        live = [a for a, (c, n) in enumerate(zip(expr.coefs, expr.sizes)) if c and n > 1]
-        if len(live) > 1:
-            raise _Unreplayable
-        if live:
-            a = live[0]
-            kept: Any = _solve(expr.offset, expr.coefs[a], op, expr.sizes[a])
-        else:
-            kept = bool(_COMPARE[op](expr.offset, 0))
         conds.append((expr.sizes, expr.coefs, op, kept))
     return (Predicate, tuple(conds))
 
