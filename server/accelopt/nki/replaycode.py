@@ -179,34 +179,14 @@ def _has_tiles(structure: Any) -> bool:
 
 # --- effects ------------------------------------------------------------------------------------
 
-# Every slot of a Tensor, as `Tensor.__init__` leaves them; _new_tensor sets each one itself.
-_TENSOR_SLOTS = frozenset(
-    {
-        "_alias",
-        "_alloc_scopes",
-        "_data",
-        "_exact",
-        "_fresh",
-        "_pmask",
-        "_producer",
-        "_root",
-        "_tid",
-        "_written",
-        "block_dims",
-        "buffer",
-        "dtype",
-        "memory",
-        "shape",
-    }
-)
+# Slots of a new tile that the registration after `_new_tensor` sets.
+_REGISTERED_SLOTS = frozenset({"_tid", "_alloc_scopes"})
 
 
 def _new_tensor(src: _Source, var: str, tensor: Tensor, produced: bool) -> None:
     """Lines making a tile like the logged one (a new trace-only tile: no data, alias or root),
     every slot stored in place: a `Tensor(...)` call costs more than the stores. `produced`: its
     `_producer` is stored once the record exists (nothing reads it before)."""
-    if set(Tensor.__slots__) != _TENSOR_SLOTS:
-        raise Unsupported  # the tile gained a slot this generator does not know
     values = {
         "shape": repr(tensor.shape),
         "dtype": src.const(tensor.dtype),
@@ -221,7 +201,9 @@ def _new_tensor(src: _Source, var: str, tensor: Tensor, produced: bool) -> None:
         "_exact": "None",
         "_pmask": "None" if tensor._pmask is None else src.const(tensor._pmask),
         "_root": "None",
-    }  # _tid and _alloc_scopes: set by the registration that follows
+    }
+    if set(values) | _REGISTERED_SLOTS != set(Tensor.__slots__):
+        raise Unsupported  # the tile gained a slot this generator does not know
     if produced:
         del values["_producer"]
     src.add(f"{var} = _new(Tensor)")
