@@ -156,7 +156,7 @@ def iterate(
     resume = len(marks) - 1  # the first iteration not run yet
     if learned is not None:
         template, producers = learned
-        last = min(n - 1 if last_unread else n - 2, template.last_in_bounds)
+        last = min(n - 1 if last_unread else n - 2, template.last_synthesizable)
         if last >= resume:
             produced = _synthesize(ctx, scope, template, resume, last)
             for (tile, _), record in zip(producers, produced):
@@ -186,7 +186,9 @@ def _learned(
         learned = _learn(ctx, scope, tiles, *marks[:3], later, n)
         if learned is not None and moving_masks:
             template = learned[0]
-            template.last_in_bounds = _last_same_masks(ctx, *marks[:3], later, template.last_in_bounds)
+            template.last_synthesizable = _last_same_masks(
+                ctx, *marks[:3], later, template.last_synthesizable
+            )
     except _Different:
         return None
     return learned
@@ -231,10 +233,11 @@ def _learn(
         return None
     depth = scope.depth
     records = ctx.trace.records
-    last_ok = [n - 1]
+    last_in_bounds = n - 1  # moving regions stay inside their tensors up to here
 
     def region_plan(tid1: int, box1: Box, r2: Region) -> RegionPlan:
         """How region `r2` of the later iteration moves on from (tid1, box1) of the earlier."""
+        nonlocal last_in_bounds
         tid2 = r2.tensor_id
         if tid2 >= second.tid:  # made in the iteration
             if tid1 != tid2 - ids or tid1 < first.tid:
@@ -255,9 +258,9 @@ def _learn(
             raise _Different
         for (lo, hi), (dlo, dhi), size in zip(box2, step, shape):
             if dlo < 0:
-                last_ok[0] = min(last_ok[0], later + lo // -dlo)
+                last_in_bounds = min(last_in_bounds, later + lo // -dlo)
             if dhi > 0:
-                last_ok[0] = min(last_ok[0], later + (size - hi) // dhi)
+                last_in_bounds = min(last_in_bounds, later + (size - hi) // dhi)
         return RegionPlan(tid2, made, box2, step, r2)
 
     own1, own2 = loop_frame(scope.loop_id, later - 1), loop_frame(scope.loop_id, later)
@@ -352,7 +355,7 @@ def _learn(
     if third.reduce_keys != second.reduce_keys or second.reduce_keys != first.reduce_keys:
         if not _reduce_keys_die(ctx, scope, first, second, third, later):
             return None
-    template = Template(plans, kept, writes, [index for _, index in producers], ids, last_ok[0], later)
+    template = Template(plans, kept, writes, [index for _, index in producers], ids, last_in_bounds, later)
     return template, producers
 
 

@@ -78,7 +78,7 @@ class Template:
     ids_per_iteration: int
     # the last iteration that may be synthesized: moving regions stay inside their tensors and
     # moving masks keep what they kept
-    last_in_bounds: int
+    last_synthesizable: int
     iteration: int  # the iteration the template's records, tiles and writes are from
 
 
