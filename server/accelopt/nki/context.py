@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from accelopt.nki.apiversion import LEGACY, KernelApi
 from accelopt.nki.dtypes import dname
 from accelopt.nki.errors import _EMULATOR_DIR, NkiError
 from accelopt.nki.trace import (
@@ -53,10 +54,14 @@ class LoopScope:
 
 
 class KernelContext:
-    def __init__(self, kernel_name: str, kernel_path: str, numerics: bool = True) -> None:
+    def __init__(
+        self, kernel_name: str, kernel_path: str, numerics: bool = True, api: KernelApi = LEGACY
+    ) -> None:
         self.trace = Trace(kernel_name=kernel_name, source_path=kernel_path, numerics=numerics)
         self.numerics = numerics
         self.kernel_path = kernel_path
+        # the NKI generation whose rules apply (apiversion.py): block dimensions, loop scopes
+        self.api = api
         self.frames: tuple[LoopFrame, ...] = ()
         # `frames` as plain ints (loop id, iteration, loop id, ...): write-history keys hash
         # these in C (LoopFrame's dataclass __hash__/__eq__ run in Python)
@@ -309,7 +314,8 @@ class KernelContext:
         else:
             info = self.trace.loops[loop_id]
             info.trip_count = max(info.trip_count, trip_count)
-        scope = LoopScope(loop_id, kind, len(self.scopes), nki_scope)
+        # only legacy NKI kills a tile made inside a loop when the loop ends
+        scope = LoopScope(loop_id, kind, len(self.scopes), nki_scope and self.api.loop_scoped_tiles)
         self.scopes.append(scope)
         self.scope_tuple = tuple(self.scopes)
         if kind is LoopKind.AFFINE:

@@ -839,6 +839,10 @@ def dma_copy(
     chunk_bytes, chunks = dma_shape(hbm_side)
     partitions, free = pf(moved.shape)
     region = region_of(dst, mask)
+    reads: tuple[Region, ...] = (region_of(src, mask),)
+    if src.__class__ is not View or dst.__class__ is not View:
+        # an indirect (tensor-indexed) side also reads its index tile (views.IndirectView)
+        reads += tuple(v._index_view._region() for v in (src, dst) if v.__class__ is not View)
     ctx.emit(
         Engine.DMA,
         opcode,
@@ -846,7 +850,7 @@ def dma_copy(
         free,
         dname(src._tensor.dtype),
         dname(dst._tensor.dtype),
-        (region_of(src, mask),),
+        reads,
         (region,),
         src._tensor.memory,
         dst._tensor.memory,

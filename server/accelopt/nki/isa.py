@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from accelopt.nki import context as _context
 from accelopt.nki import dtypes as _dt
 from accelopt.nki import language as _nl
 from accelopt.nki import ops as _ops
@@ -23,6 +24,7 @@ from accelopt.nki.dtypes import dname as _dname
 from accelopt.nki.indexing import IndexExpr as _IndexExpr
 from accelopt.nki.indexing import Predicate as _Predicate
 from accelopt.nki.instructions import SBUF as _SBUF
+from accelopt.nki.instructions import TENSOR_ENGINE_OPS as _TENSOR_ENGINE_OPS
 from accelopt.nki.instructions import assign as _assign
 from accelopt.nki.instructions import check_on_chip as _check_on_chip
 from accelopt.nki.instructions import dma_copy as _dma_copy
@@ -36,14 +38,26 @@ from accelopt.nki.instructions import result_tile as _result_tile
 from accelopt.nki.instructions import scalar_of as _scalar_of
 from accelopt.nki.instructions import to_view as _to_view
 from accelopt.nki.instructions import unassigned_extra as _unassigned_extra
+from accelopt.nki.registers import (  # noqa: F401 - kernel-facing
+    NkiScalar,
+    VirtualRegister,
+    register_alloc,
+    register_load,
+    register_move,
+    register_store,
+)
 from accelopt.nki.tensor import Tensor as _Tensor
 from accelopt.nki.tensor import TileOps as _TileOps
 from accelopt.nki.tensor import View as _View
 from accelopt.nki.trace import Engine as _Engine
 from accelopt.nki.trace import Memory as _Memory
+from accelopt.nki.unsupported import module_getattr as _module_getattr
 
 _ANY = (_Engine.VECTOR, _Engine.SCALAR, _Engine.GPSIMD)
 _VECTOR_ONLY = (_Engine.VECTOR, _Engine.GPSIMD)
+
+# a listed NKI name this module does not define is refused NKI-style (unsupported.py)
+__getattr__ = _module_getattr("nki.isa")
 
 
 class engine(_enum.Enum):
@@ -108,7 +122,9 @@ _LEGACY_LEADING_TILES = {
     "scalar_tensor_tensor": 1,
     "tensor_tensor": 2,
     "tensor_reduce": 0,
+    "tensor_partition_reduce": 0,
     "tensor_copy": 1,
+    "dma_transpose": 1,
     "reciprocal": 1,
     "bn_stats": 1,
     "bn_aggr": 1,
@@ -142,14 +158,13 @@ def _writes_dst(fn: Callable[..., _Tensor]) -> Callable[..., Any]:
 
     @_functools.wraps(fn)
     def wrapper(*args: Any, dst: Any = None, **kwargs: Any) -> Any:
-        if (
-            dst is None
-            and leading is not None
-            and args
-            and (len(args) > leading or kwargs)  # else it cannot be the newer form
-            and isinstance(args[0], _TileOps)
-        ):
-            dst, args = _split_positional_dst(args, kwargs, leading, names)
+        if dst is None and args and isinstance(args[0], _TileOps):
+            ctx = _context._ACTIVE
+            if ctx is not None and not ctx.api.legacy:
+                # the nki.* language: `dst` is always the first argument (NKI migration guide)
+                dst, args = args[0], args[1:]
+            elif leading is not None and (len(args) > leading or kwargs):
+                dst, args = _split_positional_dst(args, kwargs, leading, names)
         result = fn(*args, **kwargs)
         if dst is None:
             return result
@@ -171,8 +186,7 @@ def _engine(
 # --- Tensor Engine -------------------------------------------------------------------------
 
 
-@_writes_dst
-def nc_matmul(
+def _nc_matmul_result(
     stationary: Any,
     moving: Any,
     is_stationary_onezero: bool = False,
@@ -357,9 +371,17 @@ def _activation(
 
 
 def _attach_reduce(
-    ctx: _KernelContext, line: int, out: _Tensor, reduce_op: Any, reduce_res: Any, api: str
+    ctx: _KernelContext,
+    line: int,
+    out: _Tensor,
+    reduce_op: Any,
+    reduce_res: Any,
+    api: str,
+    negate: bool = False,
+    opcode: str | None = "activation_reduce",
 ) -> None:
-    """Fold a free-axis reduction of `out` into the instruction that produced it."""
+    """Fold a free-axis reduction of `out` into the instruction that produced it (`opcode`:
+    the instruction's new opcode, None to keep it)."""
     rspec = _ops.resolve(reduce_op)
     if rspec.reduce is None:
         raise ctx.error("err_unsupported_op", f"{api}: {rspec.name} cannot reduce", line)
@@ -368,7 +390,10 @@ def _attach_reduce(
     record = out._producer
     assert record is not None
     region = dst._region()
-    record.opcode = "activation_reduce"
+    if opcode is not None:
+        record.opcode = opcode
+    if negate:
+        record.extra["reduce_negate"] = True
     record.writes = (*record.writes, region)
     record.vector_ops += out.shape[0] * (int(np.prod(out.shape[1:])) if len(out.shape) > 1 else 1)
     record.extra["has_reduce"] = True
@@ -379,6 +404,8 @@ def _attach_reduce(
         assert values is not None
         axes = tuple(range(1, values.ndim))
         reduced = rspec.reduce(np.asarray(values, dtype=np.float32), axis=axes, keepdims=True)
+        if negate:
+            reduced = -reduced
         dst._write(reduced.reshape(dst.shape) if reduced.size == int(np.prod(dst.shape)) else reduced)
 
 
@@ -430,6 +457,9 @@ def tensor_scalar(
         ops_per_element=1 if spec1 is None else 2,
         extra={"op": spec0.name, "op1": spec1.name if spec1 else None, "num_ops": 1 if spec1 is None else 2},
     )
+
+
+_tensor_scalar_result = tensor_scalar.__wrapped__  # the returning form, for tensor_scalar_reduce
 
 
 @_writes_dst
@@ -627,8 +657,7 @@ def reciprocal(data: Any, dtype: Any = None, mask: Any = None, engine: Any = Non
     )
 
 
-@_writes_dst
-def memset(
+def _memset_result(
     shape: Any, value: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any
 ) -> _Tensor:
     """A new SBUF tile filled with `value`."""
@@ -667,8 +696,7 @@ def memset(
 # --- GpSimd ---------------------------------------------------------------------------------
 
 
-@_writes_dst
-def iota(expr: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
+def _iota_result(expr: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
     """A tile holding the values of an index expression (e.g. ``nl.arange(128)[:, None]``)."""
     ctx = _current()
     line = ctx.line()
@@ -700,8 +728,7 @@ def iota(expr: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
     return out
 
 
-@_writes_dst
-def affine_select(
+def _affine_select_result(
     pred: Any, on_true_tile: Any, on_false_value: Any, dtype: Any = None, mask: Any = None, **_: Any
 ) -> _Tensor:
     """``where(pred, on_true_tile, on_false_value)`` with an affine predicate over the tile's
@@ -815,11 +842,326 @@ def dma_copy(dst: Any = None, src: Any = None, mask: Any = None, **_: Any) -> No
     _dma_copy(ctx, dview, sview, line, mask=minfo)
 
 
+# --- destination-passing forms of the nki.* language (NKI 0.2-0.7) --------------------------
+
+
+def _dst_view(dst: Any) -> _View:
+    return dst._full_view() if isinstance(dst, _Tensor) else dst
+
+
+def _new_form(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a call passes `dst` (keyword, or a tile first where the legacy form takes none)."""
+    return "dst" in kwargs or bool(args and isinstance(args[0], _TileOps))
+
+
+def nc_matmul(*args: Any, **kwargs: Any) -> Any:
+    """``stationary.T @ moving`` on the Tensor Engine. Legacy form: returns a new fp32 PSUM tile
+    (accumulate with ``psum[...] += nisa.nc_matmul(...)``). nki.* form ``nc_matmul(dst,
+    stationary, moving, ..., accumulate=None)``: writes `dst`, adding to it when `accumulate` is
+    True; None (the default) overwrites on the first write to the location and accumulates on
+    later ones (nki.isa.nc_matmul, "Accumulation mode"), read here as: accumulate when the last
+    instruction to touch those elements of `dst` was a Tensor Engine write (an accumulation
+    group is closed by anything reading or otherwise writing them, e.g. its copy to SBUF)."""
+    accumulate = kwargs.pop("accumulate", None)
+    ctx = _context._ACTIVE
+    legacy = ctx is None or ctx.api.legacy
+    dst = kwargs.pop("dst", None)
+    if dst is None and args and isinstance(args[0], _TileOps):
+        if not legacy or len(args) > 2 or any(k in kwargs for k in ("stationary", "moving")):
+            dst, args = args[0], args[1:]
+    if dst is None:
+        if accumulate is not None:
+            raise _current().error(
+                "err_unsupported_operand", "nisa.nc_matmul: accumulate= needs a dst PSUM tile to accumulate into"
+            )
+        return _nc_matmul_result(*args, **kwargs)
+    target = _dst_view(dst)
+    if accumulate is None:
+        accumulate = _accumulation_open(_current(), target)
+    _nc_matmul_into(target, bool(accumulate), *args, **kwargs)
+    return dst
+
+
+def _nc_matmul_into_impl(target: _View, accumulate: bool, *args: Any, **kwargs: Any) -> None:
+    result = _nc_matmul_result(*args, **kwargs)
+    _assign(target, result, accumulate=accumulate)
+
+
+_nc_matmul_into = _replay.replayable(_nc_matmul_into_impl)
+
+
+def _accumulation_open(ctx: _KernelContext, target: _View) -> bool:
+    """Whether the last instruction touching `target`'s elements was a Tensor Engine write."""
+    tensor = target._tensor
+    if not tensor._written or tensor.memory is not _Memory.PSUM:
+        return False
+    tid = tensor._tid
+    box = target._box()
+
+    def touches(region: Any) -> bool:
+        if region.tensor_id != tid:
+            return False
+        for (a0, a1), (b0, b1) in zip(region.box, box):
+            if a0 >= b1 or b0 >= a1:
+                return False
+        return True
+
+    for record in reversed(ctx.trace.records):
+        for region in record.writes:
+            if touches(region):
+                return record.opcode in _TENSOR_ENGINE_OPS
+        for region in record.reads:
+            if touches(region):
+                return False
+    return False
+
+
+def memset(*args: Any, **kwargs: Any) -> Any:
+    """Fill with a constant. Legacy ``memset(shape, value, dtype)`` returns a new SBUF tile;
+    nki.* ``memset(dst, value, engine=)`` fills `dst`."""
+    if not _new_form(args, kwargs):
+        return _memset_result(*args, **kwargs)
+    return _memset_into(*args, **kwargs)
+
+
+def _memset_into(dst: Any, value: Any, engine: Any = None, name: Any = None, **_: Any) -> Any:
+    target = _dst_view(dst)
+    _assign(target, _memset_result(target.shape, value, dtype=target.dtype, engine=engine))
+    return dst
+
+
+def _pattern_values(pattern: Any, offset: Any, channel_multiplier: Any, shape: tuple[int, ...], api: str) -> Any:
+    """``offset + p * channel_multiplier + sum(step * index)`` over a [[step, num], ...] pattern
+    (nki.isa.iota / affine_select), shaped like the tile (numeric runs; None otherwise)."""
+    ctx = _current()
+    steps = [(int(step), int(num)) for step, num in pattern]
+    per_partition = int(np.prod([n for _, n in steps])) if steps else 1
+    p, f = _pf(shape)
+    if per_partition != f:
+        raise ctx.error(
+            "err_shape_mismatch",
+            f"{api}: the pattern {pattern} gives {per_partition} elements per partition, the tile holds {f}",
+        )
+    if not ctx.numerics:
+        return None
+    free = np.zeros(1, dtype=np.int64)
+    for step, num in steps:
+        free = (free[:, None] + step * np.arange(num, dtype=np.int64)[None, :]).reshape(-1)
+    rows = int(channel_multiplier) * np.arange(p, dtype=np.int64)[:, None]
+    return (int(offset) + rows + free[None, :]).reshape(shape)
+
+
+def iota(*args: Any, **kwargs: Any) -> Any:
+    """Legacy ``iota(expr, dtype)`` returns a tile of an index expression's values; nki.*
+    ``iota(dst, pattern, offset=0, channel_multiplier=0)`` fills `dst` with
+    ``offset + p * channel_multiplier + sum(step * i)`` (nki.isa.iota)."""
+    if (args and isinstance(args[0], _TileOps)) or "pattern" in kwargs:
+        return _iota_into(*args, **kwargs)
+    dst = kwargs.pop("dst", None)
+    result = _iota_result(*args, **kwargs)
+    if dst is None:
+        return result
+    _assign(_dst_view(dst), result)
+    return dst
+
+
+def _iota_into(dst: Any, pattern: Any, offset: Any = 0, channel_multiplier: Any = 0, name: Any = None) -> Any:
+    ctx = _current()
+    line = ctx.line()
+    target = _dst_view(dst)
+    if target._tensor.memory is not _Memory.SBUF:
+        raise ctx.error("err_unsupported_memory", "nisa.iota writes SBUF", line)
+    shape = target.shape
+    values = _pattern_values(pattern, offset, channel_multiplier, shape, "nisa.iota")
+    out = _result_tile(ctx, shape, target.dtype, _SBUF, line, "iota", values, None)
+    p, f = _pf(shape)
+    out._producer = ctx.emit(
+        _Engine.GPSIMD,
+        "iota",
+        p,
+        f,
+        _dname(target.dtype),
+        _dname(target.dtype),
+        (),
+        (out._full_region(),),
+        None,
+        _Memory.SBUF,
+        line,
+        bytes=p * f * target.dtype.itemsize,
+        vector_ops=p * f,
+    )
+    _assign(target, out)
+    return dst
+
+
+def affine_select(*args: Any, **kwargs: Any) -> Any:
+    """Legacy ``affine_select(pred, on_true_tile, on_false_value)`` with an nl.arange predicate;
+    nki.* ``affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value,
+    cmp_op=nl.equal, offset=0)``: keep `on_true_tile` where ``cmp_op(affine value, 0)``."""
+    if (args and isinstance(args[0], _TileOps)) or "pattern" in kwargs:
+        return _affine_select_into(*args, **kwargs)
+    dst = kwargs.pop("dst", None)
+    result = _affine_select_result(*args, **kwargs)
+    if dst is None:
+        return result
+    _assign(_dst_view(dst), result)
+    return dst
+
+
+def _affine_select_into(
+    dst: Any,
+    pattern: Any,
+    channel_multiplier: Any,
+    on_true_tile: Any,
+    on_false_value: Any,
+    cmp_op: Any = None,
+    offset: Any = 0,
+    name: Any = None,
+) -> Any:
+    ctx = _current()
+    line = ctx.line()
+    target = _dst_view(dst)
+    view = _to_view(ctx, on_true_tile, line)
+    if _Memory.PSUM in (view._tensor.memory, target._tensor.memory):
+        raise ctx.error("err_unsupported_memory", "the GpSimd engine cannot access PSUM", line)
+    spec = _ops.resolve(cmp_op if cmp_op is not None else "equal")
+    affine = _pattern_values(pattern, offset, channel_multiplier, view.shape, "nisa.affine_select")
+    fill = np.float32(float(_scalar_of(on_false_value)))
+
+    def compute(x: np.ndarray) -> np.ndarray:
+        keep = np.asarray(spec.fn(affine, 0)) != 0
+        return np.where(keep, x, fill)
+
+    out = _elementwise(
+        ctx,
+        line,
+        api="nisa.affine_select",
+        opcode="affine_select",
+        operands=(view,),
+        compute=compute,
+        engine=_Engine.GPSIMD,
+        legal=(_Engine.GPSIMD,),
+        dtype=target.dtype,
+        mask=None,
+        extra={"value": float(fill), "cmp_op": spec.name},
+    )
+    _assign(target, out)
+    return dst
+
+
+_REDUCE_CMDS_SUPPORTED = ("idle", "reset_reduce")
+
+
+def _check_reduce_cmd(reduce_cmd: Any, api: str) -> None:
+    from accelopt.nki.unsupported import refuse
+
+    name = getattr(reduce_cmd, "name", None) if reduce_cmd is not None else None
+    if name is not None and name not in _REDUCE_CMDS_SUPPORTED:
+        refuse(api, f"reduce_cmd={name}: accumulator registers kept across instructions")
+
+
+@_writes_dst
+def tensor_scalar_reduce(
+    data: Any,
+    op0: Any,
+    operand0: Any,
+    reduce_op: Any,
+    reduce_res: Any = None,
+    reverse0: bool = False,
+    reduce_cmd: Any = None,
+    reduce_init: Any = None,
+    reduce_res_negate: bool = False,
+    dtype: Any = None,
+    mask: Any = None,
+    **_: Any,
+) -> _Tensor:
+    """``data <op0> operand0`` on the Vector Engine, with the free-axis `reduce_op` reduction of
+    the result written to `reduce_res` ([P, 1]); `reduce_res_negate` negates it
+    (nki.isa.tensor_scalar_reduce)."""
+    ctx = _current()
+    line = ctx.line()
+    _check_reduce_cmd(reduce_cmd, "nisa.tensor_scalar_reduce")
+    if reduce_init is not None:
+        from accelopt.nki.unsupported import refuse
+
+        refuse("nisa.tensor_scalar_reduce", "reduce_init=")
+    out = _tensor_scalar_result(
+        data, op0, operand0, reverse0=reverse0, dtype=dtype, mask=mask, engine=engine.vector
+    )
+    if reduce_res is not None:
+        _attach_reduce(
+            ctx, line, out, reduce_op, reduce_res, "nisa.tensor_scalar_reduce", negate=reduce_res_negate, opcode=None
+        )
+    return out
+
+
+@_writes_dst
+def tensor_partition_reduce(op: Any, data: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
+    """Reduce across partitions with `op` on GpSimd: [P, F] -> [1, F]."""
+    ctx = _current()
+    line = ctx.line()
+    return _nl._reduce(
+        ctx,
+        line,
+        _ops.resolve(op),
+        data,
+        0,
+        dtype=dtype,
+        keepdims=True,
+        mask=mask,
+        engine=_Engine.GPSIMD,
+        api="nisa.tensor_partition_reduce",
+    )
+
+
+@_writes_dst
+def dma_transpose(src: Any, axes: Any = None, dtype: Any = None, **kwargs: Any) -> _Tensor:
+    """Transpose on a DMA queue: 2-D [A, B] -> [B, A] (axes (1, 0)); 3-D and 4-D permutations
+    (2, 1, 0) and (3, 1, 2, 0) (nki.isa.dma_transpose)."""
+    ctx = _current()
+    line = ctx.line()
+    view = _to_view(ctx, src, line)
+    ndim = len(view.shape)
+    default = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}.get(ndim)
+    order = tuple(int(a) for a in axes) if axes is not None else default
+    if order is None or order != default:
+        from accelopt.nki.unsupported import refuse
+
+        refuse("nisa.dma_transpose", f"axes {order} of a {ndim}-D tile")
+    if view._tensor.memory is _Memory.PSUM:
+        raise ctx.error("err_unsupported_memory", "DMA cannot access PSUM; copy the tile to SBUF first", line)
+    shape = tuple(view.shape[a] for a in order)
+    out_dtype = _dt.as_dtype(dtype) if dtype is not None else view._tensor.dtype
+    values = np.transpose(view._read(), order) if ctx.numerics else None
+    out = _result_tile(ctx, shape, out_dtype, _SBUF, line, "dma_transpose", values, None)
+    p, f = _pf(shape)
+    itemsize = view._tensor.dtype.itemsize
+    out._producer = ctx.emit(
+        _Engine.DMA,
+        "dma_copy",
+        p,
+        f,
+        _dname(view._tensor.dtype),
+        _dname(out_dtype),
+        (view._region(),),
+        (out._full_region(),),
+        view._tensor.memory,
+        _Memory.SBUF,
+        line,
+        bytes=p * f * itemsize,
+        is_transpose=True,
+        dma_chunk_bytes=itemsize,
+        dma_chunks=p * f,
+        extra={"transpose": True, "api": "nisa.dma_transpose"},
+    )
+    return out
+
+
 # Trace-only runs replay repeated calls of these from the same kernel statement (see replay.py).
 _replay.make_replayable(
     globals(),
     (
-        "nc_matmul",
+        "_nc_matmul_result",
         "nc_transpose",
         "activation",
         "activation_reduce",
@@ -830,9 +1172,12 @@ _replay.make_replayable(
         "tensor_reduce",
         "tensor_copy",
         "reciprocal",
-        "memset",
-        "iota",
-        "affine_select",
+        "_memset_result",
+        "_iota_result",
+        "_affine_select_result",
+        "tensor_scalar_reduce",
+        "tensor_partition_reduce",
+        "dma_transpose",
         "bn_stats",
         "bn_aggr",
         "dma_copy",

@@ -13,18 +13,21 @@ from typing import Any
 
 import numpy as np
 
+from accelopt.nki import constants as _constants
 from accelopt.nki import dtypes as _dt
 from accelopt.nki import ops as _ops
 from accelopt.nki import replay as _replay
+from accelopt.nki import views as _views
 
 # Everything this module imports for its own use is bound to an underscore name: kernels see
 # this module as `nl`, and the sandbox refuses underscore attributes, so helpers that could reach
 # the run (the context, tensor values) stay out of a kernel's reach.
 from accelopt.nki.context import KernelContext as _KernelContext
 from accelopt.nki.context import current as _current
-from accelopt.nki.dtypes import (  # noqa: F401 - kernel-facing dtypes
+from accelopt.nki.dtypes import (  # noqa: F401 - kernel-facing dtypes  # noqa: F401
     bfloat16,
     bool_,
+    finfo,
     float8_e4m3,
     float8_e4m3fn,
     float8_e5m2,
@@ -67,6 +70,7 @@ from accelopt.nki.instructions import scalar_of as _scalar_of
 from accelopt.nki.instructions import to_view as _to_view
 from accelopt.nki.instructions import unassigned_extra as _unassigned_extra
 from accelopt.nki.loops import affine_range, sequential_range, static_range  # noqa: F401
+from accelopt.nki.registers import dynamic_range, fori_loop, while_loop  # noqa: F401
 from accelopt.nki.tensor import Buffer as _Buffer
 from accelopt.nki.tensor import Tensor as _Tensor
 from accelopt.nki.tensor import TileOps as _TileOps
@@ -76,6 +80,14 @@ from accelopt.nki.tensor import normalize_shape as _normalize_shape
 from accelopt.nki.tensor import par_dim  # noqa: F401
 from accelopt.nki.trace import Engine as _Engine
 from accelopt.nki.trace import Memory as _Memory
+from accelopt.nki.unsupported import module_getattr as _module_getattr
+
+# `nki.language.constants` resolves through sys.modules (runtime.install_aliases)
+__path__: list[str] = []
+constants = _constants
+fp32 = _dt.fp32  # FP32 constants (nl.fp32.min)
+# a listed NKI name this module does not define is refused NKI-style (unsupported.py)
+__getattr__ = _module_getattr("nki.language")
 
 sbuf = _SBUF
 psum = _PSUM
@@ -134,6 +146,14 @@ def _buffer(buffer: Any) -> _Buffer:
 def _allocate(shape: Any, dtype: Any, buffer: Any, fill: Any, line: int, name: str) -> _Tensor:
     ctx = _current()
     dims, block_dims = _normalize_shape(shape)
+    if block_dims and not ctx.api.block_dimensions:
+        raise ctx.error(
+            "err_unsupported_block_dimension",
+            f"{ctx.api.label}: block dimensions were removed from the nki.* language (the partition "
+            f"dimension of shape {dims} is dimension {block_dims}); put it first and keep the blocks "
+            "in a Python list of tiles",
+            line,
+        )
     buf = _buffer(buffer)
     dtype = _dt.as_dtype(dtype if dtype is not None else float32)
     if buf.memory is not _Memory.HBM and dims:
@@ -308,6 +328,9 @@ def load(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> _Tensor:
         moved = view._restrict(minfo.ranges)  # only the selected elements move
     chunk_bytes, chunks = _dma_shape(moved)
     partitions, free = _pf(moved.shape if moved.shape else shape)
+    reads = (_region_of(view, minfo),)
+    if view.__class__ is not _View:  # an indirect load also reads its index tile
+        reads += (view._index_view._region(),)
     tile._producer = ctx.emit(
         _Engine.DMA,
         "dma_load",
@@ -315,7 +338,7 @@ def load(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> _Tensor:
         free,
         _dname(view._tensor.dtype),
         _dname(out_dtype),
-        (_region_of(view, minfo),),
+        reads,
         (_out_region(tile, minfo),),
         _Memory.HBM,
         _Memory.SBUF,
@@ -532,6 +555,11 @@ sigmoid = _make_unary("sigmoid")
 tanh = _make_unary("tanh")
 gelu = _make_unary("gelu")
 gelu_apprx_tanh = _make_unary("gelu_apprx_tanh")
+gelu_apprx_sigmoid = _make_unary("gelu_apprx_sigmoid")
+gelu_apprx_sigmoid_dx = _make_unary("gelu_apprx_sigmoid_dx")
+gelu_dx = _make_unary("gelu_dx")
+silu_dx = _make_unary("silu_dx")
+erf_dx = _make_unary("erf_dx")
 silu = _make_unary("silu")
 softplus = _make_unary("softplus")
 mish = _make_unary("mish")
@@ -1025,6 +1053,59 @@ def loop_reduce(
     acc._producer = record
     acc._fresh = acc._alias is None
     return acc
+
+
+# --- nki.* language (NKI 0.2-0.7) ---------------------------------------------------------
+
+
+class _TensorAnnotation(type):
+    """`isinstance(x, nl.NkiTensor)` holds for every tensor and view a kernel holds."""
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return isinstance(instance, (_Tensor, _View))
+
+    def __getitem__(cls, args: Any) -> Any:
+        return cls  # `nl.NkiTensor[...]` in annotations
+
+
+class NkiTensor(metaclass=_TensorAnnotation):
+    """The tensor type of the nki.* language, for annotations and isinstance checks (tensors
+    are made by nl.ndarray and friends, not by calling this class)."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        from accelopt.nki.unsupported import refuse
+
+        refuse("nki.language.NkiTensor(...)", "make tensors with nl.ndarray")
+
+
+class NKIObject:
+    """Base class of kernel-side configuration objects (a plain Python base under emulation)."""
+
+
+def is_hbm(buffer: Any) -> bool:
+    return _buffer(buffer).memory is _Memory.HBM
+
+
+def is_sbuf(buffer: Any) -> bool:
+    return _buffer(buffer).memory is _Memory.SBUF
+
+
+def is_psum(buffer: Any) -> bool:
+    return _buffer(buffer).memory is _Memory.PSUM
+
+
+def is_on_chip(buffer: Any) -> bool:
+    return _buffer(buffer).memory is not _Memory.HBM
+
+
+def shared_identity_matrix(n: int, dtype: Any = uint8, **_: Any) -> _Tensor:
+    """An n x n identity tile in SBUF: a constant in HBM loaded once per call."""
+    return load(shared_constant(np.eye(int(n)), dtype=dtype))
+
+
+def expand_dims(x: Any, axis: int) -> Any:
+    """A view of `x` with a new axis of size 1 at `axis`."""
+    return _views.expand_dim_view(x, axis)
 
 
 # Trace-only runs replay repeated calls of these from the same kernel statement (see replay.py).

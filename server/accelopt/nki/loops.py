@@ -15,12 +15,12 @@ from accelopt.nki.loopvar import LoopVar
 from accelopt.nki.trace import LoopKind
 
 
-def _traced(rng: range, kind: LoopKind, nki_scope: bool) -> Iterator[int]:
+def _traced(rng: range, kind: LoopKind, nki_scope: bool, site_frame: Any = None) -> Iterator[int]:
     ctx = active_context()
     if ctx is None:
         yield from rng
         return
-    caller = sys._getframe(1)
+    caller = sys._getframe(1) if site_frame is None else site_frame
     line = ctx.line()
     # the site by code id: code objects hash slowly, and the kernel's code outlives the run
     scope = ctx.enter_loop(kind, len(rng), line, (id(caller.f_code), caller.f_lasti), nki_scope)
@@ -49,6 +49,12 @@ def _traced(rng: range, kind: LoopKind, nki_scope: bool) -> Iterator[int]:
             yield var
     finally:
         ctx.exit_loop(scope)
+
+
+def traced_range(rng: range, kind: LoopKind, site_frame: Any) -> Iterator[int]:
+    """The iterations of a loop the emulator drives itself (nl.fori_loop, nl.dynamic_range),
+    recorded at the kernel statement of `site_frame` (the frame that called the loop API)."""
+    return _traced(rng, kind, False, site_frame)
 
 
 # (loop id, range) -> the loop's variables. A LoopVar is a value (an int and a loop id), so an

@@ -22,12 +22,14 @@ from typing import Any
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from accelopt.nki import apiversion
 from accelopt.nki.context import KernelContext, activate, active_context
 from accelopt.nki.errors import NkiError
 from accelopt.nki.instructions import SHARED_HBM
 from accelopt.nki.loops import KernelRange
 from accelopt.nki.tensor import Tensor
 from accelopt.nki.trace import Memory, Trace
+from accelopt.nki.unsupported import as_nki_error
 
 _MODULE_COUNTER = itertools.count()
 # Found once at import (trusted code): at run time limiting BLAS threads only calls into the
@@ -50,7 +52,7 @@ class KernelRun:
 
 def install_aliases() -> None:
     """Make ``neuronxcc.nki[.language|.isa|.typing]`` and ``nki[...]`` import the emulator."""
-    from accelopt.nki import facade, isa, language
+    from accelopt.nki import constants, facade, isa, language
     from accelopt.nki import typing as nki_typing
 
     neuronxcc = sys.modules.get("neuronxcc")
@@ -68,8 +70,10 @@ def install_aliases() -> None:
             "neuronxcc.nki.language": language,
             "neuronxcc.nki.isa": isa,
             "neuronxcc.nki.typing": nki_typing,
+            "neuronxcc.nki.language.constants": constants,
             "nki": facade,
             "nki.language": language,
+            "nki.language.constants": constants,
             "nki.isa": isa,
             "nki.typing": nki_typing,
         }
@@ -94,7 +98,13 @@ def load_kernel(text: str, name: str, path: str = "<kernel>") -> Callable[..., A
     module.__dict__["range"] = KernelRange
     linecache.cache[path] = (len(text), None, text.splitlines(keepends=True), path)
     sys.modules[module_name] = module
-    exec(code, module.__dict__)
+    try:
+        exec(code, module.__dict__)
+    except Exception as exc:  # e.g. an NKI decorator or constant at module level
+        converted = as_nki_error(exc, path)
+        if converted is None:
+            raise
+        raise converted from exc
     if name not in module.__dict__:
         functions = sorted(
             k for k, v in module.__dict__.items() if inspect.isfunction(v) or isinstance(v, Kernel)
@@ -106,6 +116,13 @@ def load_kernel(text: str, name: str, path: str = "<kernel>") -> Callable[..., A
     if not inspect.isfunction(fn):
         raise ValueError(f"{name!r} in {path} is not a kernel function (it is a {type(fn).__name__})")
     return fn
+
+
+def kernel_api(fn: Callable[..., Any], path: str) -> apiversion.KernelApi:
+    """The NKI generation a kernel function is written in, from its module's source (kept in
+    linecache by `load_kernel`, read from disk for kernels imported as modules)."""
+    text = "".join(linecache.getlines(path)) or "".join(linecache.getlines(fn.__code__.co_filename))
+    return apiversion.detect(text)
 
 
 def unwrap(fn: Any) -> Any:
@@ -141,7 +158,9 @@ def _flatten(result: Any) -> tuple[list[Tensor], bool]:
         for item in result:
             out.extend(_flatten(item)[0])
         return out, False
-    raise TypeError(f"a kernel must return tensors, got {type(result).__name__}")
+    raise NkiError(
+        "err_unsupported_return", f"a kernel must return tensors (or nothing), got {type(result).__name__}"
+    )
 
 
 def run_kernel(
@@ -156,7 +175,7 @@ def run_kernel(
     (outputs are NaN arrays of the right shape and dtype)."""
     fn = unwrap(fn)
     path = source_path or fn.__code__.co_filename
-    ctx = KernelContext(kernel_name or fn.__name__, path, numerics)
+    ctx = KernelContext(kernel_name or fn.__name__, path, numerics, kernel_api(fn, path))
     params = list(inspect.signature(fn).parameters)
     line = fn.__code__.co_firstlineno
     # Tile-sized matmuls run fastest on one BLAS thread (threads thrash on 128x512 tiles).
@@ -172,7 +191,13 @@ def run_kernel(
             else x
             for i, x in enumerate(inputs)
         ]
-        result = fn(*args)
+        try:
+            result = fn(*args)
+        except Exception as exc:
+            converted = as_nki_error(exc, path)
+            if converted is None:
+                raise
+            raise converted from exc
         returned, single = _flatten(result)
         if not returned:
             # kernels that write into their (output) arguments and return nothing
