@@ -133,8 +133,14 @@ def as_nki_error(exc: BaseException, kernel_path: str) -> NkiError | None:
     if isinstance(exc, NkiError) or not isinstance(exc, _CONVERTED):
         return None
     frames = traceback.extract_tb(exc.__traceback__)
-    if not frames or not frames[-1].filename.startswith(_EMULATOR_DIR):
+    if not frames:
         return None
+    called = re.match(r"^([\w.<>]+)\(\)\s*", str(exc))
+    if not frames[-1].filename.startswith(_EMULATOR_DIR):
+        # binding a call's arguments fails in the caller's frame: still ours if the function
+        # it names is an emulator API
+        if not (isinstance(exc, TypeError) and called and called.group(1) in _public_names()):
+            return None
     tb = exc.__traceback__
     kernel_line = 0
     api = ""
@@ -150,6 +156,9 @@ def as_nki_error(exc: BaseException, kernel_path: str) -> NkiError | None:
         tb = tb.tb_next
     if not kernel_line:
         return None
+    if called and not api:  # an argument-binding error names the function it could not call
+        names = _public_names()
+        api = names.get(called.group(1), "") or names.get(called.group(1).rsplit(".", 1)[-1], "")
     api = api or "an NKI API"
     detail = re.sub(r"^[\w.<>]+\(\)\s*", "", str(exc)).strip() or type(exc).__name__
     if "accelopt" in detail or os.sep + "nki" + os.sep in detail:
@@ -168,6 +177,7 @@ def as_nki_error(exc: BaseException, kernel_path: str) -> NkiError | None:
 def _public_names() -> dict[Any, str]:
     """code object -> public API name ('nisa.memset'), for every kernel-facing callable and the
     functions it wraps."""
+    import re
     import sys
 
     modules = {
@@ -176,18 +186,32 @@ def _public_names() -> dict[Any, str]:
         "nisa": "accelopt.nki.isa",
     }
     names: dict[Any, str] = {}
+    shared: set[Any] = set()  # wrapper code every decorated API runs (replay, dst): says nothing
+
+    def note(key: Any, api: str) -> None:
+        if names.setdefault(key, api) != api:
+            shared.add(key)
+
     for prefix, module_name in modules.items():
         module = sys.modules.get(module_name)
         if module is None:
             continue
         for name, value in vars(module).items():
-            if name.startswith("_") or not callable(value):
+            if not callable(value) or isinstance(value, type):
                 continue
+            public = name
+            if name.startswith("_"):
+                # the forms a dispatcher calls: _memset_into, _nc_matmul_result, ...
+                stem = re.sub(r"^_(.*?)_(into|result|into_impl)$", r"\1", name)
+                if stem == name or stem not in vars(module):
+                    continue
+                public = stem
             seen = 0
             while value is not None and seen < 8:
                 code = getattr(value, "__code__", None)
                 if code is not None:
-                    names.setdefault(code, f"{prefix}.{name}")
+                    note(code, f"{prefix}.{public}")
+                    note(code.co_name, f"{prefix}.{public}")
                 value = getattr(value, "__wrapped__", None)
                 seen += 1
     from accelopt.nki import tensor, views
@@ -196,9 +220,11 @@ def _public_names() -> dict[Any, str]:
         for name, value in vars(cls).items():
             code = getattr(value, "__code__", None)
             if code is not None and not name.startswith("_"):
-                names.setdefault(code, f"NkiTensor.{name}")
+                note(code, f"NkiTensor.{name}")
+                note(f"{cls.__name__}.{name}", f"NkiTensor.{name}")
     for name, value in vars(views).items():
         code = getattr(value, "__code__", None)
         if code is not None and name.endswith("_view"):
-            names.setdefault(code, f"NkiTensor.{name[: -len('_view')]}")
-    return names
+            note(code, f"NkiTensor.{name[: -len('_view')]}")
+            note(name, f"NkiTensor.{name[: -len('_view')]}")
+    return {key: api for key, api in names.items() if key not in shared}
