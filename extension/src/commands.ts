@@ -186,7 +186,8 @@ async function optimizeKernel(deps: CommandDeps, args: readonly unknown[]): Prom
   // The server optimizes the text as it is in the editor, saved or not.
   const settings = deps.readSettings();
   const outcome = await runOptimization(target, toSearchOptions(settings.server), deps.connection, {
-    measuredOn: measuredOn(settings.server.backend, settings.server.hardware),
+    // 'auto': the server picks the kernel's target; its candidates say which
+    measuredOn: measuredOn(settings.server.backend, settings.server.hardware === 'auto' ? '' : settings.server.hardware),
     log: (line) => deps.output.appendLine(`[client] ${line}`),
   });
   void deps.memory.refresh();

@@ -117,6 +117,12 @@ def _find_kernel_name(text: str, path: str, wanted: str | None) -> str:
     raise _UsageError(f"{path}: several kernels ({', '.join(kernels)}); choose one with --kernel")
 
 
+def _config_sets_hardware(args: argparse.Namespace) -> bool:
+    from accelopt.search.run_config import load_run_config
+
+    return "hardware" in load_run_config(args.config).search.model_fields_set
+
+
 def _settings(args: argparse.Namespace) -> Any:
     from accelopt.search.run_config import ConfigError, load_run_config
 
@@ -175,6 +181,12 @@ async def _optimize(args: argparse.Namespace, console: Console) -> int:
     name = _find_kernel_name(text, str(path), args.kernel)
     kernel = KernelSource(text=text, name=name, path=str(path))
     settings = _settings(args)
+    if args.hardware is None and not _config_sets_hardware(args):
+        # no target chosen on the command line or in the config: the kernel's own
+        from accelopt.nki.apiversion import default_hardware
+
+        search = settings.search.model_copy(update={"hardware": default_hardware(text)})
+        settings = settings.model_copy(update={"search": search})
     try:
         task = task_for_kernel(kernel, reference=args.reference, size=args.size)
     except TaskError as exc:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from accelopt.lsp.config import ServerSettings
+from accelopt.lsp.config import ServerSettings, hardware_for
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import Evaluation, KernelSource
 
@@ -112,7 +112,7 @@ async def profile_kernel(
         outcome.elapsed_s = time.perf_counter() - started
         return outcome
     options = EvaluationOptions(
-        hardware=settings.hardware,
+        hardware=hardware_for(settings, kernel.text),
         seeds=1,
         timeout_s=settings.profile_timeout_s,
         check_correctness=False,

@@ -72,7 +72,8 @@ def profile_markdown(name: str, profile: Profile) -> str:
         f"{format_bytes(profile.hbm_write_bytes)} written",
         "Engines busy: " + " · ".join(f"{engine} {share:.0%}" for engine, share in busy),
     ]
-    rows = [f"**`{name}`** · {profile.label}", "", _BREAK.join(headline)]
+    assumed = f" · {profile.nki_api}" if profile.nki_api else ""  # which NKI rules were applied
+    rows = [f"**`{name}`** · {profile.label}{assumed}", "", _BREAK.join(headline)]
     if profile.lines:
         rows += ["", "Costliest lines:"]  # an ordered list starting at 1 may follow a paragraph line
         for rank, cost in enumerate(profile.lines[:3], start=1):

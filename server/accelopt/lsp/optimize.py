@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from lsprotocol import types
 
-from accelopt.lsp.config import ServerSettings
+from accelopt.lsp.config import ServerSettings, hardware_for
 from accelopt.lsp.edits import unified_diff
 from accelopt.lsp.engine import build_task
 from accelopt.lsp.protocol import (
@@ -58,7 +58,9 @@ class SearchRefused(Exception):
     """A search that cannot start (another search on the kernel, no inputs, ...): told to the user."""
 
 
-def search_config(settings: ServerSettings, options: SearchOptions, search_id: str) -> Any:
+def search_config(
+    settings: ServerSettings, options: SearchOptions, search_id: str, kernel_text: str = ""
+) -> Any:
     """The engine's SearchConfig from the configured defaults overlaid by the request's options."""
     from accelopt.search.config import Budget, SearchConfig
 
@@ -78,7 +80,7 @@ def search_config(settings: ServerSettings, options: SearchOptions, search_id: s
         "fix_attempts": defaults.fix_attempts,
         "evaluation_timeout_s": defaults.evaluation_timeout_s,
         "max_concurrent_evaluations": defaults.max_concurrent_evaluations,
-        "hardware": settings.hardware,
+        "hardware": hardware_for(settings, kernel_text),
         "search_id": search_id,
     }
     budget = Budget(
@@ -250,7 +252,7 @@ class SearchManager:
                 f"cannot optimize `{kernel_name}`: {getattr(exc, 'message', None) or exc}"
             ) from exc
         search_id = uuid.uuid4().hex[:12]
-        config = search_config(settings, options, search_id)
+        config = search_config(settings, options, search_id, text)
         session = SearchSession(
             id=search_id,
             uri=uri,
@@ -259,7 +261,7 @@ class SearchManager:
             start_text=text,
             path=path,
             backend=settings.backend,
-            hardware=settings.hardware,
+            hardware=config.hardware,
             max_candidates=settings.max_candidates,
             token=token,
             total_iterations=config.iterations,

@@ -45,6 +45,9 @@ class Evaluation(BaseModel):
     seeds: list[int] = Field(default_factory=list)
     profile: Profile | None = None
     wall_time_s: float = 0.0
+    assumed: str | None = Field(
+        None, description="the NKI rules and target the evaluation assumed, e.g. 'NKI 0.7 (nki.*) on trn2'"
+    )
 
     @property
     def ok(self) -> bool:

@@ -38,7 +38,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from accelopt.profiling.backend import EvaluationOptions
+from accelopt.profiling.backend import EvaluationOptions, resolved_hardware
 from accelopt.profiling.evaluation import EvalStatus, Evaluation, KernelSource
 from accelopt.profiling.policy import check_source
 from accelopt.profiling.profile import SUMMARY_COUNTS, SUMMARY_FRACTIONS, SUMMARY_RATIOS, Bound, Profile, Work
@@ -181,7 +181,7 @@ class NeuronBackend:
         )
         if result.status == "ok":
             try:
-                evaluation.profile = profile_from_summary(result, task, options.hardware)
+                evaluation.profile = profile_from_summary(result, task, resolved_hardware(options, kernel))
             except (KeyError, ValueError, ValidationError) as exc:
                 evaluation.status = "runtime_error"
                 evaluation.message = f"neuron-profile summary could not be read: {exc}"

@@ -64,6 +64,8 @@ class Profile(BaseModel):
     backend: BackendName
     hardware: str
     latency_ms: float
+    # the NKI rules the kernel was read with (accelopt.nki.apiversion), e.g. "NKI 0.7 (nki.*)"
+    nki_api: str | None = None
 
     hbm_read_bytes: int = 0
     hbm_write_bytes: int = 0

@@ -28,9 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from accelopt.nki.apiversion import detect
 from accelopt.nki.trace import Trace
 from accelopt.profiling import arrays
-from accelopt.profiling.backend import EvaluationOptions
+from accelopt.profiling.backend import EvaluationOptions, assumed, resolved_hardware
 from accelopt.profiling.compare import compare_outputs
 from accelopt.profiling.evaluation import Evaluation, KernelSource
 from accelopt.profiling.inputs import generate_inputs
@@ -120,11 +121,15 @@ class SimulatorBackend:
         self, kernel: KernelSource, task: Task, options: EvaluationOptions
     ) -> SimulatedRun:
         started = time.perf_counter()
+        options = options.model_copy(update={"hardware": resolved_hardware(options, kernel)})
         try:
             run = await self._evaluate(kernel, task, options)
         except _Failed as failed:
             run = SimulatedRun(failed.evaluation)
         run.evaluation.wall_time_s = time.perf_counter() - started
+        run.evaluation.assumed = assumed(options, kernel)
+        if run.evaluation.profile is not None:
+            run.evaluation.profile.nki_api = detect(kernel.text).label
         return run
 
     # --- one evaluation ------------------------------------------------------------------------
