@@ -5,9 +5,10 @@ bounded with `min` (NKI migration guide, "Deprecation of masking"). The fused tw
 instructions are the same.
 """
 
-import nki
 import nki.isa as nisa
 import nki.language as nl
+
+import nki
 
 LR = 1e-3
 BETA1 = 0.9
@@ -35,8 +36,8 @@ def adamw_kernel(param, grad, exp_avg, exp_avg_sq):
         for j in range(cols // F):
             cs = slice(j * F, (j + 1) * F)
 
-            def tile():
-                return nl.ndarray((n, F), dtype=nl.float32, buffer=nl.sbuf)
+            def tile(rows=n):
+                return nl.ndarray((rows, F), dtype=nl.float32, buffer=nl.sbuf)
 
             p, g, m, v = tile(), tile(), tile(), tile()
             nisa.dma_copy(dst=p, src=param[rs, cs])

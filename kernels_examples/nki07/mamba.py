@@ -3,9 +3,10 @@ and state, exp(delta * A[:, s]) on the Scalar Engine, the scan h = decay * h + d
 the Vector Engine (`nisa.tensor_tensor_scan`), the state carried across sequence chunks, and
 y += h * C."""
 
-import nki
 import nki.isa as nisa
 import nki.language as nl
+
+import nki
 
 CHANNELS = 128  # channels per tile (partitions)
 CHUNK = 512  # sequence positions per chunk

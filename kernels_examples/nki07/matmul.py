@@ -6,9 +6,10 @@ PSUM accumulator: the first matmul of each output tile overwrites it, the next o
 (the accumulation mode NKI 0.7 infers when `accumulate` is not given).
 """
 
-import nki
 import nki.isa as nisa
 import nki.language as nl
+
+import nki
 
 TILE_M = 128  # output rows per tile (stationary free size)
 TILE_K = 128  # contraction per matmul (partition axis)

@@ -4,9 +4,10 @@ removed from the nki.* language), and the normalised, transposed blocks of a row
 in one loop and used in the next (fine since NKI 0.3: tiles live as long as Python holds them).
 """
 
-import nki
 import nki.isa as nisa
 import nki.language as nl
+
+import nki
 
 P = 128  # partitions
 N_TILE = 512  # output columns per matmul (one PSUM bank of fp32)

@@ -1,9 +1,10 @@
 """Rotary position embedding in the nki.* language (NKI 0.7), on 64-partition tiles of the
 head-dim-major layout of ../rope.py: out_lo = x_lo cos - x_hi sin, out_hi = x_hi cos + x_lo sin."""
 
-import nki
 import nki.isa as nisa
 import nki.language as nl
+
+import nki
 
 HALF = 64  # half the head dimension: partitions per tile
 CHUNK = 512  # sequence positions per tile

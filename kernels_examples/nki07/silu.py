@@ -2,9 +2,10 @@
 every instruction writing a destination tile it is given (destination passing) and DMA through
 `nisa.dma_copy`."""
 
-import nki
 import nki.isa as nisa
 import nki.language as nl
+
+import nki
 
 TILE_ROWS = 128  # one row per SBUF partition
 TILE_COLS = 512  # elements per partition in each tile

@@ -5,9 +5,10 @@ Three passes per block of 128 rows, as in ../softmax.py: the running row maximum
 (`reduce_cmd=reset_reduce`), then the normalised values.
 """
 
-import nki
 import nki.isa as nisa
 import nki.language as nl
+
+import nki
 
 ROWS = 128  # rows per block, one per partition
 CHUNK = 512  # columns per chunk
