@@ -118,13 +118,13 @@ def _find_kernel_name(text: str, path: str, wanted: str | None) -> str:
 
 
 def _config_sets_hardware(args: argparse.Namespace) -> bool:
-    from accelopt.search.run_config import load_run_config
+    from accelopt.commands.run_config import load_run_config
 
     return "hardware" in load_run_config(args.config).search.model_fields_set
 
 
 def _settings(args: argparse.Namespace) -> Any:
-    from accelopt.search.run_config import ConfigError, load_run_config
+    from accelopt.commands.run_config import ConfigError, load_run_config
 
     try:
         run_config = load_run_config(args.config)
