@@ -462,3 +462,60 @@ def test_constants_finfo_fp32_and_annotations(nki_kernel):
     bf16_max = float(np.finfo(np.float32).max)  # bf16 max rounds above every value here
     assert out[0, 0] == 3.0 and out[0, 3] == 2.0
     assert out[0, 1] == np.float32(-3e38) + 2 and out[0, 2] <= bf16_max
+
+
+# --- more Vector / GpSimd instructions ----------------------------------------------------------
+
+MORE_OPS = """
+def k(x, idx, pred):
+    P, F = x.shape
+    out = nl.ndarray((P, 8 + 3 * F), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(t, x)
+    ids = nl.ndarray((P, F), dtype=nl.uint32, buffer=nl.sbuf)
+    nisa.dma_copy(ids, idx)
+    keep = nl.ndarray((P, F), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.dma_copy(keep, pred)
+    top = nl.ndarray((P, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.max8(top, t)
+    gathered = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.nc_n_gather(gathered, t, ids)
+    chosen = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(chosen, -1.0)
+    nisa.tensor_copy_predicated(dst=chosen, src=t, predicate=keep)
+    running = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar_cumulative(running, t, nl.multiply, nl.add, 2.0)
+    nisa.dma_copy(out[:, 0:8], top)
+    nisa.dma_copy(out[:, 8:8 + F], gathered)
+    nisa.dma_copy(out[:, 8 + F:8 + 2 * F], chosen)
+    nisa.dma_copy(out[:, 8 + 2 * F:8 + 3 * F], running)
+    return out
+"""
+
+
+def test_max8_gather_predicated_copy_and_cumulative_scan(nki_kernel, rng):
+    P, F = 16, 32
+    x = rng.standard_normal((P, F)).astype(np.float32)
+    idx = rng.integers(0, F, (P, F)).astype(np.uint32)
+    pred = (rng.random((P, F)) > 0.5).astype(np.uint8)
+    out = nki_kernel(MORE_OPS).run("k", x, idx, pred).outputs[0]
+    np.testing.assert_array_equal(out[:, 0:8], -np.sort(-x, axis=1)[:, :8])
+    np.testing.assert_array_equal(out[:, 8 : 8 + F], np.take_along_axis(x, idx.astype(np.int64), axis=1))
+    np.testing.assert_array_equal(out[:, 8 + F : 8 + 2 * F], np.where(pred != 0, x, -1.0))
+    np.testing.assert_allclose(out[:, 8 + 2 * F :], np.cumsum(2 * x, axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_accumulator_commands_that_need_register_state_are_refused(nki_kernel):
+    k = nki_kernel("""
+    def k(x):
+        t = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(t, x)
+        r = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(t, nl.exp, t, reduce_op=nl.add, reduce_res=r, reduce_cmd=nisa.reduce_cmd.reduce)
+        return x
+    """)
+    with pytest.raises(NkiError) as err:
+        k.run("k", np.zeros((4, 4), np.float32))
+    assert err.value.code == "err_unsupported_api"
+    assert "nisa.activation is not supported by the emulator yet" in err.value.message
+    assert err.value.line == k.line_of("reduce_cmd=nisa.reduce_cmd.reduce")

@@ -281,6 +281,7 @@ def activation(
     """``op(data * scale + bias)`` on the Scalar Engine; bias a [P, 1] tile, scale a scalar or
     [P, 1] tile. With reduce_op/reduce_res the free-axis reduction of the result is written too."""
     ctx = _current()
+    _check_reduce_cmd(reduce_cmd, "nisa.activation")
     return _activation(
         ctx, ctx.line(), op, data, bias, scale, reduce_op, reduce_res, dtype, mask, "nisa.activation"
     )
@@ -1157,6 +1158,212 @@ def dma_transpose(src: Any, axes: Any = None, dtype: Any = None, **kwargs: Any) 
     return out
 
 
+# --- more Vector / GpSimd instructions of the reference ---------------------------------------
+
+
+class matmul_perf_mode(_enum.Enum):
+    none = "none"
+    double_row = "double_row"
+
+
+class dma_engine(_enum.Enum):
+    dma = "dma"
+    gpsimd_dma = "gpsimd_dma"
+
+
+class NkiValidationError(Exception):
+    """Raised when hardware constraints are violated (kernels may catch it by name)."""
+
+
+def _emit_op(
+    ctx: _KernelContext,
+    line: int,
+    api: str,
+    opcode: str,
+    engine: _Engine,
+    inputs: tuple[_View, ...],
+    shape: tuple[int, ...],
+    out_dtype: Any,
+    values: Any,
+    vector_ops: int,
+) -> _Tensor:
+    """A new SBUF tile of `shape` written by one instruction reading `inputs` (the first is the
+    main operand); `values` are its fp32 contents in numeric runs."""
+    for view in inputs:
+        _check_on_chip(ctx, view, api, line)
+        if engine is _Engine.GPSIMD and view._tensor.memory is _Memory.PSUM:
+            raise ctx.error("err_unsupported_memory", f"{api}: the GpSimd engine cannot access PSUM", line)
+    out = _result_tile(ctx, shape, out_dtype, _SBUF, line, opcode, values, None)
+    p, f = _pf(inputs[0].shape)
+    main = inputs[0]._tensor
+    out._producer = ctx.emit(
+        engine,
+        opcode,
+        p,
+        f,
+        _dname(main.dtype),
+        _dname(out_dtype),
+        tuple(v._region() for v in inputs),
+        (out._full_region(),),
+        main.memory,
+        _Memory.SBUF,
+        line,
+        bytes=p * f * main.dtype.itemsize,
+        vector_ops=vector_ops,
+        extra={"api": api},
+    )
+    return out
+
+
+@_writes_dst
+def max8(src: Any, dtype: Any = None, **_: Any) -> _Tensor:
+    """The 8 largest values of each partition, in descending order: [P, ...] -> [P, 8]
+    (nki.isa.max8; 8 to 16384 elements per partition)."""
+    ctx = _current()
+    line = ctx.line()
+    view = _to_view(ctx, src, line)
+    p, f = _pf(view.shape)
+    if not 8 <= f <= 16384:
+        raise ctx.error(
+            "err_size_of_dimension_exceed_arch_limit", f"nisa.max8 reads 8 to 16384 elements per partition, got {f}", line
+        )
+    values = None
+    if ctx.numerics:
+        flat = _read_values(view, False).reshape(p, f)
+        values = -np.sort(-flat, axis=1)[:, :8]
+    out_dtype = _dt.as_dtype(dtype) if dtype is not None else view._tensor.dtype
+    return _emit_op(ctx, line, "nisa.max8", "max8", _Engine.VECTOR, (view,), (p, 8), out_dtype, values, p * f)
+
+
+def _gather_free(ctx: _KernelContext, line: int, api: str, data: Any, indices: Any, dtype: Any, engine: _Engine) -> _Tensor:
+    """``out[p, i...] = data[p].flat[indices[p, i...]]``: a gather within each partition."""
+    dview = _to_view(ctx, data, line)
+    iview = _to_view(ctx, indices, line)
+    p, f = _pf(dview.shape)
+    if iview.shape[0] != p:
+        raise ctx.error(
+            "err_num_partition_mismatch", f"{api}: data has {p} partitions but indices have {iview.shape[0]}", line
+        )
+    values = None
+    if ctx.numerics:
+        flat = _read_values(dview, False).reshape(p, f)
+        idx = np.asarray(iview._read(), dtype=np.int64).reshape(p, -1)
+        if idx.size and (idx.min() < 0 or idx.max() >= f):
+            raise ctx.error(
+                "err_tensor_access_out_of_bound",
+                f"{api}: an index reaches element {int(idx.max())} of a partition holding {f}",
+                line,
+            )
+        values = np.take_along_axis(flat, idx, axis=1).reshape(iview.shape)
+    out_dtype = _dt.as_dtype(dtype) if dtype is not None else dview._tensor.dtype
+    n = int(np.prod(iview.shape))
+    return _emit_op(ctx, line, api, "gather", engine, (dview, iview), tuple(iview.shape), out_dtype, values, n)
+
+
+@_writes_dst
+def nc_n_gather(data: Any, indices: Any, dtype: Any = None, **_: Any) -> _Tensor:
+    """Gather elements of each partition's (flattened) free dimensions by `indices` on GpSimd
+    (nki.isa.nc_n_gather): the output takes the indices' shape."""
+    ctx = _current()
+    return _gather_free(ctx, ctx.line(), "nisa.nc_n_gather", data, indices, dtype, _Engine.GPSIMD)
+
+
+def _tensor_copy_predicated_into(dst: Any, src: Any, predicate: Any, reverse_pred: bool = False, **_: Any) -> Any:
+    ctx = _current()
+    line = ctx.line()
+    target = _dst_view(dst)
+    pview = _to_view(ctx, predicate, line)
+    operands: list[Any] = [target, pview]
+    scalar = not isinstance(src, _TileOps)
+    if not scalar:
+        operands.append(src)
+    fill = float(_scalar_of(src)) if scalar else 0.0
+
+    def compute(current: np.ndarray, pred: np.ndarray, *rest: np.ndarray) -> np.ndarray:
+        take = (np.asarray(pred) != 0) != bool(reverse_pred)
+        return np.where(take, rest[0] if rest else np.float32(fill), current)
+
+    out = _elementwise(
+        ctx,
+        line,
+        api="nisa.tensor_copy_predicated",
+        opcode="tensor_copy_predicated",
+        operands=operands,
+        compute=compute,
+        engine=_Engine.VECTOR,
+        legal=(_Engine.VECTOR,),
+        dtype=target.dtype,
+        mask=None,
+        max_psum_inputs=None,
+        extra={"reverse_pred": bool(reverse_pred)},
+    )
+    _assign(target, out)
+    return dst
+
+
+def _predicated(*args: Any, **kwargs: Any) -> Any:
+    """Copy `src` into `dst` where `predicate` is nonzero (zero with `reverse_pred`); elsewhere
+    `dst` keeps its values (nki.isa.tensor_copy_predicated)."""
+    if _new_form(args, kwargs):
+        return _tensor_copy_predicated_into(*args, **kwargs)
+    from accelopt.nki.unsupported import refuse
+
+    refuse("nisa.tensor_copy_predicated", "without a dst tile")
+
+
+@_writes_dst
+def tensor_scalar_cumulative(
+    src: Any, op0: Any, op1: Any, imm0: Any, imm1: Any = None, reduce_cmd: Any = None, **_: Any
+) -> _Tensor:
+    """Per partition along the free axis: ``reg = op1(op0(src[i], imm0), reg); out[i] = reg``
+    with ``reg`` starting at op1's identity (``reset_reduce``, the default) or at `imm1`
+    (``load_reduce``) (nki.isa.tensor_scalar_cumulative)."""
+    from accelopt.nki.unsupported import refuse
+
+    ctx = _current()
+    line = ctx.line()
+    command = getattr(reduce_cmd, "name", "reset_reduce") if reduce_cmd is not None else "reset_reduce"
+    if command not in ("reset_reduce", "load_reduce"):
+        refuse("nisa.tensor_scalar_cumulative", f"reduce_cmd={command}: an accumulator kept across instructions")
+    spec0 = _ops.resolve(op0)
+    spec1 = _ops.resolve(op1)
+    identities = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}
+    if command == "reset_reduce" and spec1.name not in identities:
+        raise ctx.error("err_unsupported_op", f"nisa.tensor_scalar_cumulative: {spec1.name} cannot accumulate", line)
+    view = _to_view(ctx, src, line)
+    operands: list[Any] = [view, imm0 if isinstance(imm0, _TileOps) else _scalar_of(imm0)]
+    if command == "load_reduce":
+        operands.append(imm1 if isinstance(imm1, _TileOps) else _scalar_of(imm1))
+
+    def compute(x: np.ndarray, a: Any, start: Any = None) -> np.ndarray:
+        p = x.shape[0]
+        flat = np.asarray(spec0.fn(x, a), dtype=np.float32).reshape(p, -1)
+        reg = np.broadcast_to(
+            np.asarray(identities.get(spec1.name, 0.0) if start is None else start, dtype=np.float32).reshape(-1),
+            (p,),
+        ).copy()
+        out = np.empty_like(flat)
+        for i in range(flat.shape[1]):
+            reg = np.asarray(spec1.fn(flat[:, i], reg), dtype=np.float32)
+            out[:, i] = reg
+        return out.reshape(x.shape)
+
+    return _elementwise(
+        ctx,
+        line,
+        api="nisa.tensor_scalar_cumulative",
+        opcode="tensor_scalar_cumulative",
+        operands=operands,
+        compute=compute,
+        engine=_Engine.VECTOR,
+        legal=(_Engine.VECTOR,),
+        dtype=None,
+        mask=None,
+        ops_per_element=2,
+        extra={"op": spec0.name, "op1": spec1.name, "reduce_cmd": command},
+    )
+
+
 # Trace-only runs replay repeated calls of these from the same kernel statement (see replay.py).
 _replay.make_replayable(
     globals(),
@@ -1178,8 +1385,13 @@ _replay.make_replayable(
         "tensor_scalar_reduce",
         "tensor_partition_reduce",
         "dma_transpose",
+        "max8",
+        "nc_n_gather",
+        "tensor_scalar_cumulative",
         "bn_stats",
         "bn_aggr",
         "dma_copy",
     ),
 )
+
+tensor_copy_predicated = _predicated

@@ -1103,6 +1103,28 @@ def shared_identity_matrix(n: int, dtype: Any = uint8, **_: Any) -> _Tensor:
     return load(shared_constant(np.eye(int(n)), dtype=dtype))
 
 
+class MemoryRegion:
+    """The memories a tensor can live in, by name (``nl.MemoryRegion.sbuf`` is ``nl.sbuf``)."""
+
+    sbuf = _SBUF
+    psum = _PSUM
+    private_hbm = _PRIVATE_HBM
+    shared_hbm = _SHARED_HBM
+
+
+def gather_flattened(data: Any, indices: Any, axis: int = 0, dtype: Any = None, **_: Any) -> _Tensor:
+    """``out[p, i...] = data[p].flat[indices[p, i...]]`` (nl.gather_flattened): each partition
+    gathers from its own flattened free dimensions."""
+    from accelopt.nki import isa as _isa
+
+    ctx = _current()
+    if int(axis) != 0:
+        from accelopt.nki.unsupported import refuse
+
+        refuse("nki.language.gather_flattened", f"axis={axis}")
+    return _isa._gather_free(ctx, ctx.line(), "nl.gather_flattened", data, indices, dtype, _Engine.GPSIMD)
+
+
 def expand_dims(x: Any, axis: int) -> Any:
     """A view of `x` with a new axis of size 1 at `axis`."""
     return _views.expand_dim_view(x, axis)
