@@ -98,6 +98,7 @@ async def test_broken_kernel_gets_an_error_at_its_line_refreshed_on_save(editor:
     assert error.source == "accelopt"
     assert error.range.start.line == editor.line_of(uri, "tile = nl.load(x)")
     assert "partition" in error.message
+    assert error.message.endswith("(assuming legacy NKI (neuronxcc.nki) on trn1)")  # the rules applied
 
     # fix it (two row tiles of 128), save: the diagnostic goes away
     fixed = editor.text(uri).replace(

@@ -519,3 +519,31 @@ def test_accumulator_commands_that_need_register_state_are_refused(nki_kernel):
     assert err.value.code == "err_unsupported_api"
     assert "nisa.activation is not supported by the emulator yet" in err.value.message
     assert err.value.line == k.line_of("reduce_cmd=nisa.reduce_cmd.reduce")
+
+
+VIEWS_MORE = """
+def k(x: nki.tensor, scale: nki.dtype = nl.float32):
+    P, F = x.shape
+    out = nl.ndarray((P, 3 * F), dtype=nl.float32, buffer=nl.shared_hbm)
+    assert nl.is_hbm(x.buffer) and nl.is_sbuf(nl.MemoryRegion.sbuf) and nl.is_on_chip(nl.psum)
+    t = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(t, x)
+    bits = t.view(nl.int32)
+    as_int = nl.ndarray((P, F), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.tensor_copy(as_int, bits)
+    wide = t.expand_dim(1)
+    assert wide.shape == (P, 1, F) and wide.squeeze_dim(1).shape == (P, F)
+    eye = nl.shared_identity_matrix(P, dtype=nl.float32)
+    nisa.dma_copy(out[:, 0:F], nl.copy(as_int, dtype=nl.float32))
+    nisa.dma_copy(out[:, F:2 * F], wide.squeeze_dim(1))
+    nisa.dma_copy(out[:, 2 * F:3 * F], eye[:, 0:F])
+    return out
+"""
+
+
+def test_dtype_views_dims_buffers_and_identity(nki_kernel, rng):
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    out = nki_kernel(VIEWS_MORE).run("k", x).outputs[0]
+    np.testing.assert_array_equal(out[:, 0:8], x.view(np.int32).astype(np.float32))
+    np.testing.assert_array_equal(out[:, 8:16], x)
+    np.testing.assert_array_equal(out[:, 16:24], np.eye(16, dtype=np.float32)[:, 0:8])

@@ -39,6 +39,40 @@ def test_table_json_and_trace_out(tmp_path):
     assert evaluation["profile"]["hardware"] == "trn2" and evaluation["profile"]["latency_ms"] > 0
 
 
+NKI07_DOUBLE = """import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+# accelopt: inputs x=float32[128,256]
+@nki.jit
+def double_kernel(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.tensor_scalar(t, t, nl.multiply, 2.0)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+"""
+
+
+def test_the_default_target_follows_the_kernels_nki_generation(tmp_path):
+    (tmp_path / "legacy.py").write_text(HAND_WRITTEN)
+    (tmp_path / "current.py").write_text(NKI07_DOUBLE)
+    runs = {
+        name: json.loads(accelopt(f"{name}.py", "--seeds", "1", "--json", *extra, cwd=tmp_path).stdout)
+        for name, extra in (("legacy", ()), ("current", ()))
+    }
+    forced = json.loads(accelopt("current.py", "--seeds", "1", "--json", "--hardware", "trn1", cwd=tmp_path).stdout)
+    assert runs["legacy"]["status"] == runs["current"]["status"] == forced["status"] == "ok"
+    assert runs["legacy"]["profile"]["hardware"] == "trn1"
+    assert runs["legacy"]["assumed"] == "legacy NKI (neuronxcc.nki) on trn1"
+    assert runs["current"]["profile"]["hardware"] == "trn2"
+    assert runs["current"]["assumed"] == "NKI 0.7 (nki.*) on trn2"
+    assert runs["current"]["profile"]["nki_api"] == "NKI 0.7 (nki.*)"
+    assert forced["profile"]["hardware"] == "trn1" and forced["assumed"] == "NKI 0.7 (nki.*) on trn1"
+
+
 def test_failing_kernel_exits_1_with_file_and_line(tmp_path):
     (tmp_path / "bad.py").write_text(
         HAND_WRITTEN.replace("t = nl.load(x)", "t = nl.load(x)\n    ratio = 1 / 0")
