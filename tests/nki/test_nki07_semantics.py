@@ -142,10 +142,16 @@ def test_a_k_loop_of_nc_matmul_into_psum_accumulates(kernel, nki_kernel, rng, st
     assert flags == ([False, True, True, True] * 2 if style == "nki" else [True] * 4)
 
 
-def test_nc_matmul_accumulate_false_overwrites_and_conflicts_in_an_affine_loop(nki_kernel, rng):
-    k = nki_kernel(MATMUL_NKI.replace("nisa.nc_matmul(acc, at, bt)", "nisa.nc_matmul(acc, at, bt, accumulate=False)"))
+def test_accumulate_false_overwrites_and_only_nki_0_6_refuses_it_in_an_affine_loop(nki_kernel, rng):
+    overwrite = MATMUL_NKI.replace("nisa.nc_matmul(acc, at, bt)", "nisa.nc_matmul(acc, at, bt, accumulate=False)")
     a_t = rng.standard_normal((256, 128)).astype(np.float32)
     b = rng.standard_normal((256, 128)).astype(np.float32)
+    # NKI 0.7: affine_range is a Python range; the last k block's product is what remains
+    out = nki_kernel(overwrite).run("k", a_t, b).outputs[0]
+    assert rel_l2(out, a_t[128:].T @ b[128:]) < 1e-6
+    # NKI 0.6 (a kernel still naming nl.dynamic_range): affine iterations must be independent
+    k = nki_kernel("OLD_LOOPS = nl.dynamic_range\n" + overwrite)
+    assert apiversion.detect(k.text).release == "0.6"
     with pytest.raises(NkiError) as err:
         k.run("k", a_t, b)
     assert err.value.code == "err_unexpected_output_dependencies"
@@ -547,3 +553,19 @@ def test_dtype_views_dims_buffers_and_identity(nki_kernel, rng):
     np.testing.assert_array_equal(out[:, 0:8], x.view(np.int32).astype(np.float32))
     np.testing.assert_array_equal(out[:, 8:16], x)
     np.testing.assert_array_equal(out[:, 16:24], np.eye(16, dtype=np.float32)[:, 0:8])
+
+
+def test_rms_norm_in_both_styles(kernel, nki_kernel, rng):
+    body = """
+    def k(x, w):
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        g = nl.load(w)
+        nl.store(out, nl.rms_norm(t, g, axis=1, n=x.shape[1]))
+        return out
+    """
+    x = rng.standard_normal((32, 64)).astype(np.float32)
+    w = rng.uniform(0.5, 1.5, (32, 64)).astype(np.float32)
+    want = x / np.sqrt((x.astype(np.float64) ** 2).mean(axis=1, keepdims=True) + 1e-6) * w
+    for k in (kernel(body), nki_kernel(body)):
+        assert rel_l2(k.run("k", x, w).outputs[0], want) < 1e-6

@@ -9,6 +9,8 @@ the generation is known only from how the kernel imports NKI. It decides the rul
 - the legacy scoping rule (a tile allocated inside an NKI loop is dead after the loop,
   ``err_local_variable_used_out_of_scope``) is gone from NKI Beta 2 on: loops and lists behave
   as in Python (migration guide Beta 1 -> Beta 2, "Consistent control flow behavior");
+- ``nl.affine_range``: iterations must not write the same place until NKI 0.6; from 0.7 on it
+  is a deprecated alias of Python's range ("NKI Loops" deep dive, Neuron SDK 2.33);
 - the default target: legacy kernels were written for trn1, the ``nki.*`` language targets trn2
   and trn3 only (NKI 0.7 release notes), so trn2 unless the caller picks a target.
 
@@ -55,6 +57,13 @@ class KernelApi:
         return self.legacy
 
     @property
+    def affine_iterations_independent(self) -> bool:
+        """Whether two iterations of an ``nl.affine_range`` loop writing the same place is an
+        error (``err_unexpected_output_dependencies``). From NKI 0.7 on, ``affine_range`` is
+        deprecated and is a Python range ("NKI Loops", Neuron SDK 2.33)."""
+        return self.legacy or _version(self.release or LATEST_RELEASE) < (0, 7)
+
+    @property
     def default_hardware(self) -> Literal["trn1", "trn2"]:
         return "trn1" if self.legacy else "trn2"
 
@@ -79,6 +88,10 @@ def detect(text: str) -> KernelApi:
     if legacy or not current:
         return LEGACY
     return KernelApi("nki", _release(text))
+
+
+def _version(release: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in release.split("."))
 
 
 def _release(text: str) -> str:

@@ -318,7 +318,7 @@ class KernelContext:
         scope = LoopScope(loop_id, kind, len(self.scopes), nki_scope and self.api.loop_scoped_tiles)
         self.scopes.append(scope)
         self.scope_tuple = tuple(self.scopes)
-        if kind is LoopKind.AFFINE:
+        if kind is LoopKind.AFFINE and self.api.affine_iterations_independent:
             self.affine_scopes.append(scope)
         self.frames = (*self.frames, loop_frame(loop_id, 0))
         self.frame_ints = (*self.frame_ints, loop_id, 0)

@@ -990,6 +990,11 @@ def _iota_into(dst: Any, pattern: Any, offset: Any = 0, channel_multiplier: Any 
         line,
         bytes=p * f * target.dtype.itemsize,
         vector_ops=p * f,
+        extra={
+            "pattern": [[int(step), int(num)] for step, num in pattern],
+            "offset": int(offset),
+            "channel_multiplier": int(channel_multiplier),
+        },
     )
     _assign(target, out)
     return dst
@@ -1044,7 +1049,13 @@ def _affine_select_into(
         legal=(_Engine.GPSIMD,),
         dtype=target.dtype,
         mask=None,
-        extra={"value": float(fill), "cmp_op": spec.name},
+        extra={
+            "value": float(fill),
+            "cmp_op": spec.name,
+            "pattern": [[int(step), int(num)] for step, num in pattern],
+            "offset": int(offset),
+            "channel_multiplier": int(channel_multiplier),
+        },
     )
     _assign(target, out)
     return dst
@@ -1153,7 +1164,7 @@ def dma_transpose(src: Any, axes: Any = None, dtype: Any = None, **kwargs: Any) 
         is_transpose=True,
         dma_chunk_bytes=itemsize,
         dma_chunks=p * f,
-        extra={"transpose": True, "api": "nisa.dma_transpose"},
+        extra={"transpose": True, "api": "nisa.dma_transpose", "axes": list(order)},
     )
     return out
 

@@ -1125,6 +1125,16 @@ def gather_flattened(data: Any, indices: Any, axis: int = 0, dtype: Any = None, 
     return _isa._gather_free(ctx, ctx.line(), "nl.gather_flattened", data, indices, dtype, _Engine.GPSIMD)
 
 
+def rms_norm(
+    x: Any, w: Any, axis: Any, n: int, epsilon: float = 1e-6, dtype: Any = None, compute_dtype: Any = None
+) -> _Tensor:
+    """``x / RMS(x) * w`` with ``RMS(x) = sqrt(sum(x^2 along axis) / n + epsilon)``
+    (nl.rms_norm; the epsilon placement is read from its parameter description)."""
+    total = sum(square(x), axis=axis, keepdims=True)
+    inverse = rsqrt(add(multiply(total, 1.0 / float(n)), float(epsilon)))
+    return multiply(multiply(x, inverse), w, dtype=dtype)
+
+
 def expand_dims(x: Any, axis: int) -> Any:
     """A view of `x` with a new axis of size 1 at `axis`."""
     return _views.expand_dim_view(x, axis)
