@@ -569,3 +569,35 @@ def test_rms_norm_in_both_styles(kernel, nki_kernel, rng):
     want = x / np.sqrt((x.astype(np.float64) ** 2).mean(axis=1, keepdims=True) + 1e-6) * w
     for k in (kernel(body), nki_kernel(body)):
         assert rel_l2(k.run("k", x, w).outputs[0], want) < 1e-6
+
+
+TOPK = """
+def k(x):
+    P, F = x.shape
+    out = nl.ndarray((P, 16 + F), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(t, x)
+    top = nl.ndarray((P, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.max8(top, t)
+    where = nl.ndarray((P, 8), dtype=nl.uint32, buffer=nl.sbuf)
+    nisa.nc_find_index8(where, t, top)
+    replaced = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+    positions = nl.ndarray((P, 8), dtype=nl.uint32, buffer=nl.sbuf)
+    nisa.nc_match_replace8(dst=replaced, data=t, vals=top, imm=-1e9, dst_idx=positions)
+    nisa.dma_copy(out[:, 0:8], nl.copy(where, dtype=nl.float32))
+    nisa.dma_copy(out[:, 8:16], nl.copy(positions, dtype=nl.float32))
+    nisa.dma_copy(out[:, 16:16 + F], replaced)
+    return out
+"""
+
+
+def test_top_k_with_max8_find_index8_and_match_replace8(nki_kernel, rng):
+    P, F = 8, 40
+    x = rng.permutation(P * F).reshape(P, F).astype(np.float32)  # distinct values
+    out = nki_kernel(TOPK).run("k", x).outputs[0]
+    order = np.argsort(-x, axis=1)[:, :8]
+    np.testing.assert_array_equal(out[:, 0:8], order)
+    np.testing.assert_array_equal(out[:, 8:16], order)
+    want = x.copy()
+    np.put_along_axis(want, order, -1e9, axis=1)
+    np.testing.assert_array_equal(out[:, 16:], want)

@@ -1246,6 +1246,88 @@ def max8(src: Any, dtype: Any = None, **_: Any) -> _Tensor:
     return _emit_op(ctx, line, "nisa.max8", "max8", _Engine.VECTOR, (view,), (p, 8), out_dtype, values, p * f)
 
 
+def _match_positions(data: np.ndarray, vals: np.ndarray, order: range) -> np.ndarray:
+    """Per partition, for each of the 8 values (taken in `order`), the first position holding it
+    that an earlier value did not take; all ones (as int64 -1) where none is left."""
+    p = data.shape[0]
+    found = np.full((p, vals.shape[1]), -1, dtype=np.int64)
+    for row in range(p):
+        taken: set[int] = set()
+        for i in order:
+            for j in np.flatnonzero(data[row] == vals[row, i]):
+                if int(j) not in taken:
+                    taken.add(int(j))
+                    found[row, i] = int(j)
+                    break
+    return found
+
+
+def _eight(ctx: _KernelContext, line: int, api: str, data: Any, vals: Any) -> tuple[_View, _View, int, int]:
+    dview = _to_view(ctx, data, line)
+    vview = _to_view(ctx, vals, line)
+    p, f = _pf(dview.shape)
+    if not 8 <= f <= 16384 or _pf(vview.shape) != (p, 8):
+        raise ctx.error(
+            "err_shape_mismatch",
+            f"{api} takes 8 to 16384 data elements and exactly 8 values per partition; got data "
+            f"{dview.shape} and values {vview.shape}",
+            line,
+        )
+    return dview, vview, p, f
+
+
+@_writes_dst
+def nc_find_index8(data: Any, vals: Any, dtype: Any = None, **_: Any) -> _Tensor:
+    """Per partition, the index of the first occurrence of each of 8 values in `data` (repeated
+    values take successive occurrences); all ones where a value is absent
+    (nki.isa.nc_find_index8; uint32 unless `dtype` says uint16)."""
+    ctx = _current()
+    line = ctx.line()
+    dview, vview, p, f = _eight(ctx, line, "nisa.nc_find_index8", data, vals)
+    out_dtype = _dt.as_dtype(dtype) if dtype is not None else _dt.uint32
+    values = None
+    if ctx.numerics:
+        found = _match_positions(
+            _read_values(dview, False).reshape(p, f), _read_values(vview, False).reshape(p, 8), range(8)
+        )
+        values = np.where(found < 0, np.iinfo(out_dtype).max, found)
+    return _emit_op(ctx, line, "nisa.nc_find_index8", "find_index8", _Engine.VECTOR, (dview, vview), (p, 8), out_dtype, values, p * f)
+
+
+@_writes_dst
+def nc_match_replace8(data: Any, vals: Any, imm: Any, dst_idx: Any = None, **_: Any) -> _Tensor:
+    """`data` with the first occurrence of each of 8 values replaced by `imm` (values taken from
+    the last to the first), and the positions replaced written to `dst_idx` if given
+    (nki.isa.nc_match_replace8)."""
+    ctx = _current()
+    line = ctx.line()
+    dview, vview, p, f = _eight(ctx, line, "nisa.nc_match_replace8", data, vals)
+    fill = float(_scalar_of(imm))
+    values = positions = None
+    if ctx.numerics:
+        flat = _read_values(dview, False).reshape(p, f)
+        positions = _match_positions(flat, _read_values(vview, False).reshape(p, 8), range(7, -1, -1))
+        values = flat.copy()
+        rows, cols = np.nonzero(positions >= 0)
+        values[rows, positions[rows, cols]] = fill
+        values = values.reshape(dview.shape)
+    out = _emit_op(
+        ctx, line, "nisa.nc_match_replace8", "match_replace8", _Engine.VECTOR, (dview, vview), dview.shape,
+        dview._tensor.dtype, values, p * f,
+    )
+    if dst_idx is not None:
+        index_view = _to_view(ctx, dst_idx, line)
+        record = out._producer
+        assert record is not None
+        region = index_view._region()
+        record.writes = (*record.writes, region)
+        ctx.note_write(index_view._tensor, region, line, False)
+        if ctx.numerics and positions is not None:
+            sentinel = np.iinfo(index_view._tensor.dtype).max if index_view._tensor.dtype.kind in "iu" else -1
+            index_view._write(np.where(positions < 0, sentinel, positions).reshape(index_view.shape))
+    return out
+
+
 def _gather_free(ctx: _KernelContext, line: int, api: str, data: Any, indices: Any, dtype: Any, engine: _Engine) -> _Tensor:
     """``out[p, i...] = data[p].flat[indices[p, i...]]``: a gather within each partition."""
     dview = _to_view(ctx, data, line)
@@ -1397,6 +1479,8 @@ _replay.make_replayable(
         "tensor_partition_reduce",
         "dma_transpose",
         "max8",
+        "nc_find_index8",
+        "nc_match_replace8",
         "nc_n_gather",
         "tensor_scalar_cumulative",
         "bn_stats",
