@@ -601,3 +601,16 @@ def test_top_k_with_max8_find_index8_and_match_replace8(nki_kernel, rng):
     want = x.copy()
     np.put_along_axis(want, order, -1e9, axis=1)
     np.testing.assert_array_equal(out[:, 16:], want)
+
+
+def test_atomic_rmw_updates_hbm(kernel, rng):
+    k = kernel("""
+    def k(acc, x):
+        for i in nl.affine_range(2):
+            t = nl.load(x[i * 4:(i + 1) * 4, :])
+            nl.atomic_rmw(acc[0:4, :], value=t, op=np.add)
+        return acc
+    """)
+    acc = rng.standard_normal((4, 8)).astype(np.float32)
+    x = rng.standard_normal((8, 8)).astype(np.float32)
+    np.testing.assert_allclose(k.run("k", acc, x).outputs[0], acc + x[:4] + x[4:], rtol=1e-6)

@@ -1135,6 +1135,47 @@ def rms_norm(
     return multiply(multiply(x, inverse), w, dtype=dtype)
 
 
+def atomic_rmw(dst: Any, value: Any, op: Any, mask: Any = None, **_: Any) -> None:
+    """``dst = op(dst, value)`` on HBM, atomically, by DMA (nl.atomic_rmw): `value` an on-chip
+    tile of `dst`'s shape."""
+    ctx = _current()
+    line = ctx.line()
+    spec = _ops.resolve(op)
+    dview = _to_view(ctx, dst, line)
+    sview = _to_view(ctx, value, line)
+    if dview._tensor.memory is not _Memory.HBM or sview._tensor.memory is _Memory.HBM:
+        raise ctx.error("err_unsupported_memory", "nl.atomic_rmw updates HBM from an on-chip tile", line)
+    if _prod(dview.shape) != _prod(sview.shape):
+        raise ctx.error(
+            "err_shape_mismatch", f"nl.atomic_rmw: a tile of shape {sview.shape} for a region of shape {dview.shape}", line
+        )
+    minfo = _resolve_mask(ctx, mask, dview.shape)
+    region = _region_of(dview, minfo)
+    partitions, free = _pf(sview.shape)
+    ctx.emit(
+        _Engine.DMA,
+        "dma_copy",
+        partitions,
+        free,
+        _dname(sview._tensor.dtype),
+        _dname(dview._tensor.dtype),
+        (_region_of(sview, None), region),
+        (region,),
+        sview._tensor.memory,
+        _Memory.HBM,
+        line,
+        bytes=2 * partitions * free * dview._tensor.dtype.itemsize,
+        dma_chunk_bytes=_dma_shape(dview)[0],
+        dma_chunks=_dma_shape(dview)[1],
+        extra={"api": "nl.atomic_rmw", "op": spec.name},
+    )
+    ctx.note_write(dview._tensor, region, line, True)
+    if ctx.numerics and dview._tensor._data is not None:
+        with np.errstate(all="ignore"):
+            combined = spec.fn(_read_values(dview, False), _read_values(sview, False).reshape(dview.shape))
+        dview._write(combined, mask=None if minfo is None else np.reshape(minfo.grid, dview.shape))
+
+
 def expand_dims(x: Any, axis: int) -> Any:
     """A view of `x` with a new axis of size 1 at `axis`."""
     return _views.expand_dim_view(x, axis)
