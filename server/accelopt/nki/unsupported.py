@@ -91,6 +91,9 @@ def api_index() -> dict[str, frozenset[str]]:
     return {module: frozenset(found) for module, found in names.items()}
 
 
+api_index()  # read now, while importing: a sandboxed run may not open files later
+
+
 def module_getattr(public_module: str) -> Callable[[str], Any]:
     """A module `__getattr__` for the emulator module kernels see as `public_module`."""
 
