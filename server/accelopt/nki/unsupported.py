@@ -129,17 +129,19 @@ def as_nki_error(exc: BaseException, kernel_path: str) -> NkiError | None:
     own Python raised it) or is already an NKI error."""
     import os
     import re
-    import traceback
 
     from accelopt.nki.errors import _EMULATOR_DIR
 
     if isinstance(exc, NkiError) or not isinstance(exc, _CONVERTED):
         return None
-    frames = traceback.extract_tb(exc.__traceback__)
-    if not frames:
+    # the frames' files by walking the traceback (traceback.extract_tb would read source files)
+    last = exc.__traceback__
+    if last is None:
         return None
+    while last.tb_next is not None:
+        last = last.tb_next
     called = re.match(r"^([\w.<>]+)\(\)\s*", str(exc))
-    if not frames[-1].filename.startswith(_EMULATOR_DIR):
+    if not last.tb_frame.f_code.co_filename.startswith(_EMULATOR_DIR):
         # binding a call's arguments fails in the caller's frame: still ours if the function
         # it names is an emulator API
         if not (isinstance(exc, TypeError) and called and called.group(1) in _public_names()):
