@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from accelopt.profiling.backend import EvaluationOptions
+from accelopt.profiling.backend import EvaluationOptions, resolved_hardware
 from accelopt.profiling.evaluation import EvalStatus, Evaluation, KernelSource
 from accelopt.profiling.profile import Bound, Profile
 
@@ -173,6 +173,9 @@ async def run_bench(
     """Evaluate every (kernel, task) through `backend`, at most `jobs` at a time."""
     started = time.perf_counter()
     gate = asyncio.Semaphore(jobs)
+    if options.hardware is None and selection:
+        # one target for the whole report: the first kernel's own (NKIBench kernels: trn1)
+        options = options.model_copy(update={"hardware": resolved_hardware(options, selection[0][0])})
 
     async def one(kernel: KernelSource, task: Task) -> TaskResult:
         async with gate:
