@@ -151,8 +151,9 @@ def title_problem(title: str, echo: set[str] | frozenset[str] = frozenset()) -> 
         return f"{text[:40]!r} is code or markup, not a plan"
     if _is_code(text):
         return f"{text[:40]!r} is a line of code, not a plan"
-    lowered = text.lower()
-    if any(lowered == line or (len(lowered) >= 20 and line.startswith(lowered)) for line in echo):
+    lowered = _clean_title(text).lower()
+    instructions = (_clean_title(line).lower() for line in echo)
+    if any(lowered == line or (len(lowered) >= 20 and line.startswith(lowered)) for line in instructions):
         return "it repeats the instructions"
     return None
 

@@ -218,13 +218,19 @@ class _Search:
 
     def _finished(self) -> Finished:
         reason = self.stop_reason or "completed"
+        message = self.stop_message
+        endpoint = self.spending.endpoint
+        if endpoint.calls and not endpoint.succeeded and reason in ("completed", "early_stop"):
+            # Nothing the agents said was usable: that is a failure of the run, not a completion.
+            reason, message = "error", f"no agent call succeeded: {endpoint.describe()}"
         return Finished(
             search_id=self.search_id,
             reason=reason,  # type: ignore[arg-type]
-            message=self.stop_message,
+            message=message,
             ranked=rank(self.candidates, self.config.ranked_limit),
             evaluations=self.spending.evaluations,
             wall_time_s=self.spending.elapsed_s,
+            endpoint=self.spending.endpoint.model_copy(deep=True),
         )
 
     # -- the loop -----------------------------------------------------------------------------

@@ -110,6 +110,8 @@ def _summary(
             ),
             ("evaluations", f"{finished.evaluations} (wall time {finished.wall_time_s:.1f} s)"),
         ]
+        if finished.endpoint.calls:
+            rows.append(("agent calls", finished.endpoint.describe()))
     statuses: dict[str, int] = defaultdict(int)
     for c in candidates.values():
         statuses[str(c.status)] += 1
