@@ -59,9 +59,15 @@ class SearchRefused(Exception):
 
 
 def search_config(settings: ServerSettings, options: SearchOptions, search_id: str) -> Any:
-    """The engine's SearchConfig from the configured defaults overlaid by the request's options."""
-    from accelopt.search.config import Budget, SearchConfig
+    """The engine's SearchConfig: the configuration file's [search] (when the settings name one),
+    overlaid by the editor's search settings, overlaid by the request's options."""
+    from accelopt.agents.run_config import ConfigError, load_run_config
+    from accelopt.search.config import SearchConfig
 
+    try:
+        base = load_run_config(settings.agents.config_file).search if settings.agents.config_file else SearchConfig()
+    except ConfigError as exc:
+        raise SearchRefused(str(exc)) from exc
     defaults = settings.search
 
     def pick(name: str) -> Any:
@@ -81,12 +87,11 @@ def search_config(settings: ServerSettings, options: SearchOptions, search_id: s
         "hardware": settings.hardware,
         "search_id": search_id,
     }
-    budget = Budget(
-        max_dollars=pick("budget_usd"),
-        max_evaluations=pick("max_evaluations"),
-        max_wall_time_s=pick("wall_time_s"),
-    )
-    return SearchConfig(budget=budget, **{k: v for k, v in fields.items() if v is not None})
+    limits = {"max_dollars": pick("budget_usd"), "max_evaluations": pick("max_evaluations"),
+              "max_wall_time_s": pick("wall_time_s")}
+    budget = {**base.budget.model_dump(), **{k: v for k, v in limits.items() if v is not None}}
+    chosen = {k: v for k, v in fields.items() if v is not None}
+    return SearchConfig.model_validate({**base.model_dump(), **chosen, "budget": budget})
 
 
 @dataclass
