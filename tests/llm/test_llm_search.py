@@ -145,6 +145,10 @@ async def test_scripted_llm_search_end_to_end(chat_server, simulator, silu, make
             assert row.speedup > 1.04
         else:
             assert row.speedup == FAILED_SPEEDUP and row.fast_kernel in (WRONG, TOO_TALL)
+            # a failure is said as one, never shown as a measured slowdown
+            assert row.failure and row.failure.split(":")[0] in ("incorrect", "compile_error")
+    for event in lessons:
+        assert (event.speedup is None) == (event.failure is not None)
 
     # -- cost: the usage the endpoint reported, plus an estimate for each abandoned (timed-out)
     # request, which the server may still have generated in full; priced by the table ------------

@@ -85,9 +85,12 @@ def lessons_text(experiences: list[Experience]) -> str:
         return "Past lessons: none yet."
     parts = ["Past lessons from the optimization memory (id, outcome, lesson):"]
     for exp in experiences:
-        outcome = (
-            f"helped, {exp.speedup:.2f}x faster" if exp.positive else f"hurt, {1 / exp.speedup:.2f}x slower"
-        )
+        if exp.failure:
+            outcome = f"failed: {_one_line(exp.failure, 120)}"
+        elif exp.positive:
+            outcome = f"helped, {exp.speedup:.2f}x faster"
+        else:
+            outcome = f"hurt, {1 / exp.speedup:.2f}x slower"
         parts.append(f"- lesson {exp.id} ({outcome}, {exp.kernel_family or exp.task}): {exp.lesson.title}")
         if exp.lesson.plan:
             parts.append(f"  {exp.lesson.plan}")

@@ -579,6 +579,7 @@ class _Search:
             fast_kernel=after.kernel.text,
             speedup=outcome.speedup,
             lesson=lesson,
+            failure=outcome.failure,
             kernel_family=self.family,
             task=self.task_name,
             hardware=self.config.hardware,
@@ -594,7 +595,11 @@ class _Search:
             experience_id = None
         self._emit(
             LessonEvent(
-                search_id=self.search_id, lesson=lesson, speedup=outcome.speedup, experience_id=experience_id
+                search_id=self.search_id,
+                lesson=lesson,
+                speedup=None if outcome.failure else outcome.speedup,
+                failure=outcome.failure,
+                experience_id=experience_id,
             )
         )
 

@@ -42,7 +42,8 @@ class LessonEvent(BaseModel):
     kind: Literal["lesson"] = "lesson"
     search_id: str
     lesson: Lesson
-    speedup: float
+    speedup: float | None = Field(None, description="the measured speedup; None when the candidate failed")
+    failure: str | None = None
     experience_id: int | None = None
 
 
