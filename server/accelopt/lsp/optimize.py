@@ -115,6 +115,8 @@ class SearchSession:
     total_iterations: int = 0
     best_speedup: float | None = None
     dollars: float = 0.0
+    agent_calls: str | None = None
+    agent_failures: int = 0
     evaluations: int = 0
     result: OptimizeResult | None = None
     task: asyncio.Task[OptimizeResult] | None = None
@@ -327,6 +329,8 @@ class SearchManager:
             message=message,
             best_speedup=session.best_speedup,
             candidates=len(session.ranked()),
+            agent_calls=session.agent_calls,
+            agent_failures=session.agent_failures,
         )
         if session.token is not None:
             host.progress(
@@ -373,6 +377,8 @@ class SearchManager:
             for ranked in event.ranked:
                 session.candidates[ranked.candidate.id] = ranked.candidate
             session.evaluations = max(session.evaluations, event.evaluations)
+            if event.endpoint.calls:
+                session.agent_calls, session.agent_failures = event.endpoint.describe(), event.endpoint.failed
             return event.reason, event.message
         return None
 
