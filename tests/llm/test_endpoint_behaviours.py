@@ -268,3 +268,26 @@ async def test_the_cli_exits_non_zero_and_keeps_the_exchanges_when_no_call_succe
     exchanges = [json.loads(line) for line in (out / "exchanges.jsonl").read_text().splitlines()]
     assert len(exchanges) == 2 and {e["status"] for e in exchanges} == {"unreachable"}
     assert exchanges[0]["request"]["messages"][0]["role"] == "system"
+
+
+async def test_structured_output_is_asked_for_and_dropped_when_the_server_refuses_it(chat_server):
+    def respond(request: ChatRequest) -> Reply:
+        if "response_format" in request.body:
+            return Reply(status=400, body={"error": {"message": "response_format json_schema is not supported"}})
+        return Reply(content=PLAN)
+
+    server = chat_server(respond)
+    agents = llm_agents(llm_config(server.base_url, preset="vllm"))
+    from accelopt.profiling.evaluation import KernelSource
+
+    request = PlanRequest(kernel=KernelSource(text=BASELINE, name="silu_kernel"), profile=None, count=2)
+    result = await agents.planner.plan(request)
+    sent_before = len(server.requests)
+    later = await agents.planner.plan(request)
+    await agents.planner.client.aclose()  # type: ignore[attr-defined]
+    assert len(result.plans) == 2 and len(later.plans) == 2
+    first = server.requests[0].body["response_format"]
+    assert first["type"] == "json_schema" and "title" in first["json_schema"]["schema"]["properties"]
+    assert any("free-text" in note for note in result.notes)
+    # once refused, every later request goes out as free text
+    assert not any("response_format" in r.body for r in server.requests[sent_before:])
