@@ -61,9 +61,15 @@ class SearchRefused(Exception):
 def search_config(
     settings: ServerSettings, options: SearchOptions, search_id: str, kernel_text: str = ""
 ) -> Any:
-    """The engine's SearchConfig from the configured defaults overlaid by the request's options."""
-    from accelopt.search.config import Budget, SearchConfig
+    """The engine's SearchConfig: the configuration file's [search] (when the settings name one),
+    overlaid by the editor's search settings, overlaid by the request's options."""
+    from accelopt.agents.run_config import ConfigError, load_run_config
+    from accelopt.search.config import SearchConfig
 
+    try:
+        base = load_run_config(settings.agents.config_file).search if settings.agents.config_file else SearchConfig()
+    except ConfigError as exc:
+        raise SearchRefused(str(exc)) from exc
     defaults = settings.search
 
     def pick(name: str) -> Any:
@@ -80,15 +86,17 @@ def search_config(
         "fix_attempts": defaults.fix_attempts,
         "evaluation_timeout_s": defaults.evaluation_timeout_s,
         "max_concurrent_evaluations": defaults.max_concurrent_evaluations,
-        "hardware": hardware_for(settings, kernel_text),
+        # an explicit editor setting, else the config file's, else the kernel's own target
+        "hardware": base.hardware
+        if settings.hardware == "auto" and "hardware" in base.model_fields_set
+        else hardware_for(settings, kernel_text),
         "search_id": search_id,
     }
-    budget = Budget(
-        max_dollars=pick("budget_usd"),
-        max_evaluations=pick("max_evaluations"),
-        max_wall_time_s=pick("wall_time_s"),
-    )
-    return SearchConfig(budget=budget, **{k: v for k, v in fields.items() if v is not None})
+    limits = {"max_dollars": pick("budget_usd"), "max_evaluations": pick("max_evaluations"),
+              "max_wall_time_s": pick("wall_time_s")}
+    budget = {**base.budget.model_dump(), **{k: v for k, v in limits.items() if v is not None}}
+    chosen = {k: v for k, v in fields.items() if v is not None}
+    return SearchConfig.model_validate({**base.model_dump(), **chosen, "budget": budget})
 
 
 @dataclass
@@ -112,6 +120,8 @@ class SearchSession:
     total_iterations: int = 0
     best_speedup: float | None = None
     dollars: float = 0.0
+    agent_calls: str | None = None
+    agent_failures: int = 0
     evaluations: int = 0
     result: OptimizeResult | None = None
     task: asyncio.Task[OptimizeResult] | None = None
@@ -281,6 +291,7 @@ class SearchManager:
             backend=settings.backend,
             workers=settings.search.max_concurrent_evaluations or 2,
             memory_path=settings.memory_path,
+            ray=settings.ray,
         )
         self.sessions[search_id] = session
         child = await self.processes.take()
@@ -324,6 +335,8 @@ class SearchManager:
             message=message,
             best_speedup=session.best_speedup,
             candidates=len(session.ranked()),
+            agent_calls=session.agent_calls,
+            agent_failures=session.agent_failures,
         )
         if session.token is not None:
             host.progress(
@@ -370,6 +383,8 @@ class SearchManager:
             for ranked in event.ranked:
                 session.candidates[ranked.candidate.id] = ranked.candidate
             session.evaluations = max(session.evaluations, event.evaluations)
+            if event.endpoint.calls:
+                session.agent_calls, session.agent_failures = event.endpoint.describe(), event.endpoint.failed
             return event.reason, event.message
         return None
 
