@@ -614,3 +614,27 @@ def test_atomic_rmw_updates_hbm(kernel, rng):
     acc = rng.standard_normal((4, 8)).astype(np.float32)
     x = rng.standard_normal((8, 8)).astype(np.float32)
     np.testing.assert_allclose(k.run("k", acc, x).outputs[0], acc + x[:4] + x[4:], rtol=1e-6)
+
+
+def test_exponential_with_a_row_max_and_its_sum(nki_kernel, rng):
+    k = nki_kernel("""
+    def k(x):
+        P, F = x.shape
+        out = nl.ndarray((P, F + 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(t, x)
+        row_max = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(row_max, nl.maximum, t, axis=1, keepdims=True)
+        e = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+        total = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.exponential(dst=e, src=t, max_value=row_max, reduce_res=total,
+                         reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        nisa.dma_copy(out[:, 0:F], e)
+        nisa.dma_copy(out[:, F:F + 1], total)
+        return out
+    """)
+    x = rng.standard_normal((16, 24)).astype(np.float32)
+    out = k.run("k", x).outputs[0]
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(out[:, :24], e, rtol=1e-6)
+    np.testing.assert_allclose(out[:, 24], e.sum(axis=1), rtol=1e-5)

@@ -1108,6 +1108,50 @@ def tensor_scalar_reduce(
 
 
 @_writes_dst
+def exponential(
+    src: Any,
+    max_value: Any = 0.0,
+    reduce_res: Any = None,
+    reduce_cmd: Any = None,
+    reduce_init: Any = 0.0,
+    dtype: Any = None,
+    **_: Any,
+) -> _Tensor:
+    """``exp(src - max_value)`` on the Vector Engine (NeuronCore-v4 and newer), `max_value` a
+    scalar or a [P, 1] tile, with the free-axis sum written to `reduce_res` if given
+    (nki.isa.exponential)."""
+    ctx = _current()
+    line = ctx.line()
+    _check_reduce_cmd(reduce_cmd, "nisa.exponential")
+    if not isinstance(reduce_init, _TileOps) and float(_scalar_of(reduce_init)) != 0.0:
+        from accelopt.nki.unsupported import refuse
+
+        refuse("nisa.exponential", "reduce_init= (a preloaded accumulator)")
+    shift = max_value if isinstance(max_value, _TileOps) else float(_scalar_of(max_value))
+
+    def compute(x: np.ndarray, m: Any) -> np.ndarray:
+        return np.exp(np.asarray(x, dtype=np.float32) - m)
+
+    out = _elementwise(
+        ctx,
+        line,
+        api="nisa.exponential",
+        opcode="exponential",
+        operands=(src, shift),
+        compute=compute,
+        engine=_Engine.VECTOR,
+        legal=(_Engine.VECTOR,),
+        dtype=dtype,
+        mask=None,
+        ops_per_element=2,
+        extra={"op": "exp", "max_value": None if isinstance(shift, _TileOps) else shift},
+    )
+    if reduce_res is not None:
+        _attach_reduce(ctx, line, out, np.add, reduce_res, "nisa.exponential", opcode=None)
+    return out
+
+
+@_writes_dst
 def tensor_partition_reduce(op: Any, data: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
     """Reduce across partitions with `op` on GpSimd: [P, F] -> [1, F]."""
     ctx = _current()
@@ -1477,6 +1521,7 @@ _replay.make_replayable(
         "_affine_select_result",
         "tensor_scalar_reduce",
         "tensor_partition_reduce",
+        "exponential",
         "dma_transpose",
         "max8",
         "nc_find_index8",
