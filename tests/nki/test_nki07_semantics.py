@@ -638,3 +638,34 @@ def test_exponential_with_a_row_max_and_its_sum(nki_kernel, rng):
     e = np.exp(x - x.max(axis=1, keepdims=True))
     np.testing.assert_allclose(out[:, :24], e, rtol=1e-6)
     np.testing.assert_allclose(out[:, 24], e.sum(axis=1), rtol=1e-5)
+
+
+def test_range_select_keeps_a_per_row_window_and_its_max(nki_kernel, rng):
+    k = nki_kernel("""
+    def k(x, lo, hi):
+        P, F = x.shape
+        out = nl.ndarray((P, F + 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(t, x)
+        b0 = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+        b1 = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(b0, lo)
+        nisa.dma_copy(b1, hi)
+        kept = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+        top = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.range_select(dst=kept, on_true_tile=t, comp_op0=nl.greater_equal, comp_op1=nl.less,
+                          bound0=b0, bound1=b1, reduce_res=top, reduce_op=nl.maximum,
+                          reduce_cmd=nisa.reduce_cmd.reset_reduce, range_start=2, on_false_value=-5.0)
+        nisa.dma_copy(out[:, 0:F], kept)
+        nisa.dma_copy(out[:, F:F + 1], top)
+        return out
+    """)
+    P, F = 8, 16
+    x = rng.standard_normal((P, F)).astype(np.float32)
+    lo = rng.integers(0, 8, (P, 1)).astype(np.float32)
+    hi = lo + rng.integers(1, 8, (P, 1)).astype(np.float32)
+    out = k.run("k", x, lo, hi).outputs[0]
+    index = 2 + np.arange(F)[None, :]
+    want = np.where((index >= lo) & (index < hi), x, -5.0)
+    np.testing.assert_array_equal(out[:, :F], want)
+    np.testing.assert_array_equal(out[:, F], want.max(axis=1))

@@ -1152,6 +1152,62 @@ def exponential(
 
 
 @_writes_dst
+def range_select(
+    on_true_tile: Any,
+    comp_op0: Any,
+    comp_op1: Any,
+    bound0: Any,
+    bound1: Any,
+    reduce_cmd: Any = None,
+    reduce_res: Any = None,
+    reduce_op: Any = None,
+    range_start: Any = 0,
+    on_false_value: Any = None,
+    dtype: Any = None,
+    **_: Any,
+) -> _Tensor:
+    """Keep `on_true_tile`'s elements whose free index + `range_start` passes both
+    ``comp_op0(index, bound0)`` and ``comp_op1(index, bound1)`` (bounds: scalars or [P, 1]
+    tiles), else `on_false_value` (fp32 min by default); the free-axis `reduce_op` (max by
+    default) of the result goes to `reduce_res` (nki.isa.range_select)."""
+    ctx = _current()
+    line = ctx.line()
+    _check_reduce_cmd(reduce_cmd, "nisa.range_select")
+    spec0 = _ops.resolve(comp_op0)
+    spec1 = _ops.resolve(comp_op1)
+    fill = np.float32(_dt.fp32.min if on_false_value is None or on_false_value is Ellipsis else _scalar_of(on_false_value))
+    start = float(_scalar_of(range_start))
+    view = _to_view(ctx, on_true_tile, line)
+    _, f = _pf(view.shape)
+
+    def operand(bound: Any) -> Any:
+        return bound if isinstance(bound, _TileOps) else float(_scalar_of(bound))
+
+    def compute(x: np.ndarray, b0: Any, b1: Any) -> np.ndarray:
+        index = (start + np.arange(f, dtype=np.float32)).reshape((1, *view.shape[1:]))
+        keep = (np.asarray(spec0.fn(index, b0)) != 0) & (np.asarray(spec1.fn(index, b1)) != 0)
+        return np.where(keep, x, fill)
+
+    out = _elementwise(
+        ctx,
+        line,
+        api="nisa.range_select",
+        opcode="range_select",
+        operands=(view, operand(bound0), operand(bound1)),
+        compute=compute,
+        engine=_Engine.VECTOR,
+        legal=(_Engine.VECTOR,),
+        dtype=dtype,
+        mask=None,
+        ops_per_element=2,
+        extra={"op": spec0.name, "op1": spec1.name, "range_start": start, "value": float(fill)},
+    )
+    if reduce_res is not None:
+        _attach_reduce(ctx, line, out, reduce_op or np.maximum, reduce_res, "nisa.range_select", opcode=None)
+    return out
+
+
+@_writes_dst
 def tensor_partition_reduce(op: Any, data: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
     """Reduce across partitions with `op` on GpSimd: [P, F] -> [1, F]."""
     ctx = _current()
@@ -1522,6 +1578,7 @@ _replay.make_replayable(
         "tensor_scalar_reduce",
         "tensor_partition_reduce",
         "exponential",
+        "range_select",
         "dma_transpose",
         "max8",
         "nc_find_index8",
