@@ -205,7 +205,6 @@ def lower_compute(
     if not balance:
         engines = engines[:1]
     inputs = max(1, _on_chip_inputs(memory, rec))
-    psum_inputs = _psum_inputs(memory, rec)
     stride = int(rec.extra.get("stride_bytes", 0) or 0)
     options = []
     tiny = rec.free_size <= hw.min_initiation_cycles
