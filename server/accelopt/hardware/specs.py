@@ -280,3 +280,9 @@ def get_hardware(name: str) -> HardwareSpec:
         return _HARDWARE[name]
     except KeyError:
         raise ValueError(f"unknown hardware {name!r}; choose one of {sorted(_HARDWARE)}") from None
+
+
+def hardware_label(name: str) -> str:
+    """`name`, marked "(from specs, not calibrated)" for hardware no measurement checked."""
+    spec = _HARDWARE.get(name)
+    return spec.label if spec is not None else name
