@@ -26,6 +26,7 @@ from accelopt.profiling.neuron import (
     NeuronBackend,
     NeuronResult,
     NeuronUnavailable,
+    read_instruction_lines,
     read_summary_table,
 )
 from accelopt.profiling.task import task_for_kernel
@@ -91,6 +92,13 @@ async def test_measures_with_the_documented_toolchain_interface(fake_host, tmp_p
     assert profile.bound == "hbm" and profile.roofline_bound == "hbm"
     assert profile.percent_of_peak == pytest.approx(profile.peak_latency_ms / profile.latency_ms)
     assert profile.hbm_read_bytes == 256 * 1024 * 4 and profile.hbm_write_bytes == 256 * 1024 * 4
+    # per-source-line device time from the Instruction table's nki_source_location
+    lines = kernel.text.splitlines()
+    sigmoid_line = next(i for i, t in enumerate(lines, 1) if "nl.sigmoid(tile)" in t)
+    assert profile.lines and profile.lines[0].time_ms >= profile.lines[-1].time_ms
+    by_line = {c.line: c for c in profile.lines}
+    assert "scalar" in by_line[sigmoid_line].engines and by_line[sigmoid_line].text.startswith("gate =")
+    assert sum(c.fraction for c in profile.lines) == pytest.approx(1.0)
 
     calls = _calls(log)
     compiles = [c for c in calls if "tool" not in c]
@@ -221,3 +229,26 @@ def test_summary_parquet_must_be_one_row_with_total_time(tmp_path):
     # a worker's long compiler output keeps its end, where the error is
     long = NeuronResult(status="compile_error", message="x" * 20000 + " err_tail")
     assert len(long.message) <= 8000 and long.message.endswith("err_tail")
+
+
+def test_instruction_table_attributes_time_to_the_kernel_file_lines(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "Instruction.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "duration_ns": pa.array([1000, 3000, 500, 800], pa.int64()),
+                "engine": pa.array(["vector", "scalar", "tensor", "vector"]),
+                "nki_source_location": pa.array(
+                    ["/w/kernel.py:7", "['kernel.py:9', 'kernel.py:10']", "other.py:3", None]
+                ),
+            }
+        ),
+        path,
+    )
+    got = {t.line: t for t in read_instruction_lines(path, "/jobs/kernel.py")}
+    assert set(got) == {7, 9, 10}  # other files and instructions without a location are skipped
+    assert got[7].engines == {"vector": pytest.approx(1e-6)}
+    assert got[9].engines == {"scalar": pytest.approx(1.5e-6)}  # fused: an equal share per line

@@ -17,9 +17,10 @@ in a worker subprocess (`python -m accelopt.profiling.neuron JOB_DIR`) with
    `X_exec_2.ntff`: the second execution, past one-time warm-up), processes each with
    `neuron-explorer view -n X.neff -s X_exec_2.ntff --output-file DIR` into Parquet tables, and
    reads the one-row `DIR/Summary.parquet` (documented in "Profile Parquet Schema Reference":
-   `total_time` in seconds, byte and flop counts, `*_percent` fields in percent); re-measures
-   the batch while (max - min) / min exceeds 1%. (Per-source-line attribution from the
-   Instruction table is not read yet.)
+   `total_time` in seconds, byte and flop counts, `*_percent` fields in percent) and
+   `DIR/Instruction.parquet` (`duration_ns`, `engine` and `nki_source_location` per executed
+   instruction: the per-source-line attribution); re-measures the batch while (max - min) / min
+   exceeds 1%.
 
 The parent turns the median run's summary into the same `Profile` the simulator fills, with
 `backend="neuron"` and the roofline view of the task's work.
@@ -47,11 +48,26 @@ from accelopt.hardware.work import Work
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import EvalStatus, Evaluation, KernelSource
 from accelopt.profiling.policy import check_source
-from accelopt.profiling.profile import SUMMARY_COUNTS, SUMMARY_FRACTIONS, SUMMARY_RATIOS, Bound, Profile
+from accelopt.profiling.profile import (
+    SUMMARY_COUNTS,
+    SUMMARY_FRACTIONS,
+    SUMMARY_RATIOS,
+    Bound,
+    LineCost,
+    Profile,
+)
 from accelopt.profiling.task import Task
 
 COMPILE_OPTIONS = "--disable-dge --logical-nc-config=1"
-NEURON_ENV = {"NEURON_CC_FLAGS": "--auto-cast=none", "NEURON_RT_NUM_CORES": "1"}
+NEURON_ENV = {
+    "NEURON_CC_FLAGS": "--auto-cast=none",
+    "NEURON_RT_NUM_CORES": "1",
+    # Neuron Explorer's docs: NEFFs compiled with NKI_DEBUG_INFO=True embed the map from
+    # instructions to NKI source lines ("Neuron Explorer profile files"); NEURON_FRAMEWORK_DEBUG=1
+    # enables kernel source tracking ("Capture and Launch a Profile in Neuron Explorer").
+    "NKI_DEBUG_INFO": "True",
+    "NEURON_FRAMEWORK_DEBUG": "1",
+}
 DEVICE_GLOB = "/dev/neuron*"
 PROFILER = "neuron-explorer"
 CAPTURE_EXEC = 2  # --profile-nth-exec: profile the second execution, past one-time warm-up
@@ -83,6 +99,14 @@ class NeuronJob(BaseModel):
     max_batches: int = MAX_BATCHES
 
 
+class LineTime(BaseModel):
+    """Device time of one NKI source line in the median measured run (Instruction table)."""
+
+    line: int
+    instructions: int = 0
+    engines: dict[str, float] = Field(default_factory=dict, description="engine -> seconds")
+
+
 class NeuronResult(BaseModel):
     """What the worker reports back (result.json); untrusted data, validated on the way in."""
 
@@ -97,6 +121,7 @@ class NeuronResult(BaseModel):
         default_factory=dict, description="Neuron Explorer Summary of the median run (percent fields as fractions)"
     )
     work: dict[str, float] | None = None
+    lines: list[LineTime] = Field(default_factory=list, description="per source line, from the median run")
 
     @field_validator("message", mode="before")
     @classmethod
@@ -197,7 +222,7 @@ class NeuronBackend:
         )
         if result.status == "ok":
             try:
-                evaluation.profile = profile_from_summary(result, task, options.hardware)
+                evaluation.profile = profile_from_summary(result, task, options.hardware, kernel.text)
             except (KeyError, ValueError, ValidationError) as exc:
                 evaluation.status = "runtime_error"
                 evaluation.message = f"the Neuron Explorer summary could not be read: {exc}"
@@ -270,8 +295,32 @@ def _kill(process: asyncio.subprocess.Process) -> None:
         pass
 
 
-def profile_from_summary(result: NeuronResult, task: Task, hardware: str) -> Profile:
-    """Our Profile from the median measured run's summary-json fields and the task's roofline."""
+def line_costs(lines: list[LineTime], source_text: str | None) -> list[LineCost]:
+    """The measured per-line device time as the Profile's line costs, costliest first."""
+    source = source_text.splitlines() if source_text else []
+    grand = sum(sum(t.engines.values()) for t in lines)
+    costs = []
+    for t in lines:
+        seconds = sum(t.engines.values())
+        costs.append(
+            LineCost(
+                line=t.line,
+                time_ms=seconds * 1e3,
+                fraction=min(1.0, seconds / grand) if grand > 0 else 0.0,
+                instructions=t.instructions,
+                engines={k: v * 1e3 for k, v in sorted(t.engines.items())},
+                text=source[t.line - 1].strip() if 0 < t.line <= len(source) else "",
+            )
+        )
+    costs.sort(key=lambda c: (-c.time_ms, c.line))
+    return costs
+
+
+def profile_from_summary(
+    result: NeuronResult, task: Task, hardware: str, source_text: str | None = None
+) -> Profile:
+    """Our Profile from the median measured run's Neuron Explorer summary, its per-line device
+    time and the task's roofline."""
     from accelopt.hardware.roofline import peak_latency
     from accelopt.hardware.specs import get_hardware
     from accelopt.profiling.metrics import LATENCY_BOUND_BELOW
@@ -290,7 +339,13 @@ def profile_from_summary(result: NeuronResult, task: Task, hardware: str) -> Pro
             source="task",
             **{k: result.work.get(k, 0.0) for k in ("matmul_flops", "vector_flops", "hbm_bytes")},
         )
-    profile = Profile(backend="neuron", hardware=hardware, latency_ms=latency_s * 1e3, **fields)
+    profile = Profile(
+        backend="neuron",
+        hardware=hardware,
+        latency_ms=latency_s * 1e3,
+        lines=line_costs(result.lines, source_text),
+        **fields,
+    )
     if work is not None:
         peak_s, roof_bound = peak_latency(work, get_hardware(hardware))
         percent = peak_s / latency_s
@@ -351,14 +406,46 @@ def read_summary_table(path: Path) -> dict[str, float]:
     return summary
 
 
-def read_summary(profiler: str, neff: Path, ntff: Path) -> dict[str, float]:
-    """`neuron-explorer view -n X.neff -s X.ntff --output-file DIR`, then DIR/Summary.parquet."""
+_LOCATION = re.compile(r"([^\s'\",\[\]]+):(\d+)")
+
+
+def read_instruction_lines(path: Path, kernel_file: str) -> list[LineTime]:
+    """Per NKI source line of `kernel_file`, the device time of its instructions: the
+    Instruction table's `duration_ns` by `engine`, attributed through `nki_source_location`
+    ("file.py:42", or a list of them when the compiler fused instructions of several lines:
+    each line then gets an equal share)."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    names = set(table.column_names)
+    if not {"nki_source_location", "duration_ns", "engine"} <= names:
+        return []
+    wanted = Path(kernel_file).name
+    per_line: dict[int, LineTime] = {}
+    columns = (table.column(c).to_pylist() for c in ("nki_source_location", "duration_ns", "engine"))
+    for location, duration, engine in zip(*columns):
+        if not isinstance(location, str) or not isinstance(duration, (int, float)):
+            continue
+        lines = [int(n) for f, n in _LOCATION.findall(location) if Path(f).name == wanted]
+        for line in lines:
+            entry = per_line.setdefault(line, LineTime(line=line))
+            entry.instructions += 1
+            key = str(engine).lower()
+            entry.engines[key] = entry.engines.get(key, 0.0) + duration * 1e-9 / len(lines)
+    return sorted(per_line.values(), key=lambda t: t.line)
+
+
+def read_profile(profiler: str, neff: Path, ntff: Path, kernel_file: str) -> tuple[dict[str, float], list[LineTime]]:
+    """`neuron-explorer view -n X.neff -s X.ntff --output-file DIR`, then DIR/Summary.parquet and
+    (when written) DIR/Instruction.parquet."""
     out_dir = ntff.with_suffix(".profile")
     _run_tool([profiler, "view", "-n", str(neff), "-s", str(ntff), "--output-file", str(out_dir)])
     table = out_dir / "Summary.parquet"
     if not table.is_file():
         raise ValueError(f"{profiler} view wrote no Summary.parquet in {out_dir}")
-    return read_summary_table(table)
+    instructions = out_dir / "Instruction.parquet"
+    lines = read_instruction_lines(instructions, kernel_file) if instructions.is_file() else []
+    return read_summary_table(table), lines
 
 
 def spread(samples: list[float]) -> float:
@@ -473,16 +560,16 @@ def _worker(job: NeuronJob, job_dir: Path) -> NeuronResult:
         for _ in range(job.warmup_runs):  # compiles (the NEFF) and warms the device up
             baremetal(kernel_fn, save_neff_name=str(neff))(*nki_inputs)
         batches = 0
-        best: tuple[float, list[float], list[dict[str, float]]] | None = None
+        best: tuple[float, list[float], list[tuple[dict[str, float], list[LineTime]]]] | None = None
         while batches < job.max_batches:
             batches += 1
-            summaries = []
+            runs = []
             for i in range(job.measured_runs):
                 ntff = capture(job.profiler, neff, job_dir / f"b{batches}_run{i}.ntff")
-                summaries.append(read_summary(job.profiler, neff, ntff))
-            samples = [s["total_time"] for s in summaries]
+                runs.append(read_profile(job.profiler, neff, ntff, kernel_path))
+            samples = [summary["total_time"] for summary, _ in runs]
             if best is None or spread(samples) < best[0]:
-                best = (spread(samples), samples, summaries)
+                best = (spread(samples), samples, runs)
             if spread(samples) <= job.max_spread:
                 break
     except Exception as exc:
@@ -497,8 +584,9 @@ def _worker(job: NeuronJob, job_dir: Path) -> NeuronResult:
         )
 
     assert best is not None
-    noise, samples, summaries = best
+    noise, samples, runs = best
     median_index = sorted(range(len(samples)), key=samples.__getitem__)[len(samples) // 2]
+    summary, lines = runs[median_index]
     message = (
         "" if noise <= job.max_spread else f"timings still spread {100 * noise:.1f}% after {batches} batches"
     )
@@ -508,8 +596,9 @@ def _worker(job: NeuronJob, job_dir: Path) -> NeuronResult:
         max_error=max_error,
         samples_s=samples,
         batches=batches,
-        summary=summaries[median_index],
+        summary=summary,
         work=work,
+        lines=lines,
     )
 
 

@@ -5,9 +5,11 @@
   list consumed in order across processes, state in `FAKE_NEURON_STATE`) or else the simulated
   latency the fake NEFF carries;
 - `view -n X.neff -s Y.ntff --output-file DIR` processes the trace into Parquet tables, of which
-  it writes the one the backend reads: `DIR/Summary.parquet`, one row, with fields named and
-  typed as in Neuron Explorer's "Profile Parquet Schema Reference" (`total_time` float seconds,
-  byte and flop counts int64, `*_percent` floats in percent).
+  it writes the two the backend reads, fields named and typed as in Neuron Explorer's "Profile
+  Parquet Schema Reference": `DIR/Summary.parquet`, one row (`total_time` float seconds, byte and
+  flop counts int64, `*_percent` floats in percent), and `DIR/Instruction.parquet`, one row per
+  instruction (`start_ts`, `end_ts`, `duration_ns` int64 ns, `engine`, `opcode`,
+  `nki_source_location` "file.py:42").
 
 Every call is appended to `FAKE_NEURON_LOG` (JSON lines). The numbers are not measurements.
 """
@@ -73,10 +75,11 @@ def capture(argv):
     ntff = Path(opts["-s"])
     written = ntff.with_name(f"{ntff.stem}_exec_{nth}{ntff.suffix}") if nth > 1 else ntff
     metrics = dict(neff["metrics"])
+    metrics_lines = neff.get("lines", [])
     scripted = _next_scripted_time()
     if scripted is not None:
         metrics["total_time"] = scripted
-    written.write_text(json.dumps({"fake_ntff": True, "metrics": metrics}))
+    written.write_text(json.dumps({"fake_ntff": True, "metrics": metrics, "lines": metrics_lines}))
     _log({"tool": "capture", "neff": opts["-n"], "ntff": str(written), "nth": nth})
     return 0
 
@@ -92,7 +95,8 @@ def view(argv):
     if not ntff.is_file():
         print(f"ERROR: cannot read NTFF {ntff}", file=sys.stderr)
         return 1
-    metrics = json.loads(ntff.read_text())["metrics"]
+    trace = json.loads(ntff.read_text())
+    metrics = trace["metrics"]
 
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -105,6 +109,22 @@ def view(argv):
     out = Path(opts["--output-file"])
     out.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table(columns), out / "Summary.parquet")
+    rows = {"start_ts": [], "end_ts": [], "duration_ns": [], "engine": [], "opcode": [], "nki_source_location": []}
+    clock = 0
+    for path, line, engine, seconds in trace.get("lines", []):
+        duration = round(seconds * 1e9)
+        rows["start_ts"].append(clock)
+        rows["end_ts"].append(clock + duration)
+        rows["duration_ns"].append(duration)
+        rows["engine"].append(engine)
+        rows["opcode"].append("DMA_TRIGGER" if engine == "dma" else "FAKE_OP")
+        rows["nki_source_location"].append(f"{Path(path).name}:{line}")
+        clock += duration
+    types = {"start_ts": pa.int64(), "end_ts": pa.int64(), "duration_ns": pa.int64()}
+    pq.write_table(
+        pa.table({k: pa.array(v, type=types.get(k, pa.string())) for k, v in rows.items()}),
+        out / "Instruction.parquet",
+    )
     _log({"tool": "view", "ntff": str(ntff), "output": str(out)})
     return 0
 

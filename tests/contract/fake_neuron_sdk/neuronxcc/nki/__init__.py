@@ -75,8 +75,15 @@ def baremetal(
                 "dma_active_time_percent": 100 * profile.dma_active_time_percent,
                 "peak_flops_bandwidth_ratio": 223.78,
             }
+            # per source line and engine, the simulated busy seconds (the fake Instruction table)
+            lines = [
+                [fn.__code__.co_filename, cost.line, engine, ms / 1e3]
+                for cost in profile.lines
+                for engine, ms in cost.engines.items()
+            ]
             if save_neff_name:
-                Path(save_neff_name).write_text("FAKE-NEFF " + json.dumps({"kernel": fn.__name__, "metrics": metrics}))
+                payload = {"kernel": fn.__name__, "metrics": metrics, "lines": lines}
+                Path(save_neff_name).write_text("FAKE-NEFF " + json.dumps(payload))
             if save_trace_name:  # the legacy in-process trace: one execution, no scripted time
                 Path(save_trace_name).write_text(json.dumps({"fake_ntff": True, "metrics": metrics}))
         if result.single and len(result.outputs) == 1:
