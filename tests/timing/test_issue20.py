@@ -116,3 +116,21 @@ def test_trn2_tutorial_matmul_versions_keep_their_published_engine_picture() -> 
     assert blocked.tensor_engine_active_time_percent > 0.85 and blocked.bound == "tensor"
     assert blocked.dma_active_time_percent < 0.5
     assert 0.03 < blocked.vector_engine_active_time_percent < 0.25
+
+
+def test_trn2_transpose_mode_halves_fp32_transposes() -> None:
+    """[TRN2-ARCH] "Built-in Transpose Support": 2x speedup in FP32 transpose (NeuronCore-v3)."""
+    from accelopt.profiling.lowering import tensor_engine_cycles
+
+    b = TraceBuilder()
+    x = b.tensor("x", (128, 128))
+    eye = b.tensor("eye", (128, 128))
+    p = b.tensor("p", (128, 128), Memory.PSUM)
+    b.matmul(p, full((128, 128)), x, full((128, 128)), eye, full((128, 128)), dtype="float32", accumulate=False)
+    plain = b.trace.records[-1]
+    b.matmul(
+        p, full((128, 128)), x, full((128, 128)), eye, full((128, 128)), dtype="float32", accumulate=False, transpose=True
+    )
+    transpose = b.trace.records[-1]
+    assert tensor_engine_cycles(transpose, TRN2) == pytest.approx(tensor_engine_cycles(plain, TRN2) / 2)
+    assert tensor_engine_cycles(transpose, TRN1) == pytest.approx(tensor_engine_cycles(plain, TRN1))

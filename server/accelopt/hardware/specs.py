@@ -86,6 +86,8 @@ class HardwareSpec:
     # Matmul rate multiplier for fp8 / MX (microscaled fp8/fp4) operands over bf16.
     tensor_fp8_speedup: float = 1.0
     tensor_mx_speedup: float = 1.0
+    # The Tensor Engine's transpose mode (NeuronCore-v3 on): an fp32 transpose this much faster.
+    fp32_transpose_speedup: float = 1.0
     # Efficiency of an HBM<->SBUF DMA transpose (nisa.dma_transpose) against a plain copy.
     dma_hw_transpose_efficiency: float = 0.1
     # Whether the numbers were checked against measurements; False = "from specs, not calibrated".
@@ -123,6 +125,13 @@ class HardwareSpec:
 #   ≈100 GB/s = 0.37 of the 272 GB/s the 16 engines stream, for 256 B and 1 KiB chunks alike
 #   ([DMA-BW]: "256 B – 2 KiB per partition: improving but still below peak").
 _CHUNK_EFFICIENCY: tuple[tuple[int, float], ...] = ((512, 0.35), (1024, 0.4), (2048, 0.85), (4096, 1.0))
+
+# Trainium2's DMA (hardware descriptor generation, [TRN2-ARCH] "DGE") keeps small payloads much
+# closer to peak than Trainium1's. *tuned* on [KOPT]'s first trn2 version (fp32, rows of 512 B
+# from lhsT and 2 KiB from rhs): Neuron Explorer shows DMA 99.9% and Tensor Engine 87% active,
+# i.e. ≈10.7 GB moved in ≈1.15x the Tensor Engine's 27.5 ms, which needs ≈0.75 of the streaming
+# rate at 512 B and ≈0.95 at 2 KiB. Trainium3 is assumed to keep this curve (*inferred*).
+_CHUNK_EFFICIENCY_DGE: tuple[tuple[int, float], ...] = ((512, 0.75), (1024, 0.85), (2048, 0.95), (4096, 1.0))
 
 # [DMA-BW]: "every DMA transfer incurs descriptor setup, synchronization, and
 # semaphore-to-start latency (~1300 ns cross-engine)", the same on every generation.
@@ -196,6 +205,7 @@ TRN2 = HardwareSpec(
     vector_perf_mode_copy_speedup=4.0,
     vector_perf_mode_speedup=2.0,
     tensor_fp8_speedup=2.0,  # [TRN2-ARCH]: double FP8 matmul throughput
+    fp32_transpose_speedup=2.0,  # [TRN2-ARCH] "Built-in Transpose Support": 2x for FP32 transposes
     gpsimd_elementwise_factor=2.0,  # *inferred*, as Trainium1
     min_initiation_cycles=64,  # *inferred*: same instruction pipeline as Trainium1
     static_overhead_cycles=100,
@@ -209,8 +219,11 @@ TRN2 = HardwareSpec(
     partitions_per_dma_engine=8,  # [TRN2-ARCH]: "each DMA engine would be responsible for ... 128/16 = 8"
     dma_engine_bytes_per_s=23e9,  # §3; [DMA-BW]: 23 B/ns per engine, 368 GB/s aggregate
     hbm_bytes_per_s=2.9e12 / 8,  # §3: 2.9 TB/s per chip shared by 8 cores
-    dma_fixed_latency_s=_DMA_FIXED_LATENCY_S,  # [DMA-BW]
-    dma_chunk_efficiency=_CHUNK_EFFICIENCY,
+    # [TRN2-ARCH] "Descriptor Generation Engine": "Each DGE-based DMA instruction takes about
+    # 600 ns to execute on NeuronCore-v3" (descriptors made on demand by hardware), against the
+    # ≈1.3 µs of a software-set-up transfer ([DMA-BW]).
+    dma_fixed_latency_s=0.6e-6,
+    dma_chunk_efficiency=_CHUNK_EFFICIENCY_DGE,
     dma_transpose_efficiency=0.1,  # nl.load_transpose2d (element-granular), as Trainium1
     # [TRN2-ARCH] "DMA Transpose": HBM->SBUF transpose reaches up to 90% of a copy's throughput.
     dma_hw_transpose_efficiency=0.9,
@@ -242,6 +255,7 @@ TRN3 = HardwareSpec(
     vector_perf_mode_speedup=2.0,
     tensor_fp8_speedup=2.0,  # *inferred*: NeuronCore-v3's double-FP8 mode is kept
     tensor_mx_speedup=4.0,  # [TRN3-ARCH]: MX matmul at 4x the BF16 throughput (315 TFLOPS)
+    fp32_transpose_speedup=2.0,  # *inferred*: NeuronCore-v3's transpose mode is kept
     gpsimd_elementwise_factor=2.0,  # *inferred*, as before
     min_initiation_cycles=64,  # *inferred*: same instruction pipeline
     static_overhead_cycles=100,
@@ -256,8 +270,8 @@ TRN3 = HardwareSpec(
     partitions_per_dma_engine=8,
     dma_engine_bytes_per_s=33e9,  # [DMA-BW]: 33 B/ns per engine, 528 GB/s aggregate
     hbm_bytes_per_s=4.7e12 / 8,  # [TRN3-ARCH]: 4.7 TB/s per chip, 8 NeuronCores
-    dma_fixed_latency_s=_DMA_FIXED_LATENCY_S,  # [DMA-BW]
-    dma_chunk_efficiency=_CHUNK_EFFICIENCY,
+    dma_fixed_latency_s=0.6e-6,  # *inferred*: hardware descriptor generation as NeuronCore-v3
+    dma_chunk_efficiency=_CHUNK_EFFICIENCY_DGE,
     dma_transpose_efficiency=0.1,
     dma_hw_transpose_efficiency=0.9,  # *inferred*: as NeuronCore-v3
     stride_penalty_bytes=16,

@@ -113,6 +113,8 @@ def tensor_engine_cycles(rec: TraceRecord, hw: HardwareSpec) -> float:
     cycles = float(max(min(hw.min_initiation_cycles, m), n, 1))
     if dtype_bytes(rec.dtype) >= 4 and rec.dtype not in ("tfloat32", "tf32"):
         cycles *= hw.fp32_matmul_factor
+        if rec.is_transpose:
+            cycles /= hw.fp32_transpose_speedup
     elif _is_mx(rec):
         cycles /= hw.tensor_mx_speedup
     elif dtype_bytes(rec.dtype) == 1 and rec.matmul_kmn is not None and rec.matmul_kmn[0] > hw.pe_array:
