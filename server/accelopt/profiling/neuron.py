@@ -4,7 +4,8 @@ Neuron Explorer replaced it).
 
 The trusted parent (this class) never imports the kernel or the Neuron SDK. Each evaluation runs
 in a worker subprocess (`python -m accelopt.profiling.neuron JOB_DIR`) with
-`NEURON_CC_FLAGS=--auto-cast=none` and `NEURON_RT_NUM_CORES=1`, which:
+`NEURON_CC_FLAGS=--auto-cast=none`, `NEURON_RT_NUM_CORES=1` and the NKI debug info Neuron
+Explorer needs for source lines (`NKI_DEBUG_INFO=True`, `NEURON_FRAMEWORK_DEBUG=1`), which:
 
 1. builds the inputs for every seed through the same task code as the simulator (the reference
    module's `get_inputs`/`forward`/`transform_*`, or the declared inputs and the baseline kernel
@@ -329,7 +330,7 @@ def profile_from_summary(
     latency_s = statistics.median(result.samples_s) if result.samples_s else float(summary["total_time"])
     if latency_s <= 0:
         raise ValueError(f"total_time must be positive, got {latency_s}")
-    # the summary-json keys Profile shares with neuron-profile are copied as they are
+    # the Summary fields Profile shares with the profiler (same names) are copied as they are
     fields: dict[str, Any] = {k: int(summary[k]) for k in SUMMARY_COUNTS if k in summary}
     fields.update({k: float(summary[k]) for k in SUMMARY_RATIOS if k in summary})
     fields.update({k: min(1.0, max(0.0, float(summary[k]))) for k in SUMMARY_FRACTIONS if k in summary})
