@@ -19,7 +19,7 @@ export interface ConfigurationReader {
 
 export type Backend = 'simulator' | 'neuron';
 /** 'auto': the kernel's own target (trn1 for legacy neuronxcc.nki kernels, trn2 for nki.*). */
-export type Hardware = 'auto' | 'trn1' | 'trn2';
+export type Hardware = 'auto' | 'trn1' | 'trn2' | 'trn3';
 export type AgentsKind = 'offline' | 'llm';
 export type InputSize = 'full' | 'small';
 export type AgentRole = 'planner' | 'executor' | 'fixer' | 'summarizer';
@@ -148,7 +148,7 @@ export function readSettings(config: ConfigurationReader, paths: PathContext): C
     saveAfterAccept: config.get<boolean>('editor.saveAfterAccept') !== false,
     server: {
       backend: oneOf(config.get('backend'), ['simulator', 'neuron'] as const, 'simulator'),
-      hardware: oneOf(config.get('hardware'), ['auto', 'trn1', 'trn2'] as const, 'auto'),
+      hardware: oneOf(config.get('hardware'), ['auto', 'trn1', 'trn2', 'trn3'] as const, 'auto'),
       inputSize: oneOf(config.get('inputSize'), ['full', 'small'] as const, 'full'),
       agents: {
         mode: oneOf(config.get('agents'), ['offline', 'llm'] as const, 'offline'),

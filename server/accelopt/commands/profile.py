@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--hardware",
-        choices=["trn1", "trn2"],
+        choices=["trn1", "trn2", "trn3"],
         help="target (default: the kernel's own: trn1 for legacy neuronxcc.nki kernels, trn2 for nki.* kernels)",
     )
     parser.add_argument("--backend", choices=["simulator", "neuron"], default="simulator")

@@ -44,7 +44,7 @@ class SearchSettings(SearchOptions):
 class ServerSettings(WireModel):
     backend: Literal["simulator", "neuron"] = "simulator"
     # "auto": the kernel's own target (legacy neuronxcc.nki kernels trn1, nki.* kernels trn2)
-    hardware: Literal["auto", "trn1", "trn2"] = "auto"
+    hardware: Literal["auto", "trn1", "trn2", "trn3"] = "auto"
     input_size: Literal["full", "small"] = Field(
         "full", description="input shapes for profiles and searches (reference modules define both)"
     )
@@ -118,7 +118,7 @@ def merge_settings(*layers: dict[str, Any] | None) -> ServerSettings:
     return ServerSettings.model_validate(merged)
 
 
-def hardware_for(settings: ServerSettings, kernel_text: str) -> Literal["trn1", "trn2"]:
+def hardware_for(settings: ServerSettings, kernel_text: str) -> Literal["trn1", "trn2", "trn3"]:
     """The target figures for a kernel are produced on: the setting, or the kernel's default."""
     from accelopt.nki.apiversion import default_hardware
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 class EvaluationOptions(BaseModel):
-    hardware: Literal["trn1", "trn2"] | None = Field(
+    hardware: Literal["trn1", "trn2", "trn3"] | None = Field(
         None,
         description="target; None: the kernel's own (legacy neuronxcc.nki kernels trn1, nki.* kernels "
         "trn2: accelopt.nki.apiversion)",
@@ -25,7 +25,7 @@ class EvaluationOptions(BaseModel):
     tolerance: float | None = Field(None, description="relative L2 tolerance; None = the task's")
 
 
-def resolved_hardware(options: EvaluationOptions, kernel: KernelSource) -> Literal["trn1", "trn2"]:
+def resolved_hardware(options: EvaluationOptions, kernel: KernelSource) -> Literal["trn1", "trn2", "trn3"]:
     """The target a figure for `kernel` is produced on: the one asked for, else the kernel's."""
     from accelopt.nki.apiversion import default_hardware
 
