@@ -187,7 +187,10 @@ async function optimizeKernel(deps: CommandDeps, args: readonly unknown[]): Prom
   const settings = deps.readSettings();
   const outcome = await runOptimization(target, toSearchOptions(settings.server), deps.connection, {
     // 'auto': the server picks the kernel's target; its candidates say which
-    measuredOn: measuredOn(settings.server.backend, settings.server.hardware === 'auto' ? '' : settings.server.hardware),
+    measuredOn: measuredOn(
+      settings.server.backend,
+      settings.server.hardware === 'auto' ? '' : settings.server.hardware,
+    ),
     log: (line) => deps.output.appendLine(`[client] ${line}`),
   });
   void deps.memory.refresh();
