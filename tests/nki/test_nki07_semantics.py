@@ -669,3 +669,32 @@ def test_range_select_keeps_a_per_row_window_and_its_max(nki_kernel, rng):
     want = np.where((index >= lo) & (index < hi), x, -5.0)
     np.testing.assert_array_equal(out[:, :F], want)
     np.testing.assert_array_equal(out[:, F], want.max(axis=1))
+
+
+def test_select_reduce_with_a_row_fallback_and_its_max(nki_kernel, rng):
+    k = nki_kernel("""
+    def k(x, pred, fallback):
+        P, F = x.shape
+        out = nl.ndarray((P, F + 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(t, x)
+        p = nl.ndarray((P, F), dtype=nl.uint8, buffer=nl.sbuf)
+        nisa.dma_copy(p, pred)
+        f = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(f, fallback)
+        picked = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+        top = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.select_reduce(dst=picked, predicate=p, on_true=t, on_false=f, reduce_res=top,
+                           reduce_cmd=nisa.reduce_cmd.reset_reduce, reverse_pred=True)
+        nisa.dma_copy(out[:, 0:F], picked)
+        nisa.dma_copy(out[:, F:F + 1], top)
+        return out
+    """)
+    P, F = 8, 16
+    x = rng.standard_normal((P, F)).astype(np.float32)
+    pred = (rng.random((P, F)) > 0.5).astype(np.uint8)
+    fallback = rng.standard_normal((P, 1)).astype(np.float32)
+    out = k.run("k", x, pred, fallback).outputs[0]
+    want = np.where(pred == 0, x, fallback)
+    np.testing.assert_array_equal(out[:, :F], want)
+    np.testing.assert_array_equal(out[:, F], want.max(axis=1))

@@ -1211,6 +1211,52 @@ def range_select(
 
 
 @_writes_dst
+def select_reduce(
+    predicate: Any,
+    on_true: Any,
+    on_false: Any,
+    reduce_res: Any = None,
+    reduce_cmd: Any = None,
+    reduce_op: Any = None,
+    reverse_pred: bool = False,
+    dtype: Any = None,
+    **_: Any,
+) -> _Tensor:
+    """``where(predicate, on_true, on_false)`` on the Vector Engine (`on_false` a scalar or a
+    [P, 1] tile; `reverse_pred` inverts the predicate), with the free-axis max of the result
+    written to `reduce_res` if given (nki.isa.select_reduce)."""
+    ctx = _current()
+    line = ctx.line()
+    _check_reduce_cmd(reduce_cmd, "nisa.select_reduce")
+    if reduce_op is not None and _ops.resolve(reduce_op).name != "maximum":
+        raise ctx.error("err_unsupported_op", "nisa.select_reduce reduces only with max", line)
+    fallback = on_false if isinstance(on_false, _TileOps) else float(_scalar_of(on_false))
+
+    def compute(pred: np.ndarray, x: np.ndarray, other: Any) -> np.ndarray:
+        keep = (np.asarray(pred) != 0) != bool(reverse_pred)
+        return np.where(keep, x, other)
+
+    out = _elementwise(
+        ctx,
+        line,
+        api="nisa.select_reduce",
+        opcode="select_reduce",
+        operands=(predicate, on_true, fallback),
+        compute=compute,
+        engine=_Engine.VECTOR,
+        legal=(_Engine.VECTOR,),
+        dtype=dtype if dtype is not None else _to_view(ctx, on_true, line).dtype,
+        mask=None,
+        max_psum_inputs=1,
+        main=1,
+        extra={"reverse_pred": bool(reverse_pred)},
+    )
+    if reduce_res is not None:
+        _attach_reduce(ctx, line, out, np.maximum, reduce_res, "nisa.select_reduce", opcode=None)
+    return out
+
+
+@_writes_dst
 def tensor_partition_reduce(op: Any, data: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
     """Reduce across partitions with `op` on GpSimd: [P, F] -> [1, F]."""
     ctx = _current()
@@ -1582,6 +1628,7 @@ _replay.make_replayable(
         "tensor_partition_reduce",
         "exponential",
         "range_select",
+        "select_reduce",
         "dma_transpose",
         "max8",
         "nc_find_index8",
