@@ -698,3 +698,18 @@ def test_select_reduce_with_a_row_fallback_and_its_max(nki_kernel, rng):
     want = np.where(pred == 0, x, fallback)
     np.testing.assert_array_equal(out[:, :F], want)
     np.testing.assert_array_equal(out[:, F], want.max(axis=1))
+
+
+def test_view_strides_offsets_and_patterns_round_trip_through_ap(nki_kernel, rng):
+    k = nki_kernel("""
+    def k(x):
+        out = nl.ndarray((16, 4), dtype=x.dtype, buffer=nl.shared_hbm)
+        v = x[2:18, 1:9:2]
+        assert v.strides == (32, 2) and v.offset == 2 * 32 + 1
+        assert v.get_pattern() == [[32, 16], [2, 4]]
+        assert not v.is_contiguous() and x.is_contiguous() and not v.is_indirect()
+        nisa.dma_copy(out, x.ap(v.get_pattern(), offset=v.offset))
+        return out
+    """)
+    x = rng.standard_normal((32, 32)).astype(np.float32)
+    np.testing.assert_array_equal(k.run("k", x).outputs[0], x[2:18, 1:9:2])

@@ -96,7 +96,7 @@ def test_a_name_outside_the_reference_is_an_nki_error_that_hasattr_understands(n
         ("nisa.memset(t)", "nisa.memset"),
         ("nisa.tensor_tensor(t, t, t)", "nisa.tensor_tensor"),
         ("t.slice(1, 0)", "NkiTensor.slice"),
-        ("t.strides", "NkiTensor.strides"),
+        ("t.rearrange(('p', 'f'), ('p', 'f'))", "NkiTensor.rearrange"),
     ],
 )
 def test_wrong_calls_are_nki_errors_naming_the_api_not_the_emulator(nki_kernel, call, api):

@@ -99,15 +99,10 @@ _NKI_TENSOR_METHODS = frozenset(
     {
         "broadcast",
         "flatten_dims",
-        "get_pattern",
         "indirect",
-        "is_contiguous",
-        "is_indirect",
-        "offset",
         "rearrange",
         "reinterpret_cast",
         "reshape_dim",
-        "strides",
         "vector_select",
     }
 )
@@ -238,6 +233,23 @@ class TileOps:
     @property
     def size(self) -> int:
         return _prod(self.shape)  # type: ignore[attr-defined]
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        return _views().view_strides(self)
+
+    @property
+    def offset(self) -> int:
+        return _views().view_offset(self)
+
+    def get_pattern(self) -> list[list[int]]:
+        return _views().view_pattern(self)
+
+    def is_contiguous(self) -> bool:
+        return _views().view_is_contiguous(self)
+
+    def is_indirect(self) -> bool:
+        return _views().view_is_indirect(self)
 
     def __getattr__(self, name: str) -> Any:
         # only for names the class does not define: NkiTensor methods the emulator lacks are

@@ -309,3 +309,41 @@ def tile_indexed_view(tensor: Tensor, key: tuple[Any, ...]) -> View:
     view = IndirectView(tensor, shape, rest._offsets, terms, arrays)
     view._index_view = index_view
     return view
+
+
+def view_strides(x: Any) -> tuple[int, ...]:
+    """``t.strides``: the element step of each view axis in the tensor's row-major storage
+    (0 for a broadcast axis)."""
+    view = _as_view(x)
+    strides = _row_major_strides(view._tensor.shape)
+    out = [0] * len(view.shape)
+    for d, dim_terms in enumerate(view._terms):
+        for axis, coef in dim_terms:
+            out[axis] += coef * strides[d]
+    return tuple(out)
+
+
+def view_offset(x: Any) -> int:
+    """``t.offset``: the element offset of the view's first element in the storage."""
+    return _storage_offset(x)
+
+
+def view_pattern(x: Any) -> list[list[int]]:
+    """``t.get_pattern()``: ``[[stride, count], ...]`` per view axis (an ``ap`` pattern)."""
+    return [[s, n] for s, n in zip(view_strides(x), x.shape)]
+
+
+def view_is_contiguous(x: Any) -> bool:
+    """``t.is_contiguous()``: every axis of size > 1 steps by the size of the axes inside it."""
+    expected = 1
+    for stride, size in reversed(list(zip(view_strides(x), x.shape))):
+        if size == 1:
+            continue
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def view_is_indirect(x: Any) -> bool:
+    return isinstance(x, View) and x._arrays is not None
