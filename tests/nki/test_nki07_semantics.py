@@ -713,3 +713,25 @@ def test_view_strides_offsets_and_patterns_round_trip_through_ap(nki_kernel, rng
     """)
     x = rng.standard_normal((32, 32)).astype(np.float32)
     np.testing.assert_array_equal(k.run("k", x).outputs[0], x[2:18, 1:9:2])
+
+
+def test_reshape_dim_and_flatten_dims(nki_kernel, rng):
+    k = nki_kernel("""
+    def k(x):
+        out = nl.ndarray((16, 24), dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((16, 24), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(t, x)
+        split = t.reshape_dim(1, (4, -1))
+        assert split.shape == (16, 4, 6)
+        swapped = nl.ndarray((16, 6, 4), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(swapped, split.permute((0, 2, 1)))
+        back = split.flatten_dims(1, 2)
+        assert back.shape == (16, 24)
+        nisa.dma_copy(out[:, 0:12], back.slice(1, 0, 12))
+        nisa.dma_copy(out[:, 12:24], swapped.flatten_dims(1, 2).slice(1, 0, 12))
+        return out
+    """)
+    x = rng.standard_normal((16, 24)).astype(np.float32)
+    out = k.run("k", x).outputs[0]
+    np.testing.assert_array_equal(out[:, :12], x[:, :12])
+    np.testing.assert_array_equal(out[:, 12:], x.reshape(16, 4, 6).transpose(0, 2, 1).reshape(16, 24)[:, :12])

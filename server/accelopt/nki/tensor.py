@@ -98,11 +98,9 @@ def _views() -> Any:
 _NKI_TENSOR_METHODS = frozenset(
     {
         "broadcast",
-        "flatten_dims",
         "indirect",
         "rearrange",
         "reinterpret_cast",
-        "reshape_dim",
         "vector_select",
     }
 )
@@ -250,6 +248,12 @@ class TileOps:
 
     def is_indirect(self) -> bool:
         return _views().view_is_indirect(self)
+
+    def reshape_dim(self, dim: int, shape: Any) -> View:
+        return _views().reshape_dim_view(self, dim, shape)
+
+    def flatten_dims(self, start_dim: int, end_dim: int) -> Any:
+        return _views().flatten_dims_view(self, start_dim, end_dim)
 
     def __getattr__(self, name: str) -> Any:
         # only for names the class does not define: NkiTensor methods the emulator lacks are

@@ -347,3 +347,87 @@ def view_is_contiguous(x: Any) -> bool:
 
 def view_is_indirect(x: Any) -> bool:
     return isinstance(x, View) and x._arrays is not None
+
+
+def reshape_dim_view(x: Any, dim: int, shape: Any) -> View:
+    """``t.reshape_dim(dim, shape)``: split one axis into several (one size may be -1)."""
+    ctx = current()
+    d = _check_dim(x, dim, "NkiTensor.reshape_dim")
+    sizes = [int(s) for s in shape]
+    if sizes.count(-1) > 1:
+        raise ctx.error("err_shape_mismatch", "NkiTensor.reshape_dim: at most one size may be -1")
+    known = 1
+    for s in sizes:
+        known *= s if s != -1 else 1
+    if -1 in sizes and known and x.shape[d] % known == 0:
+        sizes[sizes.index(-1)] = x.shape[d] // known
+    total = 1
+    for s in sizes:
+        total *= s
+    if total != x.shape[d]:
+        raise ctx.error(
+            "err_shape_mismatch", f"NkiTensor.reshape_dim: {tuple(sizes)} does not split a dimension of {x.shape[d]}"
+        )
+    if _on_chip(x) and d == 0 and len(sizes) > 1:
+        raise ctx.error("err_invalid_dimension", "NkiTensor.reshape_dim: on-chip tensors keep the partition axis")
+    view = _as_view(x)
+    if view._arrays is not None:
+        refuse("NkiTensor.reshape_dim", "of an indirect view")
+    k = len(sizes)
+    inner = [1] * k
+    for i in range(k - 2, -1, -1):
+        inner[i] = inner[i + 1] * sizes[i + 1]
+    terms = []
+    for dim_terms in view._terms:
+        new: list[tuple[int, int]] = []
+        for axis, coef in dim_terms:
+            if axis < d:
+                new.append((axis, coef))
+            elif axis > d:
+                new.append((axis + k - 1, coef))
+            else:
+                new.extend((d + i, coef * inner[i]) for i in range(k) if sizes[i] > 1)
+        terms.append(tuple(new))
+    out_shape = (*view.shape[:d], *sizes, *view.shape[d + 1 :])
+    out = View(view._tensor, out_shape, view._offsets, tuple(terms), None)
+    out._oob = view._oob
+    return out
+
+
+def flatten_dims_view(x: Any, start_dim: int, end_dim: int) -> Any:
+    """``t.flatten_dims(start, end)``: merge axes start..end (inclusive). A whole tensor is
+    reshaped; a view merges axes that step along one tensor dimension, one inside the other."""
+    ctx = current()
+    a = _check_dim(x, start_dim, "NkiTensor.flatten_dims")
+    b = _check_dim(x, end_dim, "NkiTensor.flatten_dims")
+    if b < a or (_on_chip(x) and a == 0):
+        raise ctx.error("err_invalid_dimension", f"NkiTensor.flatten_dims: cannot merge dimensions {a}..{b}")
+    merged = 1
+    for axis in range(a, b + 1):
+        merged *= x.shape[axis]
+    shape = (*x.shape[:a], merged, *x.shape[b + 1 :])
+    if isinstance(x, Tensor):
+        return reshape_view(x, shape)
+    view = x
+    dims = {d for d, dim_terms in enumerate(view._terms) for axis, _ in dim_terms if a <= axis <= b}
+    coefs = {axis: coef for dim_terms in view._terms for axis, coef in dim_terms if a <= axis <= b}
+    inner = 1
+    consistent = len(dims) <= 1 and view._arrays is None
+    step = 0
+    for axis in range(b, a - 1, -1):
+        if view.shape[axis] > 1:
+            if not step:
+                step = coefs.get(axis, 0) // inner if inner else 0
+            consistent = consistent and coefs.get(axis, 0) == step * inner
+        inner *= view.shape[axis]
+    if not consistent:
+        refuse("NkiTensor.flatten_dims", "of axes that do not step along one dimension of the tensor")
+    terms = []
+    for dim_terms in view._terms:
+        new = [(axis if axis < a else axis - (b - a), coef) for axis, coef in dim_terms if not a <= axis <= b]
+        terms.append(new)
+    if dims and merged > 1:
+        terms[dims.pop()].append((a, step))
+    out = View(view._tensor, shape, view._offsets, tuple(tuple(sorted(t)) for t in terms), None)
+    out._oob = view._oob
+    return out
