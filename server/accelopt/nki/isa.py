@@ -36,6 +36,7 @@ from accelopt.nki.instructions import result_tile as _result_tile
 from accelopt.nki.instructions import scalar_of as _scalar_of
 from accelopt.nki.instructions import to_view as _to_view
 from accelopt.nki.instructions import unassigned_extra as _unassigned_extra
+from accelopt.nki.target import get_nc_version, nc_version  # noqa: F401 - kernel-facing
 from accelopt.nki.tensor import Tensor as _Tensor
 from accelopt.nki.tensor import TileOps as _TileOps
 from accelopt.nki.tensor import View as _View
@@ -67,13 +68,6 @@ gpsimd_engine = engine.gpsimd
 unknown_engine = engine.unknown
 
 
-class nc_version(_enum.Enum):
-    gen2 = 2
-    gen3 = 3
-
-
-def get_nc_version() -> nc_version:
-    return nc_version.gen2
 
 
 class reduce_cmd(_enum.Enum):

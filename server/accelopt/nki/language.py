@@ -67,6 +67,8 @@ from accelopt.nki.instructions import scalar_of as _scalar_of
 from accelopt.nki.instructions import to_view as _to_view
 from accelopt.nki.instructions import unassigned_extra as _unassigned_extra
 from accelopt.nki.loops import affine_range, sequential_range, static_range  # noqa: F401
+from accelopt.nki.spmd import nc, num_programs, program_id, program_ndim, spmd_dim  # noqa: F401
+from accelopt.nki.spmd import shared_output as _shared_output
 from accelopt.nki.tensor import Buffer as _Buffer
 from accelopt.nki.tensor import Tensor as _Tensor
 from accelopt.nki.tensor import TileOps as _TileOps
@@ -100,17 +102,7 @@ class tile_size:
 # --- SPMD ----------------------------------------------------------------------------------
 
 
-def program_id(axis: int = 0) -> int:
-    ids = _current().program_ids
-    return ids[axis] if axis < len(ids) else 0
-
-
-def num_programs(axis: int | None = None) -> int:
-    return 1
-
-
-def program_ndim() -> int:
-    return 0
+# program_id, num_programs, program_ndim, nc and spmd_dim live in accelopt.nki.spmd
 
 
 def device_print(prefix: str, x: Any, **_: Any) -> None:
@@ -147,9 +139,15 @@ def _allocate(shape: Any, dtype: Any, buffer: Any, fill: Any, line: int, name: s
                 f"at most {limit} fit",
                 line,
             )
+    if ctx.shared_outputs is not None and buf is _SHARED_HBM:
+        shared = _shared_output(ctx, dims, dtype, line)
+        if shared is not None:  # a later SPMD instance: the first instance's output
+            return shared
     data = _new_data(dims, dtype, fill) if ctx.numerics else None
     tensor = _Tensor(dims, dtype, buf, block_dims, data)
     ctx.register_tensor(tensor, name or ctx.name_at(line, "tensor"), line)
+    if ctx.shared_outputs is not None and buf is _SHARED_HBM:
+        ctx.shared_outputs.append(tensor)
     return tensor
 
 

@@ -31,7 +31,7 @@ def bound_from_busy(tensor: float, vector: float, scalar: float, gpsimd: float, 
 
 
 def run_bound(timeline: Timeline) -> Bound:
-    total = timeline.total_time
+    total = timeline.total_time * timeline.cores  # engine time of every physical core used
     if total <= 0:
         return "latency"
     busy = timeline.engine_busy
@@ -116,8 +116,12 @@ def build_profile(
     hbm = timeline.hbm_read_bytes + timeline.hbm_write_bytes
     roof_work = work if work is not None else work_from_trace(trace)
     peak_s, roof_bound = peak_latency(roof_work, hw)
+    # an SPMD grid on several physical cores has their peaks together (profiling.grid)
+    peak_s /= timeline.cores
     percent = peak_s / total if total > 0 else 0.0
     busy = timeline.engine_busy
+    # busy fractions are of the engine time of every physical core the run used
+    engine_time = total * timeline.cores
     return Profile(
         backend="simulator",
         hardware=hw.name,
@@ -134,12 +138,14 @@ def build_profile(
         transpose_flops=transpose_flops,
         mm_arithmetic_intensity=(hardware_flops - transpose_flops) / hbm if hbm else 0.0,
         peak_flops_bandwidth_ratio=hw.peak_flops_bandwidth_ratio,
-        hfu_estimated_percent=hardware_flops / (hw.tensor_bf16_flops * total) if total > 0 else 0.0,
-        tensor_engine_active_time_percent=_fraction(busy["tensor"], total),
-        vector_engine_active_time_percent=_fraction(busy["vector"], total),
-        scalar_engine_active_time_percent=_fraction(busy["scalar"], total),
-        gpsimd_engine_active_time_percent=_fraction(busy["gpsimd"], total),
-        dma_active_time_percent=_fraction(busy["dma"], total),
+        hfu_estimated_percent=(
+            hardware_flops / (hw.tensor_bf16_flops * engine_time) if engine_time > 0 else 0.0
+        ),
+        tensor_engine_active_time_percent=_fraction(busy["tensor"], engine_time),
+        vector_engine_active_time_percent=_fraction(busy["vector"], engine_time),
+        scalar_engine_active_time_percent=_fraction(busy["scalar"], engine_time),
+        gpsimd_engine_active_time_percent=_fraction(busy["gpsimd"], engine_time),
+        dma_active_time_percent=_fraction(busy["dma"], engine_time),
         instruction_count=timeline.instructions,
         dma_transfer_count=timeline.dma_transfers,
         work=roof_work,

@@ -67,6 +67,7 @@ class ScheduledOp:
     busy: float  # engine-occupied seconds (DMA: summed over its pieces)
     line: int
     pieces: tuple[tuple[int, float, float], ...] = ()  # DMA: (engine, start, end) per piece
+    core: int = 0  # the physical NeuronCore of an SPMD instance (profiling.grid)
 
 
 @dataclass(slots=True)
@@ -89,6 +90,9 @@ class Timeline:
     dma_transfers: int = 0
     instructions: int = 0
     peak_live_bytes: dict[str, int] = field(default_factory=dict)
+    # physical NeuronCores the run used (an SPMD grid on a logical core of 2: 2); engine_busy
+    # sums over them, so a busy fraction divides by total_time * cores
+    cores: int = 1
 
 
 class _GapList:
@@ -636,9 +640,19 @@ class _Scheduler:
 
 
 def schedule(trace: Trace, hw: HardwareSpec | str, options: ModelOptions | None = None) -> Timeline:
-    """Time `trace` on `hw` with the compiler behaviours in `options` (all on by default)."""
+    """Time `trace` on `hw` with the compiler behaviours in `options` (all on by default). The
+    trace of an SPMD grid of several instances is timed per physical core (profiling.grid)."""
     spec = get_hardware(hw) if isinstance(hw, str) else hw
     opts = options or ModelOptions()
+    if len(trace.programs) > 1:
+        from accelopt.profiling.grid import schedule_grid  # grid builds on this module
+
+        return schedule_grid(trace, spec, opts)
+    return schedule_instance(trace, spec, opts)
+
+
+def schedule_instance(trace: Trace, spec: HardwareSpec, opts: ModelOptions) -> Timeline:
+    """Time one program instance's trace on one NeuronCore."""
     # The model allocates millions of small tuples and makes no reference cycles: the cyclic
     # collector would only rescan the (large) trace over and over, so it waits until we are done.
     collecting = gc.isenabled()
