@@ -218,14 +218,14 @@ def run_kernel(
 
 def _run_grid(ctx: KernelContext, fn: Callable[..., Any], args: list[Any], launch: Grid) -> Any:
     """Every program instance of `launch`, in launch order; the first instance's result."""
-    check_cores(launch, ctx.target)
+    line = fn.__code__.co_firstlineno
+    check_cores(launch, ctx.target, ctx.kernel_path, line)
     ctx.grid_sizes = ctx.trace.grid = launch.sizes
     if launch.count == 1:
         ctx.program_ids = (0,) * len(launch.sizes)
         return fn(*args)
     ctx.shared_outputs = []
     result: Any = None
-    line = fn.__code__.co_firstlineno
     for index, (ids, core) in enumerate(launch.instances(ctx.target)):
         ctx.program_ids = ids
         ctx.program_index = index

@@ -22,6 +22,7 @@ Sources: Neuron SDK docs, NKI API reference pages ``nki.language.nc``, ``nki.lan
 
 from __future__ import annotations
 
+import ast
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -177,11 +178,11 @@ def _core_of(dim: Any, index: int) -> int:
     return core
 
 
-def check_cores(grid: Grid, target: str) -> None:
+def check_cores(grid: Grid, target: str, path: str, line: int) -> None:
+    """Refuse a grid naming more physical cores than a logical core of `target` has."""
     cores = grid.annotated_cores()
     limit = _MAX_LNC.get(target, 1)
-    if cores > max(limit, 1) and cores > 1:
-        path, line = kernel_location()
+    if cores > max(limit, 1):
         raise NkiError(
             "err_invalid_launch_grid",
             f"the launch grid spreads over {cores} physical NeuronCores but a logical core of {target} "
@@ -254,3 +255,35 @@ def shared_output(ctx: KernelContext, shape: tuple[int, ...], dtype: Any, line: 
             line,
         )
     return outputs[cursor]
+
+
+# --- a grid written as text (`# accelopt: grid nc(2), 2`) --------------------------------------
+
+
+def parse_grid(text: str) -> Grid:
+    """The grid of a text such as ``2``, ``2, 2``, ``nc(2), 2`` or ``spmd_dim(nc(2), 2), 2``
+    (read with `ast`, never evaluated). Raises ValueError when it is not one."""
+    try:
+        tree = ast.parse(f"({text},)", mode="eval")
+    except SyntaxError:
+        raise ValueError(f"cannot read launch grid {text!r}") from None
+    if not isinstance(tree.body, ast.Tuple) or not tree.body.elts:
+        raise ValueError(f"cannot read launch grid {text!r}")
+    return Grid(tuple(_grid_dim(node, text) for node in tree.body.elts))
+
+
+def _grid_dim(node: ast.expr, text: str) -> Any:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        if node.value < 1:
+            raise ValueError(f"launch grid {text!r}: sizes must be positive")
+        return node.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        if node.func.id == "nc" and len(node.args) == 1:
+            size = _grid_dim(node.args[0], text)
+            if isinstance(size, int):
+                return nc(size)
+        if node.func.id == "spmd_dim" and node.args:
+            parts = [_grid_dim(a, text) for a in node.args]
+            if all(isinstance(p, (int, nc)) for p in parts):
+                return spmd_dim(*parts)
+    raise ValueError(f"cannot read launch grid {text!r}: use sizes, nc(k) and spmd_dim(...)")
