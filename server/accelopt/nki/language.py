@@ -13,9 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from accelopt.nki import compiler as _compiler
 from accelopt.nki import dtypes as _dt
 from accelopt.nki import ops as _ops
 from accelopt.nki import replay as _replay
+from accelopt.nki.compiler import no_reorder  # noqa: F401
 
 # Everything this module imports for its own use is bound to an underscore name: kernels see
 # this module as `nl`, and the sandbox refuses underscore attributes, so helpers that could reach
@@ -146,6 +148,8 @@ def _allocate(shape: Any, dtype: Any, buffer: Any, fill: Any, line: int, name: s
     data = _new_data(dims, dtype, fill) if ctx.numerics else None
     tensor = _Tensor(dims, dtype, buf, block_dims, data)
     ctx.register_tensor(tensor, name or ctx.name_at(line, "tensor"), line)
+    if buf.__class__ is not _Buffer:  # ncc.sbuf/psum.(mod_)alloc: the kernel placed it
+        _compiler._place(ctx, tensor, ctx.tensor_name(tensor), line)
     if ctx.shared_outputs is not None and buf is _SHARED_HBM:
         ctx.shared_outputs.append(tensor)
     return tensor

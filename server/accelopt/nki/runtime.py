@@ -56,7 +56,7 @@ class KernelRun:
 
 def install_aliases() -> None:
     """Make ``neuronxcc.nki[.language|.isa|.typing]`` and ``nki[...]`` import the emulator."""
-    from accelopt.nki import facade, isa, language
+    from accelopt.nki import compiler, facade, isa, language
     from accelopt.nki import typing as nki_typing
 
     neuronxcc = sys.modules.get("neuronxcc")
@@ -74,6 +74,8 @@ def install_aliases() -> None:
             "neuronxcc.nki.language": language,
             "neuronxcc.nki.isa": isa,
             "neuronxcc.nki.typing": nki_typing,
+            "neuronxcc.nki.compiler": compiler,
+            "nki.compiler": compiler,
             "nki": facade,
             "nki.language": language,
             "nki.isa": isa,
@@ -170,6 +172,7 @@ def run_kernel(
     path = source_path or fn.__code__.co_filename
     ctx = KernelContext(kernel_name or fn.__name__, path, numerics)
     ctx.target = ctx.trace.target = kernel_target(_KERNEL_OPTIONS.get(fn, {}), target, path, fn)
+    ctx.trace.compiler_flags = tuple(_KERNEL_OPTIONS.get(fn, {}).get("compiler_flags", ()))
     launch = Grid.of(grid) if grid is not None else None
     params = list(inspect.signature(fn).parameters)
     line = fn.__code__.co_firstlineno
@@ -214,6 +217,13 @@ def run_kernel(
         trace = ctx.finish()
     outputs = [_output_array(t, numerics) for t in returned]
     return KernelRun(outputs=outputs, trace=trace, single=single)
+
+
+def mark_kernel(kernel: Any, flag: str) -> None:
+    """Note a compiler decorator (accelopt.nki.compiler) on a kernel function or nki.jit kernel."""
+    fn = unwrap(kernel)
+    options = _KERNEL_OPTIONS.setdefault(fn, {})
+    options["compiler_flags"] = (*options.get("compiler_flags", ()), flag)
 
 
 def _run_grid(ctx: KernelContext, fn: Callable[..., Any], args: list[Any], launch: Grid) -> Any:

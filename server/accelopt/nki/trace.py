@@ -157,6 +157,11 @@ class Trace:
     programs: list[ProgramSpan] = field(default_factory=list)
     # the NeuronCore generation the kernel ran for (what nisa.get_nc_version answered)
     target: str = "trn1"
+    # direct allocation (accelopt.nki.compiler): per allocation site [line, name, shape, memory,
+    # [[*block index, *location], ...]] (location: SBUF (partition, byte address), PSUM (bank,
+    # partition, byte address)); and the compiler decorators the kernel carries
+    placements: list[list[Any]] = field(default_factory=list)
+    compiler_flags: tuple[str, ...] = ()
 
     # --- serialization (JSON-compatible, validated on the way in) -------------------------
 
@@ -188,6 +193,8 @@ class Trace:
             "grid": list(self.grid),
             "programs": [[list(p.ids), p.core, p.first, p.end] for p in self.programs],
             "target": self.target,
+            "placements": self.placements,
+            "compiler_flags": list(self.compiler_flags),
         }
 
     def to_json(self) -> str:
@@ -226,6 +233,17 @@ class Trace:
                 raise ValueError("trace program span outside the records")
             trace.programs.append(span)
         trace.target = str(data.get("target", "trn1"))
+        for line, name, shape, memory, entries in data.get("placements", ()):
+            trace.placements.append(
+                [
+                    int(line),
+                    str(name),
+                    [int(s) for s in shape],
+                    Memory(memory).value,
+                    [[int(v) for v in entry] for entry in entries],
+                ]
+            )
+        trace.compiler_flags = tuple(str(f) for f in data.get("compiler_flags", ()))
         return trace
 
     @classmethod

@@ -335,6 +335,10 @@ class _Scheduler:
             if where is not Memory.HBM
         }
         self.ops: list[ScheduledOp] = []
+        # nl.no_reorder blocks (accelopt.nki.compiler): block -> end of its latest instruction;
+        # `order_floor` is the earliest start of the op being placed
+        self.in_order: dict[object, float] = {}
+        self.order_floor = 0.0
         self.counters = {
             "hbm_read": 0,
             "hbm_write": 0,
@@ -436,14 +440,20 @@ class _Scheduler:
             self._place_compute(op, cause, producers, op_id, work)
             return
         rec = trace.records[op.record] if op.record >= 0 else None
+        block = rec.extra.get("no_reorder") if rec is not None else None
+        if block is not None:  # runs after the block's previous instruction has finished
+            self.order_floor = self.in_order.get(block, 0.0)
         if rec is None or is_dma(rec):
             self._place_dma(op, rec, producers, op_id)
         else:
             self._place_compute(op, rec, producers, op_id)
+        if block is not None:
+            self.in_order[block] = self.ops[-1].end
+            self.order_floor = 0.0
 
     def _place_dma(self, op: PlannedOp, rec: TraceRecord | None, producers, op_id: int) -> None:
         hw = self.hw
-        ready = 0.0
+        ready = self.order_floor
         for end, _, _ in producers:
             ready = max(ready, end + self.sem)
         if rec is None:
@@ -534,7 +544,9 @@ class _Scheduler:
         else:  # a staging copy: PSUM -> SBUF
             touches_sbuf = touches_psum = True
         seq = self._sequential(rec) if rec.loops else []
-        barrier = self._barrier(seq) if seq else 0.0
+        barrier = self._barrier(seq) if seq else self.order_floor
+        if seq and self.order_floor > barrier:
+            barrier = self.order_floor
         best = None
         for engine, duration in work.options:
             ready = barrier
