@@ -36,6 +36,7 @@ from accelopt.nki.instructions import result_tile as _result_tile
 from accelopt.nki.instructions import scalar_of as _scalar_of
 from accelopt.nki.instructions import to_view as _to_view
 from accelopt.nki.instructions import unassigned_extra as _unassigned_extra
+from accelopt.nki.mx import activate2, nc_matmul_mx, quantize_mx  # noqa: F401 - kernel-facing
 from accelopt.nki.target import get_nc_version, nc_version  # noqa: F401 - kernel-facing
 from accelopt.nki.tensor import Tensor as _Tensor
 from accelopt.nki.tensor import TileOps as _TileOps

@@ -27,9 +27,14 @@ from accelopt.nki.context import current as _current
 from accelopt.nki.dtypes import (  # noqa: F401 - kernel-facing dtypes
     bfloat16,
     bool_,
+    float4_e2m1fn,
+    float4_e2m1fn_x4,
     float8_e4m3,
     float8_e4m3fn,
+    float8_e4m3fn_x4,
     float8_e5m2,
+    float8_e5m2_x4,
+    float8_e8m0fnu,
     float16,
     float32,
     int8,
@@ -69,6 +74,7 @@ from accelopt.nki.instructions import scalar_of as _scalar_of
 from accelopt.nki.instructions import to_view as _to_view
 from accelopt.nki.instructions import unassigned_extra as _unassigned_extra
 from accelopt.nki.loops import affine_range, sequential_range, static_range  # noqa: F401
+from accelopt.nki.mx import abs_max, abs_min  # noqa: F401
 from accelopt.nki.spmd import nc, num_programs, program_id, program_ndim, spmd_dim  # noqa: F401
 from accelopt.nki.spmd import shared_output as _shared_output
 from accelopt.nki.tensor import Buffer as _Buffer
