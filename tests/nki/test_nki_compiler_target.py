@@ -59,7 +59,7 @@ def test_mod_alloc_places_blocks_modulo_and_times_with_that_placement(tmp_path):
     run = runtime.run_kernel(fn, [a, 2])
     np.testing.assert_allclose(run.outputs[0], np.exp(a), rtol=1e-6)
     assert run.trace.compiler_flags == ("skip_middle_end_transformations",)
-    (line, name, shape, memory, entries) = run.trace.placements[0]
+    (_, name, shape, memory, entries) = run.trace.placements[0]
     assert (name, shape, memory) == ("t", [8, 128, 512], "sbuf")
     # the mod_alloc page's rule: byte address = base + (block % tiles) * bytes per partition
     assert [e[-1] for e in entries] == [(i % 2) * 512 * 4 for i in range(8)]
@@ -97,7 +97,7 @@ def acc(a, b):
     a, b = rng.standard_normal((128, 128)).astype(np.float32), rng.standard_normal((128, 512)).astype(np.float32)
     run = runtime.run_kernel(fn, [a, b])
     np.testing.assert_allclose(run.outputs[0], 2 * (a.T @ b), rtol=1e-4, atol=1e-4)
-    psum = [p for p in run.trace.placements if p[3] == "psum"][0]
+    psum = next(p for p in run.trace.placements if p[3] == "psum")
     assert [e[1] for e in psum[4]] == [0, 1]  # banks 0 and 1
     ordered = [r for r in run.trace.records if "no_reorder" in r.extra]
     assert [r.opcode for r in ordered] == ["nc_matmul", "nc_matmul"]
@@ -208,7 +208,7 @@ def test_mx_quantize_and_matmul_match_numpy(tmp_path):
     exact_b = b.astype(np.float32).reshape(128, 128, 4).transpose(0, 2, 1).reshape(512, 128)
     err = np.linalg.norm(run.outputs[0] - exact.T @ exact_b) / np.linalg.norm(exact.T @ exact_b)
     assert err < 0.05
-    mm = [r for r in run.trace.records if r.opcode == "nc_matmul_mx"][0]
+    mm = next(r for r in run.trace.records if r.opcode == "nc_matmul_mx")
     assert (mm.engine.value, mm.matmul_kmn, mm.dtype) == ("tensor", (512, 64, 128), "float8_e4m3fn_x4")
     q = [r for r in run.trace.records if r.opcode == "quantize_mx"]
     assert len(q) == 2 and all(r.engine.value == "vector" for r in q)

@@ -25,7 +25,7 @@ their seams), which makes a one-core grid an upper bound.
 
 from __future__ import annotations
 
-from accelopt.hardware.specs import HardwareSpec
+from accelopt.hardware.specs import HardwareSpec, get_hardware
 from accelopt.nki.trace import Trace
 from accelopt.profiling.compiler_model import ModelOptions
 from accelopt.profiling.timeline import ScheduledOp, Timeline, schedule_instance
@@ -42,6 +42,16 @@ _SUMMED = (
     "dma_transfers",
     "instructions",
 )
+
+
+def schedule(trace: Trace, hw: HardwareSpec | str, options: ModelOptions | None = None) -> Timeline:
+    """Time `trace` on `hw`: one NeuronCore, or for an SPMD grid of several instances, every
+    instance on its physical core."""
+    spec = get_hardware(hw) if isinstance(hw, str) else hw
+    opts = options or ModelOptions()
+    if len(trace.programs) > 1:
+        return schedule_grid(trace, spec, opts)
+    return schedule_instance(trace, spec, opts)
 
 
 def instance_trace(trace: Trace, first: int, end: int) -> Trace:

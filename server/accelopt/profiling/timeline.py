@@ -652,15 +652,10 @@ class _Scheduler:
 
 
 def schedule(trace: Trace, hw: HardwareSpec | str, options: ModelOptions | None = None) -> Timeline:
-    """Time `trace` on `hw` with the compiler behaviours in `options` (all on by default). The
-    trace of an SPMD grid of several instances is timed per physical core (profiling.grid)."""
+    """Time `trace` on one NeuronCore of `hw` with the compiler behaviours in `options` (all on
+    by default). A trace of an SPMD grid of several instances: `profiling.grid.schedule`."""
     spec = get_hardware(hw) if isinstance(hw, str) else hw
-    opts = options or ModelOptions()
-    if len(trace.programs) > 1:
-        from accelopt.profiling.grid import schedule_grid  # grid builds on this module
-
-        return schedule_grid(trace, spec, opts)
-    return schedule_instance(trace, spec, opts)
+    return schedule_instance(trace, spec, options or ModelOptions())
 
 
 def schedule_instance(trace: Trace, spec: HardwareSpec, opts: ModelOptions) -> Timeline:
