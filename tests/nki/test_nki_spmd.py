@@ -172,3 +172,38 @@ def uneven(a):
     with pytest.raises(NkiError, match="err_spmd_outputs_differ") as info:
         runtime.run_kernel(fn, [x], grid=(2,))
     assert info.value.path.endswith("uneven.py") and info.value.line > 0
+
+
+LOOPED = LEGACY + """
+@nki.jit
+def looped(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    n = a.shape[0] // nl.num_programs(0)
+    i = nl.program_id(0)
+    for j in nl.affine_range(a.shape[1] // 64):
+        x = nl.load(a[i * n:(i + 1) * n, j * 64:(j + 1) * 64])
+        y = nl.multiply(x, 2.0)
+        nl.store(out[i * n:(i + 1) * n, j * 64:(j + 1) * 64], value=nl.add(y, x))
+    return out
+"""
+
+
+def test_trace_only_grid_runs_trace_what_numeric_runs_do(tmp_path, x):
+    """Replay and fast-forward (trace-only paths) stay exact across program instances."""
+    runtime.install_aliases()
+    import nki.language as nl
+
+    fn = _load(tmp_path, LOOPED, "looped")
+    grid = (nl.nc(2),)
+    numeric = runtime.run_kernel(fn, [x], grid=grid, target="trn2")
+    np.testing.assert_allclose(numeric.outputs[0], 3 * x, rtol=1e-6)
+    first = runtime.run_kernel(fn, [x], grid=grid, target="trn2", numerics=False).trace
+    again = runtime.run_kernel(fn, [x], grid=grid, target="trn2", numerics=False).trace
+
+    def rows(trace: Trace) -> dict:
+        data = trace.to_dict()
+        data.pop("numerics")
+        return data
+
+    assert rows(first) == rows(numeric.trace) == rows(again)
+    assert [p.core for p in first.programs] == [0, 1] and len(first.records) == 2 * 16 * 4
