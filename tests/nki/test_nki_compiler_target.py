@@ -247,3 +247,25 @@ def act2(a, b):
     expected = np.exp(np.maximum(np.abs(a), np.abs(b)) * -0.5 + 0.25)
     np.testing.assert_allclose(out, expected, rtol=1e-6)
     np.testing.assert_allclose(red[:, 0], expected.sum(axis=1), rtol=1e-5)
+
+
+def test_ndarray_address_places_the_tile_in_nki_07_style(tmp_path):
+    text = CURRENT + """
+@nki.jit
+def pinned(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(a.shape[0] // 128):
+        t = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf, address=(0, 4096))
+        nisa.dma_copy(dst=t, src=a[i * 128:(i + 1) * 128, :])
+        nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=t)
+    return out
+"""
+    fn = _load(tmp_path, text, "pinned")
+    a = np.random.default_rng(6).standard_normal((512, 256)).astype(np.float32)
+    run = runtime.run_kernel(fn, [a])
+    np.testing.assert_array_equal(run.outputs[0], a)
+    assert run.trace.placements[0][3:] == ["sbuf", [[0, 4096]]]
+    pinned_ms = profile_trace(runtime.run_kernel(fn, [a], numerics=False).trace, "trn2")[0].latency_ms
+    free = _load(tmp_path, text.replace(", address=(0, 4096)", ""), "pinned")
+    auto_ms = profile_trace(runtime.run_kernel(free, [a], numerics=False).trace, "trn2")[0].latency_ms
+    assert pinned_ms > auto_ms  # one fixed buffer: each iteration waits for the previous store

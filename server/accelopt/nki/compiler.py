@@ -152,6 +152,24 @@ class psum:
         return _PSUM
 
 
+def at_address(buffer: _Buffer, address: Any) -> Allocation | None:
+    """``nl.ndarray(..., address=(partition_offset, free_offset))`` (NKI 0.7): the whole tensor at
+    one manual address (the ``nki.language.alloc_tiles`` page: "the same contract as
+    nki.language.ndarray()"); *our reading*: the free offset is in bytes, and in PSUM byte
+    `free_offset` lies in bank free_offset // 2 KiB. None for HBM (placement is on-chip only)."""
+    if buffer.memory is _Memory.HBM:
+        return None
+    partition, free = (_tuple(address) + (0, 0))[:2]
+    if buffer.memory is _Memory.SBUF:
+        return Allocation(_Memory.SBUF, lambda index, p, f: (partition, free), f"address={address!r}")
+    bank_bytes = 2048  # PSUM bank per partition (NKI_NOTES §3)
+    return Allocation(
+        _Memory.PSUM,
+        lambda index, p, f: (free // bank_bytes, partition, free % bank_bytes),
+        f"address={address!r}",
+    )
+
+
 def _place(ctx: _KernelContext, tensor: Tensor, name: str, line: int) -> None:
     """Record where a directly allocated tensor's logical tiles live (once per allocation site)."""
     allocation = tensor.buffer

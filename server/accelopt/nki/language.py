@@ -161,9 +161,14 @@ def _allocate(shape: Any, dtype: Any, buffer: Any, fill: Any, line: int, name: s
     return tensor
 
 
-def ndarray(shape: Any, dtype: Any = float32, buffer: Any = None, name: str = "", **_: Any) -> _Tensor:
-    """A new tensor; its memory reads as NaN until written (an unwritten output is visible)."""
+def ndarray(
+    shape: Any, dtype: Any = float32, buffer: Any = None, name: str = "", address: Any = None, **_: Any
+) -> _Tensor:
+    """A new tensor; its memory reads as NaN until written (an unwritten output is visible).
+    `address=(partition_offset, free_offset)` places it on chip by hand (accelopt.nki.compiler)."""
     ctx = _current()
+    if address is not None:
+        buffer = _compiler.at_address(_buffer(buffer), address) or buffer
     return _allocate(shape, dtype, buffer, None, ctx.line(), name)
 
 

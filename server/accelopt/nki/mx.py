@@ -176,7 +176,7 @@ def quantize_mx(dst: Any, src: Any, dst_scale: Any, **_: Any) -> Any:
         line,
         bytes=p * f * sview._tensor.dtype.itemsize,
         vector_ops=2 * p * f,
-        extra={"api": api, "mx": True},
+        extra={"api": api, "mx": True, "scale_rows": "group" if sp == groups else "partition"},
     )
     ctx.note_write(dview._tensor, dview._region(), line, False)
     ctx.note_write(scale_view._tensor, scale_view._region(), line, False)
@@ -330,13 +330,24 @@ def activate2(
         legal=(_Engine.SCALAR,),
         dtype=dtype,
         ops_per_element=len(stages) + (0 if spec.trivial else 1),
-        extra={"op": spec.name, "op0": stages[0][0].name if stages else None, "num_ops": len(stages), "api": api},
+        extra={"op": spec.name, "num_ops": len(stages), "api": api, **_stage_params(stages)},
     )
     if reduce_res is not None:
         _attach_reduce(ctx, line, out, reduce_op or np.add, reduce_res, api)
     target = dst._full_view() if isinstance(dst, _Tensor) else dst
     _assign(target, out)
     return dst
+
+
+def _stage_params(stages: list[tuple[_ops.OpSpec, Any, bool]]) -> dict[str, Any]:
+    """What a replay needs to recompute activate2: each stage's op, immediate and reversal (a
+    tile immediate is the record's read region, named "tile" here)."""
+    params: dict[str, Any] = {}
+    for i, (stage, imm, reverse) in enumerate(stages):
+        params[f"op{i}"] = stage.name
+        params[f"imm{i}"] = "tile" if isinstance(imm, _TileOps) else float(_scalar_of(0.0 if imm is None else imm))
+        params[f"reverse{i}"] = bool(reverse)
+    return params
 
 
 # --- abs_max / abs_min ---------------------------------------------------------------------------
