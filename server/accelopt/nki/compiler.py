@@ -159,7 +159,7 @@ def at_address(buffer: _Buffer, address: Any) -> Allocation | None:
     `free_offset` lies in bank free_offset // 2 KiB. None for HBM (placement is on-chip only)."""
     if buffer.memory is _Memory.HBM:
         return None
-    partition, free = (_tuple(address) + (0, 0))[:2]
+    partition, free = (*_tuple(address), 0, 0)[:2]
     if buffer.memory is _Memory.SBUF:
         return Allocation(_Memory.SBUF, lambda index, p, f: (partition, free), f"address={address!r}")
     bank_bytes = 2048  # PSUM bank per partition (NKI_NOTES §3)
