@@ -8,7 +8,7 @@ import pytest
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.simulator import SimulatorBackend
-from accelopt.profiling.task import task_for_kernel
+from accelopt.profiling.task import TaskError, task_for_kernel
 
 GRID_KERNEL = """\
 import nki
@@ -70,9 +70,21 @@ async def test_a_grid_on_two_physical_cores_is_correct_and_faster_than_on_one(ba
     assert fast.profile.percent_of_peak <= 1.0
 
 
+async def test_a_candidate_without_a_grid_directive_runs_on_the_tasks_grid(backend):
+    original = _kernel(GRID_KERNEL.format(grid="nc(2)"), "rows_exp")
+    rewritten = _kernel(GRID_KERNEL.format(grid="nc(2)").replace("# accelopt: grid nc(2)\n", ""), "rows_exp")
+    task = task_for_kernel(original)
+    assert task.grid == "nc(2)"
+    evaluation = await backend.evaluate(rewritten, task, EvaluationOptions(seeds=1, timeout_s=60, hardware="trn2"))
+    assert evaluation.status == "ok", evaluation.message
+
+
 async def test_a_malformed_grid_directive_is_a_compile_error_with_its_line(backend):
+    good = _kernel(GRID_KERNEL.format(grid="2, 1"), "rows_exp")
     bad = _kernel(GRID_KERNEL.format(grid="two"), "rows_exp")
-    evaluation = await backend.evaluate(bad, task_for_kernel(bad), EvaluationOptions(seeds=1, timeout_s=60))
+    with pytest.raises(TaskError, match="launch grid"):
+        task_for_kernel(bad)
+    evaluation = await backend.evaluate(bad, task_for_kernel(good), EvaluationOptions(seeds=1, timeout_s=60))
     assert evaluation.status == "compile_error" and evaluation.line == 5
     assert "launch grid" in evaluation.message
 

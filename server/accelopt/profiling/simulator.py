@@ -147,7 +147,7 @@ class SimulatorBackend:
         )
 
         outcome = await self._run(
-            _kernel_job(kernel, numerics=check, hardware=options.hardware),
+            _kernel_job(kernel, numerics=check, hardware=options.hardware, grid=task.grid),
             options.timeout_s,
             [references[s].inputs for s in seeds],
         )
@@ -297,7 +297,7 @@ class SimulatorBackend:
             return
         assert task.baseline is not None
         outcome = await self._run(
-            _kernel_job(task.baseline, numerics=True, hardware=hardware), timeout_s, [generated[s] for s in seeds]
+            _kernel_job(task.baseline, numerics=True, hardware=hardware, grid=task.grid), timeout_s, [generated[s] for s in seeds]
         )
         failure = _outcome_failure(outcome, seeds, who="baseline kernel (the correctness oracle)")
         if failure is not None:
@@ -396,9 +396,12 @@ def _static_check(kernel: KernelSource) -> None:
         )
 
 
-def _kernel_job(kernel: KernelSource, *, numerics: bool, hardware: str) -> WorkerJob:
+def _kernel_job(
+    kernel: KernelSource, *, numerics: bool, hardware: str, grid: str | None = None
+) -> WorkerJob:
+    """A kernel run in a worker; the kernel's own `# accelopt: grid` wins over the task's `grid`."""
     try:
-        grid = find_grid(kernel.text, kernel.name)
+        grid = find_grid(kernel.text, kernel.name) or grid
     except DirectiveError as exc:
         raise _Failed(Evaluation(status="compile_error", message=exc.message, line=exc.line)) from None
     return WorkerJob(
