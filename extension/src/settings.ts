@@ -40,6 +40,8 @@ export interface ServerConfiguration {
     /** Only the roles the user set: the server's `models` holds strings, never null. */
     models: Partial<Record<AgentRole, string>>;
     apiKeyEnv: string;
+    /** The CLI's configuration file, whose [llm] (and [search]) the server reads too. */
+    configFile: string | null;
   };
   search: {
     beamWidth: number;
@@ -130,6 +132,7 @@ export function apiKeyEnvVarName(value: unknown): string {
 export function readSettings(config: ConfigurationReader, paths: PathContext): ClientSettings {
   const pythonPath = text(config.get('pythonPath'));
   const memoryPath = text(config.get('memory.path'));
+  const configFile = text(config.get('llm.configFile'));
   const models: Partial<Record<AgentRole, string>> = {};
   for (const role of AGENT_ROLES) {
     const model = text(config.get(`llm.models.${role}`));
@@ -150,6 +153,7 @@ export function readSettings(config: ConfigurationReader, paths: PathContext): C
         model: text(config.get('llm.model')),
         models,
         apiKeyEnv: apiKeyEnvVarName(config.get('llm.apiKeyEnvVar')),
+        configFile: configFile === null ? null : expandPath(configFile, paths),
       },
       search: {
         beamWidth: positiveInt(config.get('search.beamWidth'), 6),

@@ -27,7 +27,14 @@ describe('settings', () => {
       backend: 'simulator',
       hardware: 'trn1',
       inputSize: 'full',
-      agents: { mode: 'offline', baseUrl: null, model: null, models: {}, apiKeyEnv: DEFAULT_API_KEY_ENV_VAR },
+      agents: {
+        mode: 'offline',
+        baseUrl: null,
+        model: null,
+        models: {},
+        apiKeyEnv: DEFAULT_API_KEY_ENV_VAR,
+        configFile: null,
+      },
       search: {
         beamWidth: 6,
         plansPerCandidate: 12,
@@ -52,6 +59,7 @@ describe('settings', () => {
         agents: 'llm',
         'llm.baseUrl': ' http://localhost:8000/v1 ',
         'llm.apiKeyEnvVar': 'VLLM_KEY',
+        'llm.configFile': '${workspaceFolder}/accelopt.toml',
         'llm.model': 'gpt-oss-120b',
         'llm.models.planner': 'qwen3-coder',
         'llm.models.executor': '',
@@ -81,6 +89,7 @@ describe('settings', () => {
       model: 'gpt-oss-120b',
       models: { planner: 'qwen3-coder' },
       apiKeyEnv: 'VLLM_KEY',
+      configFile: '/work/project/accelopt.toml',
     });
     assert.deepEqual(server.search, {
       beamWidth: 2,

@@ -118,7 +118,7 @@ def _find_kernel_name(text: str, path: str, wanted: str | None) -> str:
 
 
 def _settings(args: argparse.Namespace) -> Any:
-    from accelopt.commands.run_config import ConfigError, load_run_config
+    from accelopt.agents.run_config import ConfigError, load_run_config
 
     try:
         run_config = load_run_config(args.config)
@@ -179,8 +179,16 @@ async def _optimize(args: argparse.Namespace, console: Console) -> int:
         task = task_for_kernel(kernel, reference=args.reference, size=args.size)
     except TaskError as exc:
         raise _UsageError(str(exc)) from exc
+    out_dir = Path(args.out) if args.out else Path("accelopt-out") / name
+    waiting: dict[str, str] = {}
     try:
-        agents = make_agents(settings.llm, kind=settings.agents, seed=settings.search.seed)
+        agents = make_agents(
+            settings.llm,
+            kind=settings.agents,
+            seed=settings.search.seed,
+            transcript=out_dir / "exchanges.jsonl",
+            on_status=lambda message: waiting.update(status=message),
+        )
     except AgentsUnavailable as exc:
         raise _UsageError(str(exc)) from exc
     if (
@@ -200,7 +208,6 @@ async def _optimize(args: argparse.Namespace, console: Console) -> int:
             memory = Memory(settings.memory)
         except MemoryUnavailable as exc:
             console.print(f"[yellow]warning:[/] {exc}; continuing without the persistent memory")
-    out_dir = Path(args.out) if args.out else Path("accelopt-out") / name
     backend = _backend(settings.backend, settings.search.max_concurrent_evaluations)
     cancel = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -209,7 +216,7 @@ async def _optimize(args: argparse.Namespace, console: Console) -> int:
     events: list[SearchEvent] = []
     try:
         finished = await _drive(
-            run_search(kernel, task, agents, backend, settings.search, memory, cancel), events, console
+            run_search(kernel, task, agents, backend, settings.search, memory, cancel), events, console, waiting
         )
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -237,7 +244,11 @@ def _backend(name: str, workers: int) -> Any:
         raise _UsageError(f"backend {name!r}: {exc}") from exc
 
 
-async def _drive(stream: Any, events: list[SearchEvent], console: Console) -> Finished:
+async def _drive(
+    stream: Any, events: list[SearchEvent], console: Console, waiting: dict[str, str] | None = None
+) -> Finished:
+    """Render the events as progress; `waiting` holds the agents' latest word on the endpoint
+    queue ("waiting for the endpoint"), shown until the next event."""
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(bar_width=20),
@@ -252,7 +263,8 @@ async def _drive(stream: Any, events: list[SearchEvent], console: Console) -> Fi
     def status() -> str:
         peak = f"{100 * state['peak']:.1f}% of peak" if state["peak"] is not None else "peak –"
         cost = f" · ${state['dollars']:.4f} ({state['tokens']:,} tokens)" if state["tokens"] else ""
-        return f"best {state['best']:.3f}x · {peak} · {state['evals']} evals{cost}"
+        queue = f" · {waiting.pop('status')}" if waiting and "status" in waiting else ""
+        return f"best {state['best']:.3f}x · {peak} · {state['evals']} evals{cost}{queue}"
 
     finished: Finished | None = None
     with progress:
@@ -295,6 +307,9 @@ async def _drive(stream: Any, events: list[SearchEvent], console: Console) -> Fi
 
 def _print_ranking(console: Console, finished: Finished) -> None:
     console.print(f"\n[bold]{finished.reason}[/]: {finished.message}")
+    if finished.endpoint.calls:
+        colour = "red" if not finished.endpoint.succeeded else "yellow" if finished.endpoint.failed else "green"
+        console.print(f"[{colour}]agents:[/] {finished.endpoint.describe()}")
     table = Table(title="ranked candidates (correct only)")
     for column in ("#", "id", "speedup", "latency ms", "of peak", "plans from the baseline"):
         table.add_column(
@@ -343,4 +358,6 @@ def _write_outputs(
     with (out_dir / "events.jsonl").open("w", encoding="utf-8") as handle:
         for event in events:
             handle.write(event.model_dump_json() + "\n")
-    console.print(f"report: {out_dir / 'report.html'} · events: {out_dir / 'events.jsonl'}")
+    exchanges = out_dir / "exchanges.jsonl"
+    shown = f" · exchanges with the endpoint: {exchanges}" if exchanges.exists() else ""
+    console.print(f"report: {out_dir / 'report.html'} · events: {out_dir / 'events.jsonl'}{shown}")
