@@ -149,6 +149,7 @@ def build_profile(
         gpsimd_engine_active_time_percent=_fraction(busy["gpsimd"], engine_time),
         dma_active_time_percent=_fraction(busy["dma"], engine_time),
         instruction_count=timeline.instructions,
+        physical_cores=timeline.cores,
         dma_transfer_count=timeline.dma_transfers,
         work=roof_work,
         peak_latency_ms=peak_s * 1e3,

@@ -77,6 +77,9 @@ class Profile(BaseModel):
 
     instruction_count: int = 0
     dma_transfer_count: int = 0
+    # physical NeuronCores the run used: an SPMD grid on a logical core of 2 uses 2 (then the
+    # engine busy fractions and the roofline peak are over both)
+    physical_cores: int = Field(1, ge=1)
 
     # Roofline view
     work: Work = Field(default_factory=Work)
@@ -93,7 +96,8 @@ class Profile(BaseModel):
     def label(self) -> str:
         """How a number from this profile is to be introduced to a person."""
         kind = "simulated" if self.backend == "simulator" else "measured"
-        return f"{kind} on {self.hardware}"
+        cores = f" ({self.physical_cores} physical cores)" if self.physical_cores > 1 else ""
+        return f"{kind} on {self.hardware}{cores}"
 
     def summary_fields(self) -> dict[str, float]:
         """The neuron-profile-style metric dictionary the agents read."""
