@@ -150,7 +150,7 @@ def test_grid_time_is_the_sum_on_one_core_and_the_max_over_cores(tmp_path, x):
 
     alone = schedule_instance(instance_trace(single, span.first, span.end), get_hardware("trn2"), ModelOptions())
     assert t1.cores == 1 and t2.cores == 2
-    assert p1.label == "simulated on trn2" and p2.label == "simulated on trn2 (2 physical cores)"
+    assert p1.label == "simulated on trn2" and p2.label == "simulated on trn2, 2 physical cores"
     assert t1.total_time == pytest.approx(4 * alone.total_time, rel=1e-9)  # four equal instances in a row
     assert t2.total_time == pytest.approx(2 * alone.total_time, rel=1e-9)  # two per core, cores in parallel
     assert p2.latency_ms < p1.latency_ms

@@ -96,7 +96,7 @@ class Profile(BaseModel):
     def label(self) -> str:
         """How a number from this profile is to be introduced to a person."""
         kind = "simulated" if self.backend == "simulator" else "measured"
-        cores = f" ({self.physical_cores} physical cores)" if self.physical_cores > 1 else ""
+        cores = f", {self.physical_cores} physical cores" if self.physical_cores > 1 else ""
         return f"{kind} on {self.hardware}{cores}"
 
     def summary_fields(self) -> dict[str, float]:
