@@ -55,6 +55,8 @@ export interface ServerConfiguration {
   };
   memoryPath: string | null;
   maxCandidates: number;
+  /** Evaluations as Ray tasks: 'local' or a cluster address; null evaluates locally. */
+  ray: string | null;
 }
 
 export interface ClientSettings {
@@ -167,6 +169,7 @@ export function readSettings(config: ConfigurationReader, paths: PathContext): C
       },
       memoryPath: memoryPath === null ? null : expandPath(memoryPath, paths),
       maxCandidates: positiveInt(config.get('maxCandidates'), 5),
+      ray: text(config.get('rayAddress')),
     },
   };
 }

@@ -47,6 +47,7 @@ describe('settings', () => {
       },
       memoryPath: null,
       maxCandidates: 5,
+      ray: null,
     });
   });
 
@@ -65,6 +66,7 @@ describe('settings', () => {
         'llm.models.executor': '',
         inputSize: 'small',
         maxCandidates: 8,
+        rayAddress: ' 10.1.2.3:6379 ',
         'search.beamWidth': 2,
         'search.iterations': 3,
         'search.fixAttempts': 0,
@@ -83,6 +85,7 @@ describe('settings', () => {
     assert.equal(server.hardware, 'trn2');
     assert.equal(server.inputSize, 'small');
     assert.equal(server.maxCandidates, 8);
+    assert.equal(server.ray, '10.1.2.3:6379');
     assert.deepEqual(server.agents, {
       mode: 'llm',
       baseUrl: 'http://localhost:8000/v1',

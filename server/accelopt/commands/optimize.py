@@ -80,6 +80,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-memory", action="store_true", help="neither read nor write the persistent memory"
     )
     parser.add_argument("--workers", type=int, metavar="W", help="concurrent evaluations (default 2)")
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="run evaluations as Ray tasks: on a private local cluster, or on the cluster at ADDRESS",
+    )
     parser.add_argument("--out", metavar="DIR", help="output directory (default accelopt-out/<kernel>)")
     parser.add_argument("--seed", type=int, metavar="SEED", help="seed for the agents' choices")
 
@@ -153,6 +160,8 @@ def _settings(args: argparse.Namespace) -> Any:
         updates["agents"] = args.agents
     if args.backend:
         updates["backend"] = args.backend
+    if args.ray:
+        updates["ray"] = args.ray
     if args.memory:
         updates["memory"] = args.memory
     try:
@@ -208,7 +217,7 @@ async def _optimize(args: argparse.Namespace, console: Console) -> int:
             memory = Memory(settings.memory)
         except MemoryUnavailable as exc:
             console.print(f"[yellow]warning:[/] {exc}; continuing without the persistent memory")
-    backend = _backend(settings.backend, settings.search.max_concurrent_evaluations)
+    backend = _backend(settings.backend, settings.search.max_concurrent_evaluations, settings.ray)
     cancel = asyncio.Event()
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -231,15 +240,15 @@ async def _optimize(args: argparse.Namespace, console: Console) -> int:
     return 0 if finished.reason != "error" else 1
 
 
-def _backend(name: str, workers: int) -> Any:
+def _backend(name: str, workers: int, ray: str | None = None) -> Any:
     try:
-        from accelopt.profiling.backends import get_backend
+        from accelopt.profiling.ray_backend import backend_for
     except ModuleNotFoundError as exc:
-        if exc.name != "accelopt.profiling.backends":
+        if exc.name != "accelopt.profiling.ray_backend":
             raise
         raise _UsageError("the profiling backends are not available in this build yet") from exc
     try:
-        return get_backend(name, max_workers=workers)
+        return backend_for(name, max_workers=workers, ray=ray)
     except (KeyError, ValueError, RuntimeError) as exc:
         raise _UsageError(f"backend {name!r}: {exc}") from exc
 

@@ -48,6 +48,9 @@ class ServerSettings(WireModel):
         "full", description="input shapes for profiles and searches (reference modules define both)"
     )
     profile_timeout_s: float = Field(60.0, gt=0)
+    ray: str | None = Field(
+        None, description="searches evaluate on Ray: 'local' (a private loopback cluster) or a cluster address"
+    )
     profile_workers: int = Field(
         1, ge=1, description="sandbox workers reserved for hover/diagnostic profiles"
     )

@@ -286,6 +286,7 @@ class SearchManager:
             backend=settings.backend,
             workers=settings.search.max_concurrent_evaluations or 2,
             memory_path=settings.memory_path,
+            ray=settings.ray,
         )
         self.sessions[search_id] = session
         child = await self.processes.take()
