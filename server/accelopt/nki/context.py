@@ -73,6 +73,18 @@ class KernelContext:
         self._pending: dict[int, tuple[Any, ...]] = {}
         self.loop_reduce_state: dict[tuple[Any, ...], Any] = {}
         self.program_ids: tuple[int, ...] = ()
+        # SPMD (accelopt.nki.spmd): the launch grid's sizes, and the shared_hbm tensors the first
+        # program instance allocated, handed in allocation order to the later instances
+        self.grid_sizes: tuple[int, ...] = ()
+        self.shared_outputs: list[Tensor] | None = None
+        self.shared_cursor = 0
+        self.program_index = 0  # launch order of the running instance
+        # direct allocation (accelopt.nki.compiler): allocation sites already placed, and the
+        # number of no_reorder blocks entered so far
+        self.placed_sites: set[tuple[Any, ...]] = set()
+        self.no_reorder_blocks = 0
+        # the NeuronCore generation the kernel runs for: trn1, trn2 or trn3 (nisa.get_nc_version)
+        self.target = "trn1"
         # trace-only replay of repeated API calls (accelopt.nki.replay): the recorder of the
         # call being logged, and the API nesting depth (nested calls are not replayed alone)
         self._recorder: Recorder | None = None

@@ -34,7 +34,7 @@ from accelopt.profiling import arrays
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.compare import compare_outputs
 from accelopt.profiling.evaluation import Evaluation, KernelSource
-from accelopt.profiling.inputs import generate_inputs
+from accelopt.profiling.inputs import DirectiveError, find_grid, generate_inputs
 from accelopt.profiling.policy import check_source
 from accelopt.profiling.profile import Profile
 from accelopt.profiling.sandbox import Sandbox, WorkerOutcome
@@ -142,10 +142,14 @@ class SimulatorBackend:
             and task.baseline.normalized_hash() == kernel.normalized_hash()
         )
         need_outputs = check and not is_baseline_itself
-        references = await self._references(task, cache, seeds, need_outputs, options.timeout_s)
+        references = await self._references(
+            task, cache, seeds, need_outputs, options.timeout_s, options.hardware
+        )
 
         outcome = await self._run(
-            _kernel_job(kernel, numerics=check), options.timeout_s, [references[s].inputs for s in seeds]
+            _kernel_job(kernel, numerics=check, hardware=options.hardware, grid=task.grid),
+            options.timeout_s,
+            [references[s].inputs for s in seeds],
         )
         failure = _outcome_failure(outcome, seeds, who=None)
         if failure is not None:
@@ -225,7 +229,13 @@ class SimulatorBackend:
         return cache.pool[:count]
 
     async def _references(
-        self, task: Task, cache: _TaskCache, seeds: list[int], need_outputs: bool, timeout_s: float
+        self,
+        task: Task,
+        cache: _TaskCache,
+        seeds: list[int],
+        need_outputs: bool,
+        timeout_s: float,
+        hardware: str = "trn1",
     ) -> dict[int, _SeedData]:
         async with cache.lock:
             missing = [
@@ -235,7 +245,7 @@ class SimulatorBackend:
                 if task.kind == "reference":
                     await self._run_reference_module(task, cache, missing, need_outputs, timeout_s)
                 else:
-                    await self._run_baseline(task, cache, missing, need_outputs, timeout_s)
+                    await self._run_baseline(task, cache, missing, need_outputs, timeout_s, hardware)
             found = {s: cache.seeds[s] for s in seeds}
             if self.fresh_seeds:
                 for s in seeds:
@@ -272,7 +282,13 @@ class SimulatorBackend:
                 cache.work = None
 
     async def _run_baseline(
-        self, task: Task, cache: _TaskCache, seeds: list[int], need_outputs: bool, timeout_s: float
+        self,
+        task: Task,
+        cache: _TaskCache,
+        seeds: list[int],
+        need_outputs: bool,
+        timeout_s: float,
+        hardware: str = "trn1",
     ) -> None:
         generated = {s: generate_inputs(task.inputs, s) for s in seeds}
         if not need_outputs:
@@ -281,7 +297,7 @@ class SimulatorBackend:
             return
         assert task.baseline is not None
         outcome = await self._run(
-            _kernel_job(task.baseline, numerics=True), timeout_s, [generated[s] for s in seeds]
+            _kernel_job(task.baseline, numerics=True, hardware=hardware, grid=task.grid), timeout_s, [generated[s] for s in seeds]
         )
         failure = _outcome_failure(outcome, seeds, who="baseline kernel (the correctness oracle)")
         if failure is not None:
@@ -380,7 +396,14 @@ def _static_check(kernel: KernelSource) -> None:
         )
 
 
-def _kernel_job(kernel: KernelSource, *, numerics: bool) -> WorkerJob:
+def _kernel_job(
+    kernel: KernelSource, *, numerics: bool, hardware: str, grid: str | None = None
+) -> WorkerJob:
+    """A kernel run in a worker; the kernel's own `# accelopt: grid` wins over the task's `grid`."""
+    try:
+        grid = find_grid(kernel.text, kernel.name) or grid
+    except DirectiveError as exc:
+        raise _Failed(Evaluation(status="compile_error", message=exc.message, line=exc.line)) from None
     return WorkerJob(
         mode="kernel",
         policy="kernel",
@@ -388,6 +411,8 @@ def _kernel_job(kernel: KernelSource, *, numerics: bool) -> WorkerJob:
         source_path=kernel.path or _KERNEL_PLACEHOLDER_PATH,
         kernel_name=kernel.name,
         numerics=numerics,
+        hardware=hardware,
+        grid=grid,
     )
 
 

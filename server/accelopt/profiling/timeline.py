@@ -67,6 +67,7 @@ class ScheduledOp:
     busy: float  # engine-occupied seconds (DMA: summed over its pieces)
     line: int
     pieces: tuple[tuple[int, float, float], ...] = ()  # DMA: (engine, start, end) per piece
+    core: int = 0  # the physical NeuronCore of an SPMD instance (profiling.grid)
 
 
 @dataclass(slots=True)
@@ -89,6 +90,9 @@ class Timeline:
     dma_transfers: int = 0
     instructions: int = 0
     peak_live_bytes: dict[str, int] = field(default_factory=dict)
+    # physical NeuronCores the run used (an SPMD grid on a logical core of 2: 2); engine_busy
+    # sums over them, so a busy fraction divides by total_time * cores
+    cores: int = 1
 
 
 class _GapList:
@@ -331,6 +335,10 @@ class _Scheduler:
             if where is not Memory.HBM
         }
         self.ops: list[ScheduledOp] = []
+        # nl.no_reorder blocks (accelopt.nki.compiler): block -> end of its latest instruction;
+        # `order_floor` is the earliest start of the op being placed
+        self.in_order: dict[object, float] = {}
+        self.order_floor = 0.0
         self.counters = {
             "hbm_read": 0,
             "hbm_write": 0,
@@ -432,14 +440,20 @@ class _Scheduler:
             self._place_compute(op, cause, producers, op_id, work)
             return
         rec = trace.records[op.record] if op.record >= 0 else None
+        block = rec.extra.get("no_reorder") if rec is not None else None
+        if block is not None:  # runs after the block's previous instruction has finished
+            self.order_floor = self.in_order.get(block, 0.0)
         if rec is None or is_dma(rec):
             self._place_dma(op, rec, producers, op_id)
         else:
             self._place_compute(op, rec, producers, op_id)
+        if block is not None:
+            self.in_order[block] = self.ops[-1].end
+            self.order_floor = 0.0
 
     def _place_dma(self, op: PlannedOp, rec: TraceRecord | None, producers, op_id: int) -> None:
         hw = self.hw
-        ready = 0.0
+        ready = self.order_floor
         for end, _, _ in producers:
             ready = max(ready, end + self.sem)
         if rec is None:
@@ -530,7 +544,9 @@ class _Scheduler:
         else:  # a staging copy: PSUM -> SBUF
             touches_sbuf = touches_psum = True
         seq = self._sequential(rec) if rec.loops else []
-        barrier = self._barrier(seq) if seq else 0.0
+        barrier = self._barrier(seq) if seq else self.order_floor
+        if seq and self.order_floor > barrier:
+            barrier = self.order_floor
         best = None
         for engine, duration in work.options:
             ready = barrier
@@ -636,9 +652,14 @@ class _Scheduler:
 
 
 def schedule(trace: Trace, hw: HardwareSpec | str, options: ModelOptions | None = None) -> Timeline:
-    """Time `trace` on `hw` with the compiler behaviours in `options` (all on by default)."""
+    """Time `trace` on one NeuronCore of `hw` with the compiler behaviours in `options` (all on
+    by default). A trace of an SPMD grid of several instances: `profiling.grid.schedule`."""
     spec = get_hardware(hw) if isinstance(hw, str) else hw
-    opts = options or ModelOptions()
+    return schedule_instance(trace, spec, options or ModelOptions())
+
+
+def schedule_instance(trace: Trace, spec: HardwareSpec, opts: ModelOptions) -> Timeline:
+    """Time one program instance's trace on one NeuronCore."""
     # The model allocates millions of small tuples and makes no reference cycles: the cyclic
     # collector would only rescan the (large) trace over and over, so it waits until we are done.
     collecting = gc.isenabled()

@@ -50,6 +50,10 @@ def main(job_dir: str) -> int:
 
         runtime = _runtime
         runtime.install_aliases()
+        if job.get("grid"):  # parsed while imports are trusted; the parent checked its form
+            from accelopt.nki.spmd import parse_grid
+
+            job["_grid"] = parse_grid(job["grid"])
 
     out_dir = os.path.join(job_dir, "out")
     status_file = open(os.path.join(out_dir, "status.json"), "w", encoding="utf-8")
@@ -201,11 +205,18 @@ def _save_group(saved: dict[str, Any], prefix: str, values: list[Any], np: Any, 
 
 def _run_kernel(job, runtime, runs_inputs, result, saved, np, arrays):
     name = job["kernel_name"]
+    grid = job.get("_grid")
     fn = runtime.load_kernel(job["source"], name, job["source_path"])
     trace = None
     for i, inputs in enumerate(runs_inputs):
         run = runtime.run_kernel(
-            fn, inputs, numerics=job["numerics"], kernel_name=name, source_path=job["source_path"]
+            fn,
+            inputs,
+            numerics=job["numerics"],
+            kernel_name=name,
+            source_path=job["source_path"],
+            grid=grid,
+            target=job.get("hardware") or None,
         )
         if trace is None:
             trace = run.trace
