@@ -27,7 +27,7 @@ def make_agents(config: LLMConfig | None = None, *, kind: AgentsKind = "auto", s
 
         return llm_agents(config)
     try:
-        from accelopt.agents.offline import offline_agents  # type: ignore[attr-defined]
+        from accelopt.agents.offline import offline_agents
     except ImportError as exc:
         raise AgentsUnavailable(
             "the offline agents are not available in this build yet; configure an LLM endpoint "

@@ -6,7 +6,7 @@ and cost is reported in the result so the search can enforce its budgets."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from accelopt.agents.chat import ChatClient, ChatReply
@@ -81,7 +81,7 @@ async def _ask(
         return None
 
 
-async def _ask_many(calls: list[Awaitable[T | None]]) -> list[T]:
+async def _ask_many(calls: Sequence[Awaitable[T | None]]) -> list[T]:
     return [r for r in await asyncio.gather(*calls) if r is not None]
 
 

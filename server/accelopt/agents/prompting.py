@@ -23,7 +23,7 @@ Messages = list[dict[str, str]]
 @cache
 def template(name: str) -> Template:
     return Template(
-        resources.files("accelopt.agents").joinpath("prompts", f"{name}.md").read_text(encoding="utf-8")
+        resources.files("accelopt.agents").joinpath("prompts").joinpath(f"{name}.md").read_text(encoding="utf-8")
     )
 
 

@@ -137,7 +137,7 @@ def parse_plan(reply: str, known_lessons: set[int]) -> Plan:
     """A plan from JSON {"title", "description", "lessons": [ids]}, or from free text (first line
     = title). Lesson ids the planner cites that were not in its prompt are dropped."""
     data = _json_object(reply)
-    if data and isinstance(data.get("title"), str) and data["title"].strip():
+    if data and isinstance(title := data.get("title"), str) and title.strip():
         cited = data.get("lessons") or data.get("lesson_ids") or []
         ids = (
             [int(x) for x in cited if isinstance(x, int | str) and str(x).isdigit()]
@@ -163,7 +163,7 @@ def parse_plan(reply: str, known_lessons: set[int]) -> Plan:
 
 def parse_lesson(reply: str, positive: bool) -> Lesson:
     data = _json_object(reply)
-    if data and isinstance(data.get("title"), str) and data["title"].strip():
+    if data and isinstance(title := data.get("title"), str) and title.strip():
         return Lesson(
             title=str(data["title"]).strip()[:200],
             plan=str(data.get("plan", "") or data.get("description", "")).strip(),

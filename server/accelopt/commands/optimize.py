@@ -15,6 +15,8 @@ import contextlib
 import difflib
 import signal
 import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -237,7 +239,18 @@ def _backend(name: str, workers: int) -> Any:
         raise _UsageError(f"backend {name!r}: {exc}") from exc
 
 
-async def _drive(stream: Any, events: list[SearchEvent], console: Console) -> Finished:
+@dataclass
+class _Progress:
+    """What the progress line shows, as the events come."""
+
+    best: float = 1.0
+    peak: float | None = None
+    dollars: float = 0.0
+    tokens: int = 0
+    evals: int = 0
+
+
+async def _drive(stream: AsyncIterator[SearchEvent], events: list[SearchEvent], console: Console) -> Finished:
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(bar_width=20),
@@ -247,12 +260,12 @@ async def _drive(stream: Any, events: list[SearchEvent], console: Console) -> Fi
         console=console,
         transient=False,
     )
-    state = {"best": 1.0, "peak": None, "dollars": 0.0, "tokens": 0, "evals": 0}
+    state = _Progress()
 
     def status() -> str:
-        peak = f"{100 * state['peak']:.1f}% of peak" if state["peak"] is not None else "peak –"
-        cost = f" · ${state['dollars']:.4f} ({state['tokens']:,} tokens)" if state["tokens"] else ""
-        return f"best {state['best']:.3f}x · {peak} · {state['evals']} evals{cost}"
+        peak = f"{100 * state.peak:.1f}% of peak" if state.peak is not None else "peak –"
+        cost = f" · ${state.dollars:.4f} ({state.tokens:,} tokens)" if state.tokens else ""
+        return f"best {state.best:.3f}x · {peak} · {state.evals} evals{cost}"
 
     finished: Finished | None = None
     with progress:
@@ -261,10 +274,10 @@ async def _drive(stream: Any, events: list[SearchEvent], console: Console) -> Fi
             events.append(event)
             if isinstance(event, Started):
                 base = event.baseline
-                total = int(event.config.get("iterations", 0) or 0)
+                total = event.config.iterations
                 label = base.profile.label if base.profile else event.backend
                 progress.update(bar, description="iteration 1", total=total or None, completed=0)
-                state["peak"] = base.percent_of_peak
+                state.peak = base.percent_of_peak
                 console.print(
                     f"baseline [bold]{event.kernel_name}[/]: {base.status}"
                     + (f", {base.latency_ms:.4f} ms ({label})" if base.latency_ms else f": {base.message}")
@@ -272,21 +285,20 @@ async def _drive(stream: Any, events: list[SearchEvent], console: Console) -> Fi
                 )
             elif isinstance(event, CandidateEvent):
                 c = event.candidate
-                if c.status == "ok" and c.speedup and c.speedup > state["best"] and not c.duplicate_of:
-                    state.update(best=c.speedup, peak=c.percent_of_peak)  # a new best, shown at once
+                if c.status == "ok" and c.speedup and c.speedup > state.best and not c.duplicate_of:
+                    state.best, state.peak = c.speedup, c.percent_of_peak  # a new best, shown at once
                     console.print(f"  {c.id} {c.speedup:.3f}x · {c.plan.title if c.plan else ''}")
             elif isinstance(event, IterationEvent):
-                state.update(
-                    best=event.best_speedup, peak=event.best_percent_of_peak, evals=event.evaluations
-                )
+                state.best, state.peak = event.best_speedup, event.best_percent_of_peak
+                state.evals = event.evaluations
                 progress.update(
                     bar, completed=event.iteration, description=f"iteration {event.iteration + 1}"
                 )
             elif isinstance(event, CostEvent):
-                state.update(dollars=event.dollars, tokens=event.prompt_tokens + event.completion_tokens)
+                state.dollars, state.tokens = event.dollars, event.prompt_tokens + event.completion_tokens
             elif isinstance(event, Finished):
                 finished = event
-                state["evals"] = event.evaluations
+                state.evals = event.evaluations
                 progress.update(bar, description=event.reason)
             progress.update(bar, status=status())
     assert finished is not None, "the search ended without a Finished event"

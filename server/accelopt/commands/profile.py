@@ -96,9 +96,10 @@ def _error(message: str) -> None:
 
 def _evaluate(backend_name: str, kernel: KernelSource, task, options: EvaluationOptions):
     from accelopt.profiling.backends import get_backend
+    from accelopt.profiling.simulator import SimulatorBackend
 
     backend = get_backend(backend_name, max_workers=1)
-    if hasattr(backend, "evaluate_detailed"):
+    if isinstance(backend, SimulatorBackend):  # the simulator also hands back its trace and timeline
         run = backend.evaluate_sync(kernel, task, options)
         return run.evaluation, run.trace, run.timeline
 
@@ -226,7 +227,8 @@ def _ms(value: float) -> str:
     return f"{value * 1e3:.1f} µs" if value < 1 else f"{value:.3f} ms"
 
 
-def _bytes(value: int) -> str:
+def _bytes(count: int) -> str:
+    value = float(count)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if value < 1024 or unit == "GiB":
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"

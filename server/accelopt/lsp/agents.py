@@ -4,16 +4,20 @@ Kept free of LSP imports: the search process (search_process.py) builds its agen
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from accelopt.lsp.config import AgentSettings
+
+if TYPE_CHECKING:
+    from accelopt.agents.llm_config import LLMConfig
+    from accelopt.search.roles import Agents
 
 
 class AgentsRefused(Exception):
     """The configured agents cannot be made (e.g. LLM agents without an endpoint)."""
 
 
-def llm_config(agents: AgentSettings) -> Any:
+def llm_config(agents: AgentSettings) -> LLMConfig:
     """The LLM agents' configuration (the key stays in its environment variable)."""
     from accelopt.agents.llm_config import ROLES, LLMConfig
 
@@ -28,7 +32,7 @@ def llm_config(agents: AgentSettings) -> Any:
     return LLMConfig.model_validate(data)
 
 
-def make_search_agents(agents: AgentSettings, mode: str | None, seed: int) -> Any:
+def make_search_agents(agents: AgentSettings, mode: Literal["offline", "llm"] | None, seed: int) -> Agents:
     """The configured agents (a request may ask for offline or LLM ones); refused with the
     factory's explanation when they cannot be made (e.g. LLM agents without an endpoint)."""
     from accelopt.agents.factory import AgentsUnavailable, make_agents

@@ -33,9 +33,11 @@ from accelopt.lsp.protocol import (
     SearchOptions,
     SearchStateNotification,
 )
-from accelopt.lsp.search_process import SearchJob, SearchProcesses, search_events
+from accelopt.lsp.search_process import SearchProcesses, search_events
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.search.candidate import Candidate
+from accelopt.search.config import Budget, SearchConfig
+from accelopt.search.events import CandidateEvent, CostEvent, Finished, IterationEvent, SearchEvent, Started
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,7 @@ class SearchHost(Protocol):
 
     def notify(self, method: str, payload: dict[str, Any]) -> None: ...
 
-    def progress(self, token: str | int, value: Any) -> None: ...
+    def search_progress(self, token: str | int, value: Any) -> None: ...
 
     def search_changed(self, uri: str) -> None: ...
 
@@ -58,10 +60,8 @@ class SearchRefused(Exception):
     """A search that cannot start (another search on the kernel, no inputs, ...): told to the user."""
 
 
-def search_config(settings: ServerSettings, options: SearchOptions, search_id: str) -> Any:
+def search_config(settings: ServerSettings, options: SearchOptions, search_id: str) -> SearchConfig:
     """The engine's SearchConfig from the configured defaults overlaid by the request's options."""
-    from accelopt.search.config import Budget, SearchConfig
-
     defaults = settings.search
 
     def pick(name: str) -> Any:
@@ -270,10 +270,12 @@ class SearchManager:
             raise SearchRefused(
                 "LLM agents need an endpoint: set `accelopt.agents.baseUrl` (any OpenAI-compatible server)"
             )
+        from accelopt.lsp.search_job import SearchJob  # Task is imported by now (build_task)
+
         job = SearchJob(
             kernel=kernel,
-            task=task.model_dump(mode="json"),
-            config=config.model_dump(mode="json"),
+            task=task,
+            config=config,
             agents=settings.agents,
             agents_mode=agents_mode,
             backend=settings.backend,
@@ -286,10 +288,10 @@ class SearchManager:
         session.task = asyncio.create_task(self._drive(session, events), name=f"search-{search_id}")
         return session
 
-    async def _drive(self, session: SearchSession, events: AsyncIterator[Any]) -> OptimizeResult:
+    async def _drive(self, session: SearchSession, events: AsyncIterator[SearchEvent]) -> OptimizeResult:
         host = self._host
         if session.token is not None:
-            host.progress(
+            host.search_progress(
                 session.token,
                 types.WorkDoneProgressBegin(
                     title=f"AccelOpt: optimizing {session.kernel_name}",
@@ -324,7 +326,7 @@ class SearchManager:
             candidates=len(session.ranked()),
         )
         if session.token is not None:
-            host.progress(
+            host.search_progress(
                 session.token, types.WorkDoneProgressEnd(message=f"{reason}: {session.progress_message()}")
             )
         host.notify(CANDIDATES, _wire(session.notification()))
@@ -332,16 +334,15 @@ class SearchManager:
         host.search_changed(session.uri)
         return session.result
 
-    def _apply(self, session: SearchSession, event: Any) -> tuple[str, str] | None:
+    def _apply(self, session: SearchSession, event: SearchEvent) -> tuple[str, str] | None:
         """Fold one SearchEvent into the session and tell the client; returns (reason, message)
         for the Finished event."""
         host = self._host
-        kind = event.kind
-        if kind == "started":
+        if isinstance(event, Started):
             session.baseline_id = event.baseline.id
             session.candidates[event.baseline.id] = event.baseline
-        elif kind == "candidate":
-            candidate: Candidate = event.candidate
+        elif isinstance(event, CandidateEvent):
+            candidate = event.candidate
             session.candidates[candidate.id] = candidate
             if candidate.status not in ("pending",):
                 session.evaluations += 1
@@ -353,7 +354,7 @@ class SearchManager:
                 session.best_speedup = max(session.best_speedup or 0.0, candidate.speedup)
                 host.notify(CANDIDATES, _wire(session.notification()))
             self._report(session)
-        elif kind == "iteration":
+        elif isinstance(event, IterationEvent):
             session.iteration = event.iteration
             session.total_iterations = event.total_iterations
             session.evaluations = max(session.evaluations, event.evaluations)
@@ -362,9 +363,9 @@ class SearchManager:
             self._report(session)
             host.notify(SEARCH_STATE, _wire(session.state("iteration")))
             host.search_changed(session.uri)
-        elif kind == "cost":
+        elif isinstance(event, CostEvent):
             session.dollars = event.dollars
-        elif kind == "finished":
+        elif isinstance(event, Finished):
             for ranked in event.ranked:
                 session.candidates[ranked.candidate.id] = ranked.candidate
             session.evaluations = max(session.evaluations, event.evaluations)
@@ -375,7 +376,7 @@ class SearchManager:
         if session.token is None:
             return
         total = max(session.total_iterations, 1)
-        self._host.progress(
+        self._host.search_progress(
             session.token,
             types.WorkDoneProgressReport(
                 message=session.progress_message(),

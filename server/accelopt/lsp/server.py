@@ -98,7 +98,7 @@ class AccelOptServer(LanguageServer):
     def notify(self, method: str, payload: dict[str, Any]) -> None:
         self.protocol.notify(method, payload)
 
-    def progress(self, token: str | int, value: Any) -> None:
+    def search_progress(self, token: str | int, value: Any) -> None:
         progress = self.work_done_progress
         if isinstance(value, types.WorkDoneProgressBegin):
             progress.begin(token, value)
@@ -250,7 +250,7 @@ class AccelOptServer(LanguageServer):
                         text_document=types.OptionalVersionedTextDocumentIdentifier(
                             uri=session.uri, version=session.start_version
                         ),
-                        edits=edits,  # type: ignore[arg-type]
+                        edits=edits,
                     )
                 ]
             )
@@ -397,7 +397,7 @@ def create_server() -> AccelOptServer:
             )
         except SearchRefused as exc:
             if token is not None:
-                ls.progress(token, types.WorkDoneProgressEnd(message=str(exc)))
+                ls.search_progress(token, types.WorkDoneProgressEnd(message=str(exc)))
             ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=str(exc)))
             return _wire(OptimizeStarted(search_id=None, message=str(exc)))
         return _wire(OptimizeStarted(search_id=session.id))

@@ -12,6 +12,7 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from accelopt.nki.dtypes import dname
@@ -87,7 +88,7 @@ class KernelContext:
 
     def line(self) -> int:
         """The kernel source line of the innermost kernel frame calling into the emulator."""
-        frame = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(1)
         path = self.kernel_path
         fallback = 0
         while frame is not None:

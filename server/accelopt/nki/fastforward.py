@@ -183,11 +183,12 @@ def _learned(
     if any(v._assigned_at != at for v, at in views):
         return None
     try:
-        learned = _learn(ctx, scope, tiles, *marks[:3], later, n)
+        first, second, third = marks[:3]
+        learned = _learn(ctx, scope, tiles, first, second, third, later, n)
         if learned is not None and moving_masks:
             template = learned[0]
             template.last_synthesizable = _last_same_masks(
-                ctx, *marks[:3], later, template.last_synthesizable
+                ctx, first, second, third, later, template.last_synthesizable
             )
     except _Different:
         return None
@@ -199,7 +200,7 @@ def _tiles_before_loop(ctx: KernelContext, free_tiles: list[Tensor | View]) -> l
     the tensors they reshape) and the loop-reduce accumulators."""
     tiles: dict[int, Tensor] = {}
     for tile in free_tiles:
-        tensor = tile._tensor if tile.__class__ is View else tile
+        tensor: Tensor | None = tile._tensor if isinstance(tile, View) else tile
         while tensor is not None:
             tiles[id(tensor)] = tensor
             tensor = tensor._root
@@ -291,8 +292,8 @@ def _learn(
         ):
             raise _Different
         reads = tuple([region_plan(a.tensor_id, a.box, b) for a, b in zip(r1.reads, r2.reads)])
-        writes = tuple([region_plan(a.tensor_id, a.box, b) for a, b in zip(r1.writes, r2.writes)])
-        plans.append((r2, reads, writes))
+        written = tuple([region_plan(a.tensor_id, a.box, b) for a, b in zip(r1.writes, r2.writes)])
+        plans.append((r2, reads, written))
 
     pending = ctx._pending
     kept = []
@@ -483,7 +484,7 @@ def _synthesize(
         if log is None and check is None:
             continue
         for tid, made, alloc, line, accumulate, checked, head, tail, source in writes:
-            if source.__class__ is tuple:
+            if isinstance(source, tuple):
                 region = produced[source[0]].writes[source[1]]
             else:
                 region = source(steps, shift)

@@ -251,7 +251,7 @@ class IndexExpr:
         else:
             diff = self - other if isinstance(other, (*_INT_TYPES, IndexExpr)) else None
             if diff is None:
-                return NotImplemented  # type: ignore[return-value]
+                return NotImplemented
             condition = (diff, op)
         ctx = _context._ACTIVE
         if ctx is not None and ctx._condition_log is not None:

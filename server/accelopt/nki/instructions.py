@@ -645,6 +645,7 @@ def _retarget(ctx: KernelContext, dst: View, src: Tensor, line: int, accumulate:
     ctx.forget_tensor(src)
     if ctx.numerics and dst._tensor._data is not None:
         values = src._exact if src._exact is not None else src._data
+        assert values is not None  # a numerics run gives every tile data
         if pmask is None:
             dst._write(np.reshape(values, dst.shape), accumulate=accumulate)
         elif pmask.exact_box and dst.shape == src.shape:
@@ -729,6 +730,7 @@ def fill_into(ctx: KernelContext, dst: View, value: float | int, line: int) -> N
     partitions, free = pf(dst.shape)
     region = dst._region()
     memory = dst._tensor.memory
+    legal: tuple[Engine, ...]
     if memory is Memory.HBM:
         engine, legal = Engine.DMA, (Engine.DMA,)
     else:

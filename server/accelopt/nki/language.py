@@ -189,6 +189,7 @@ def full(
 
 def _memset_record(ctx: _KernelContext, tensor: _Tensor, value: Any, line: int) -> None:
     memory = tensor.memory
+    legal: tuple[_Engine, ...]
     if memory is _Memory.HBM:
         engine, legal = _Engine.DMA, (_Engine.DMA,)
     elif memory is _Memory.PSUM:
@@ -414,6 +415,7 @@ def _unary(
     mask: Any = None,
     api: str = "",
 ) -> _Tensor:
+    legal: tuple[_Engine, ...]
     if spec.transcendental:
         engine, legal, opcode = _Engine.SCALAR, (_Engine.SCALAR,), "activation"
     elif spec.trivial:
@@ -452,6 +454,7 @@ def _binary(
     a_tile, b_tile = isinstance(a, _TileOps), isinstance(b, _TileOps)
     if not a_tile and not b_tile:
         raise ctx.error("err_unsupported_operand", f"nl.{spec.name} needs at least one tile operand", line)
+    legal: tuple[_Engine, ...]
     if a_tile and b_tile and _free_size(a) > 1 and _free_size(b) > 1:
         engine, legal, opcode = _Engine.VECTOR, _VECTOR_ONLY, "tensor_tensor"
         max_psum = 1
@@ -592,6 +595,10 @@ def identity(x: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
     return _unary(ctx, ctx.line(), _ops.spec("copy"), x, dtype, mask, api="nl.identity")
 
 
+def _select(condition: Any, x: Any, y: Any) -> np.ndarray:
+    return np.where(np.asarray(condition) != 0, x, y)
+
+
 def where(condition: Any, x: Any, y: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
     ctx = _current()
     line = ctx.line()
@@ -601,7 +608,7 @@ def where(condition: Any, x: Any, y: Any, dtype: Any = None, mask: Any = None, *
         api="nl.where",
         opcode="select",
         operands=(condition, x, y),
-        compute=lambda c, a, b: np.where(np.asarray(c) != 0, a, b),
+        compute=_select,
         engine=_Engine.VECTOR,
         legal=_VECTOR_ONLY,
         dtype=dtype,

@@ -98,6 +98,8 @@ def _add(spec: OpSpec) -> None:
     _SPECS[spec.name] = spec
 
 
+_fn: Callable[..., Any]
+_reduce: Callable[..., Any] | None
 for _name, _fn, _reduce in (
     ("add", np.add, np.add.reduce),
     ("subtract", np.subtract, None),

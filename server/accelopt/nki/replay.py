@@ -296,7 +296,7 @@ def _record(
     kwargs: dict[str, Any],
     tiles: list[Any],
     entry: _Site,
-    structure: Any,
+    structure: tuple[tuple[Any, ...], tuple[tuple[str, Any], ...]],
 ) -> Any:
     """Run the call normally while logging its effects; compile a replay if the log says
     everything the call did."""

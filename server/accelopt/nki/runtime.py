@@ -58,7 +58,7 @@ def install_aliases() -> None:
         neuronxcc = types.ModuleType(
             "neuronxcc", "AccelOpt NKI emulator alias of the Neuron compiler package"
         )
-        neuronxcc.__path__ = []  # type: ignore[attr-defined]
+        neuronxcc.__path__ = []
         neuronxcc.__accelopt_emulator__ = True  # type: ignore[attr-defined]
     neuronxcc.nki = facade  # type: ignore[attr-defined]
     sys.modules.update(
@@ -168,7 +168,7 @@ def run_kernel(
     with activate(ctx), blas, collector:
         args = [
             _input_tensor(ctx, x, params[i] if i < len(params) else f"arg{i}", line)
-            if isinstance(x, (np.ndarray, np.generic)) and np.ndim(x) > 0
+            if isinstance(x, np.ndarray) and x.ndim > 0  # (a numpy scalar has no dimensions)
             else x
             for i, x in enumerate(inputs)
         ]

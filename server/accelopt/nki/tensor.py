@@ -726,7 +726,7 @@ def _slices_view(tensor: Tensor, key: tuple[Any, ...]) -> View | None:
     shape = tensor.shape
     offsets = []
     terms = []
-    vshape = []
+    vshape: list[int] = []
     box = []
     for d, k in enumerate(key):
         size = shape[d]

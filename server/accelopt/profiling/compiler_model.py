@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from accelopt.hardware.roofline import dtype_bytes
@@ -166,6 +167,7 @@ class _Resolver:
             count = 1
             for r in ranges:
                 count *= len(r)
+            key_of: Callable[[tuple[int, ...]], tuple[object, ...]]
             if count > _MAX_BLOCKS_PER_REGION:
                 ranges = [range(0, 1)] * bd
                 key_of = lambda idx: ("t", info.tensor_id)  # noqa: E731
@@ -278,7 +280,8 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
             if first is None:
                 seen[key] = position
             else:
-                first_writes = per_record[first][1] if per_record[first] is not None else []
+                first_record = per_record[first]
+                first_writes = first_record[1] if first_record is not None else []
                 unchanged_source = all(last_write.get(lid, -1) < first for lid, _ in reads)
                 results_intact = all(last_write.get(lid, -1) == first for lid, _ in first_writes)
                 if unchanged_source and results_intact and len(first_writes) == len(writes):

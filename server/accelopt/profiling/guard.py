@@ -294,8 +294,8 @@ def install(
     _GUARD.trusted_roots = tuple(sorted(r + os.sep for r in roots))
     _GUARD.read_roots = tuple(os.path.realpath(r) for r in read_roots)
     socket.socket = _refuse_socket  # type: ignore[misc,assignment]
-    socket.create_connection = _refuse_socket  # type: ignore[assignment]
-    socket.socketpair = _refuse_socket  # type: ignore[assignment]
+    socket.create_connection = _refuse_socket
+    socket.socketpair = _refuse_socket
     builtins.__import__ = _GUARD.guarded_import
     sys.addaudithook(_GUARD.audit)
     _GUARD.active = True

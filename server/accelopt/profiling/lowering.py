@@ -100,7 +100,7 @@ def tensor_engine_cycles(rec: TraceRecord, hw: HardwareSpec) -> float:
         _, m, n = rec.matmul_kmn
     else:  # a broadcast/transpose the emulator did not size: stream the main input once
         m, n = hw.pe_array, rec.free_size
-    cycles = max(min(hw.min_initiation_cycles, m), n, 1)
+    cycles: float = max(min(hw.min_initiation_cycles, m), n, 1)
     if dtype_bytes(rec.dtype) >= 4 and rec.dtype not in ("tfloat32", "tf32"):
         cycles *= hw.fp32_matmul_factor
     return cycles / hw.tensor_efficiency

@@ -39,7 +39,7 @@ from accelopt.profiling.policy import check_source
 from accelopt.profiling.profile import Profile
 from accelopt.profiling.sandbox import Sandbox, WorkerOutcome
 from accelopt.profiling.task import Task, transform_is_identity
-from accelopt.profiling.worker_protocol import ResourceLimits, WorkerJob
+from accelopt.profiling.worker_protocol import ArrayRef, ResourceLimits, WorkerJob
 
 _KERNEL_PLACEHOLDER_PATH = "<kernel>"
 
@@ -182,6 +182,7 @@ class SimulatorBackend:
         is_baseline_itself: bool,
         options: EvaluationOptions,
     ) -> float:
+        assert outcome.result is not None
         kernel_outputs = [outcome.group(i, "outputs") for i in range(len(seeds))]
         single = all(run.structure == "single" for run in outcome.result.runs) and all(
             len(k) == 1 and len(references[s].outputs or []) == 1 for k, s in zip(kernel_outputs, seeds)
@@ -310,15 +311,17 @@ class SimulatorBackend:
     ) -> list[tuple[list[np.ndarray], list[np.ndarray]]]:
         assert outcome.result is not None
         bundle: dict[str, np.ndarray] = {}
-        kernel_refs, ref_refs = [], []
+        kernel_refs: list[list[ArrayRef]] = []
+        ref_refs: list[list[ArrayRef]] = []
         for i, seed in enumerate(seeds):
-            k_names, r_names = [], []
+            k_names: list[ArrayRef] = []
+            r_names: list[ArrayRef] = []
             for j, a in enumerate(kernel_outputs[i]):
                 bundle[f"k{i}_{j}"] = arrays.to_transport(a)
-                k_names.append({"name": f"k{i}_{j}", "dtype": arrays.dtype_name(a), "shape": a.shape})
+                k_names.append(ArrayRef(name=f"k{i}_{j}", dtype=arrays.dtype_name(a), shape=a.shape))
             for j, a in enumerate(references[seed].outputs or []):
                 bundle[f"r{i}_{j}"] = arrays.to_transport(a)
-                r_names.append({"name": f"r{i}_{j}", "dtype": arrays.dtype_name(a), "shape": a.shape})
+                r_names.append(ArrayRef(name=f"r{i}_{j}", dtype=arrays.dtype_name(a), shape=a.shape))
             kernel_refs.append(k_names)
             ref_refs.append(r_names)
         job = WorkerJob(

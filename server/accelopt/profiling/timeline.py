@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from accelopt.hardware.roofline import dtype_bytes
 from accelopt.hardware.specs import HardwareSpec, get_hardware
-from accelopt.nki.trace import LoopKind, Memory, Trace, TraceRecord
+from accelopt.nki.trace import LoopFrame, LoopKind, Memory, Trace, TraceRecord
 from accelopt.profiling.compiler_model import Box, CompilerPlan, ModelOptions, PlannedOp, plan
 from accelopt.profiling.lowering import (
     ComputeWork,
@@ -278,18 +278,21 @@ def _contains(outer: Box, inner: Box) -> bool:
     return True
 
 
+# A sequential loop's instance: its id and the frames of the loops around it.
+LoopInstance = tuple[int, tuple[LoopFrame, ...]]
+
 def _union_length(intervals: list[tuple[float, float]]) -> float:
     total = 0.0
-    cur_start = cur_end = None
+    current: tuple[float, float] | None = None  # the union's run being extended
     for start, end in sorted(intervals):
-        if cur_end is None or start > cur_end:
-            if cur_end is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = start, end
+        if current is None or start > current[1]:
+            if current is not None:
+                total += current[1] - current[0]
+            current = (start, end)
         else:
-            cur_end = max(cur_end, end)
-    if cur_end is not None:
-        total += cur_end - cur_start
+            current = (current[0], max(current[1], end))
+    if current is not None:
+        total += current[1] - current[0]
     return total
 
 
@@ -311,8 +314,8 @@ class _Scheduler:
         self.pending: list[tuple[_BoxMap, Box, list[Box]]] = []  # see _producers
         self.issue_front = 0.0  # latest start of a compute instruction placed so far
         # sequential loop instance -> [iteration, barrier, latest compute end in this iteration]
-        self.barriers: dict[tuple[object, ...], list[float]] = {}
-        self.seq_keys: dict[tuple[object, ...], list[tuple[tuple[object, ...], int]]] = {}
+        self.barriers: dict[LoopInstance, list[float]] = {}
+        self.seq_keys: dict[tuple[LoopFrame, ...], list[tuple[LoopInstance, int]]] = {}
         self.sem = hw.semaphore_latency_s
         self.lowered: dict[tuple[object, ...], tuple[ComputeWork, bool, bool]] = {}
         self.dma_lowered: dict[tuple[object, ...], DmaWork] = {}
@@ -325,7 +328,7 @@ class _Scheduler:
         }
         self.memory_code = {tid: _MEMORY_CODE[where.value] for tid, where in self.memory.items()}
         # on-chip tensor -> (read counter, write counter, bytes per element)
-        self.counter_keys = {
+        self.counter_keys: dict[int, tuple[str, str, int]] = {
             tid: (f"{where.value}_read", f"{where.value}_write", dtype_bytes(trace.tensors[tid].dtype))
             for tid, where in self.memory.items()
             if where is not Memory.HBM
@@ -393,7 +396,7 @@ class _Scheduler:
 
     # --- sequential loops -------------------------------------------------------------------
 
-    def _sequential(self, rec: TraceRecord) -> list[tuple[tuple[object, ...], int]]:
+    def _sequential(self, rec: TraceRecord) -> list[tuple[LoopInstance, int]]:
         """The sequential loop instances enclosing `rec` and its iteration in each."""
         cached = self.seq_keys.get(rec.loops)
         if cached is not None:
@@ -408,7 +411,7 @@ class _Scheduler:
         self.seq_keys[rec.loops] = keys
         return keys
 
-    def _barrier(self, keys: list[tuple[tuple[object, ...], int]]) -> float:
+    def _barrier(self, keys: list[tuple[LoopInstance, int]]) -> float:
         barrier = 0.0
         for key, iteration in keys:
             state = self.barriers.get(key)
@@ -624,15 +627,15 @@ class _Scheduler:
     def _count_on_chip(self, rec: TraceRecord) -> None:
         counters = self.counters
         keys = self.counter_keys
-        for regions, side in ((rec.reads, 0), (rec.writes, 1)):
+        for regions, writing in ((rec.reads, False), (rec.writes, True)):
             for region in regions:
                 found = keys.get(region.tensor_id)
                 if found is None:
                     continue
-                n = found[2]
+                read_counter, write_counter, n = found
                 for start, stop in region.box:
                     n *= stop - start
-                counters[found[side]] += n
+                counters[write_counter if writing else read_counter] += n
 
 
 def schedule(trace: Trace, hw: HardwareSpec | str, options: ModelOptions | None = None) -> Timeline:

@@ -211,13 +211,14 @@ def _run_kernel(job, runtime, runs_inputs, result, saved, np, arrays):
             trace = run.trace
         outputs = list(run.outputs)
         structure = "single" if getattr(run, "single", len(outputs) == 1) else "tuple"
+        groups: dict[str, list[dict[str, Any]]] = {}
         record = {
             "structure": structure,
-            "groups": {},
+            "groups": groups,
             "input_fingerprints": [arrays.fingerprint(a) for a in inputs],
         }
         if job["numerics"]:
-            record["groups"]["outputs"] = _save_group(saved, f"r{i}_out", outputs, np, arrays)
+            groups["outputs"] = _save_group(saved, f"r{i}_out", outputs, np, arrays)
         result["runs"].append(record)
     return trace
 
@@ -239,16 +240,14 @@ def _run_reference(job, result, saved, np, arrays):
         raw = list(module.get_inputs(job["size"]))
         # Copies: forward() may reuse or modify its arguments in place.
         nki_inputs = [np.array(a, copy=True) for a in module.transform_to_nki_inputs(raw)]
-        record = {
-            "structure": "list",
-            "groups": {"inputs": _save_group(saved, f"r{i}_in", nki_inputs, np, arrays)},
-        }
+        groups = {"inputs": _save_group(saved, f"r{i}_in", nki_inputs, np, arrays)}
+        record: dict[str, Any] = {"structure": "list", "groups": groups}
         if i == 0 and callable(getattr(module, "work", None)):
             result["work"] = {str(k): float(v) for k, v in dict(module.work(*raw)).items()}
         if not job.get("inputs_only"):
             ref, structure = _as_list(module.forward(*raw))
             record["structure"] = structure
-            record["groups"]["outputs"] = _save_group(saved, f"r{i}_ref", ref, np, arrays)
+            groups["outputs"] = _save_group(saved, f"r{i}_ref", ref, np, arrays)
         result["runs"].append(record)
 
 

@@ -25,7 +25,9 @@ import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
 
 from accelopt.profiling.backend import Backend, EvaluationOptions
 from accelopt.profiling.evaluation import Evaluation, KernelSource
@@ -57,9 +59,13 @@ from accelopt.search.roles import (
 )
 from accelopt.search.selection import Pair, is_ranked, next_beam, rank, select_experiences
 
+if TYPE_CHECKING:
+    from accelopt.profiling.task import Task
+
 log = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=AgentOutput)
+Q = TypeVar("Q", bound=BaseModel)
 StopReason = str  # one of Finished.reason's values
 
 
@@ -69,7 +75,7 @@ class _Stopped(Exception):
 
 async def run_search(
     kernel: KernelSource,
-    task: Any,
+    task: Task,
     agents: Agents,
     backend: Backend,
     config: SearchConfig,
@@ -88,7 +94,7 @@ class _Search:
     def __init__(
         self,
         kernel: KernelSource,
-        task: Any,
+        task: Task,
         agents: Agents,
         backend: Backend,
         config: SearchConfig,
@@ -103,8 +109,8 @@ class _Search:
         self.owns_memory = memory is None
         self.memory = memory if memory is not None else Memory(IN_MEMORY)
         self.family = kernel_family(kernel.name)
-        self.task_name = str(getattr(task, "name", "") or kernel.name)
-        self.backend_name = str(getattr(backend, "name", "backend"))
+        self.task_name = task.name or kernel.name
+        self.backend_name = backend.name
         self.spending = Spending(config.budget)
         self.cache = EvaluationCache()
         self.first_with_key: dict[tuple[str, ...], str] = {}
@@ -212,7 +218,7 @@ class _Search:
                 hardware=self.config.hardware,
                 agents=self.agents.name,
                 baseline=baseline,
-                config=self.config.model_dump(mode="json"),
+                config=self.config,
             )
         )
 
@@ -451,7 +457,7 @@ class _Search:
 
     # -- agents -------------------------------------------------------------------------------
 
-    async def _call(self, result_type: type[R], method: Callable[[Any], Awaitable[R]], request: Any) -> R:
+    async def _call(self, result_type: type[R], method: Callable[[Q], Awaitable[R]], request: Q) -> R:
         """One agent call under the concurrency limit and the budgets; an exception from the
         agent becomes an error result so that one bad call never ends the search."""
         if self._limits_reached():

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, TypeAdapter
 
 from accelopt.search.candidate import Candidate, Lesson, RankedCandidate
+from accelopt.search.config import SearchConfig
 
 
 class Started(BaseModel):
@@ -18,7 +19,7 @@ class Started(BaseModel):
     hardware: str
     agents: str
     baseline: Candidate
-    config: dict[str, object] = Field(default_factory=dict)
+    config: SearchConfig
 
 
 class CandidateEvent(BaseModel):

@@ -169,6 +169,7 @@ def single_assignment(view: KernelView, name: str) -> cst.BaseExpression | None:
         if name in acc.mutates:
             return None
         if name in acc.rebinds:
+            assert isinstance(stmt, cst.SimpleStatementLine)  # the only statements with an access
             for small in stmt.body:
                 if isinstance(small, cst.Assign) and len(small.targets) == 1:
                     target = small.targets[0].target

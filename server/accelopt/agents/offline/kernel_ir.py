@@ -140,16 +140,24 @@ def names_in(node: cst.CSTNode | None) -> set[str]:
     if len(_NAMES) > _CHILDREN_LIMIT:
         _NAMES.clear()
     name = cst.Name
-    found = frozenset(n.value for n in walk(node, reads_only=True) if type(n) is name)  # type: ignore[attr-defined]
+    found = frozenset(n.value for n in walk(node, reads_only=True) if type(n) is name)
     _NAMES[id(node)] = (node, found)
     return set(found)
 
 
-def base_name(expr: cst.BaseExpression) -> str | None:
-    """`t` for `t`, `t[...]`, `t[...][...]`, `t.attr`."""
+def base_name(expr: cst.BaseExpression | None) -> str | None:
+    """`t` for `t`, `t[...]`, `t[...][...]`, `t.attr` (None for anything else, or no expression)."""
     while isinstance(expr, (cst.Subscript, cst.Attribute)):
         expr = expr.value
     return expr.value if isinstance(expr, cst.Name) else None
+
+
+def assign_target(code: str) -> cst.BaseAssignTargetExpression:
+    """`code` (a name, subscript, attribute or tuple of them) parsed as an assignment's target."""
+    target = cst.parse_expression(code)
+    if not isinstance(target, cst.BaseAssignTargetExpression):
+        raise ValueError(f"`{code}` cannot be assigned to")
+    return target
 
 
 def dotted(expr: cst.BaseExpression) -> str | None:
@@ -399,7 +407,7 @@ class KernelView:
             return Callee("", name)
         return Callee(ns, ".".join(rest))
 
-    def is_call(self, expr: cst.BaseExpression | None, namespace: str, *names: str) -> bool:
+    def is_call(self, expr: cst.CSTNode | None, namespace: str, *names: str) -> bool:
         if not isinstance(expr, cst.Call):
             return False
         callee = self.callee(expr)
@@ -576,10 +584,10 @@ class KernelView:
                 index: dict[str, list[cst.Name]] = {}
                 for n in walk(self.func, reads_only=True):
                     if type(n) is cst.Name:
-                        index.setdefault(n.value, []).append(n)  # type: ignore[attr-defined]
+                        index.setdefault(n.value, []).append(n)
                 self._name_index = index
             return list(self._name_index.get(name, []))
-        return [n for n in walk(root, reads_only=True) if type(n) is cst.Name and n.value == name]  # type: ignore[attr-defined]
+        return [n for n in walk(root, reads_only=True) if type(n) is cst.Name and n.value == name]
 
     def statement_of(self, node: cst.CSTNode) -> cst.BaseStatement | None:
         """The statement (simple line or compound header) a node belongs to."""
@@ -619,7 +627,7 @@ class _Replacer(cst.CSTTransformer):
     def __init__(self, edits: dict[int, object]) -> None:
         self.edits = edits
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
         key = id(original_node)
         if key not in self.edits:
             return updated_node

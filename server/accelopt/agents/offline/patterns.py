@@ -218,7 +218,7 @@ class Emitter:
             return {}
         statements = [cst.parse_statement(text + "\n") for text in self.missing.values()]
         module = self.view.module
-        anchor = next(
+        anchor: cst.BaseStatement | None = next(
             (
                 s
                 for s in module.body
@@ -248,7 +248,7 @@ def render_with(view: KernelView, emitter: Emitter, edits: dict[int, object]) ->
                     if callable(previous) and not isinstance(previous, cst.CSTNode)
                     else previous
                 )
-                return value(inner)  # type: ignore[operator]
+                return value(inner)
 
             all_edits[key] = chained
         else:

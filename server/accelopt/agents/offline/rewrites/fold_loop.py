@@ -163,8 +163,8 @@ def _analyse(view: KernelView, loop: Loop) -> _Fold:
             raise NotApplicable(f"it allocates a tile inside the loop (line {view.line(call)})")
         if (callee.namespace, callee.name) not in ELEMENTWISE:
             raise NotApplicable(f"{callee} (line {view.line(call)}) is not an elementwise step")
-        for name in NON_ELEMENTWISE_KEYWORDS:
-            if keyword(call, name) is not None:
+        for reducing in NON_ELEMENTWISE_KEYWORDS:
+            if keyword(call, reducing) is not None:
                 raise NotApplicable(f"{callee} (line {view.line(call)}) reduces along an axis")
     for use in view.name_uses(var, loop.node):
         if use is loop.node.target:

@@ -28,6 +28,7 @@ from accelopt.agents.offline.rewrites.blocking.plan import (
     is_filler,
     is_name,
     is_par_dim,
+    known_assign,
     precedes,
     single_assign,
     squash,
@@ -326,12 +327,14 @@ def _loop_reduction(view: KernelView, plan: BlockPlan, name: str) -> cst.Arg | N
     stmts = {id(view.statement_of(u)) for u in uses}
     if len(stmts) != 1:
         return None
-    assign = single_assign(view.statement_of(uses[0]))  # type: ignore[arg-type]
+    owner = view.statement_of(uses[0])
+    assign = single_assign(owner) if owner is not None else None
     if assign is None or not is_name(assign.targets[0].target, name):
         return None
-    if not view.is_call(assign.value, "nl", "loop_reduce") or name in names_in(assign.value):
+    reduce = assign.value
+    if not isinstance(reduce, cst.Call) or not view.is_call(reduce, "nl", "loop_reduce") or name in names_in(reduce):
         return None
-    indices = keyword(assign.value, "loop_indices")  # type: ignore[arg-type]
+    indices = keyword(reduce, "loop_indices")
     if indices is None or not isinstance(indices.value, (cst.List, cst.Tuple)):
         return None
     if not any(is_name(e.value, loop.var) for e in indices.value.elements):
@@ -376,7 +379,7 @@ def _loop_allocation(
     alloc = found[0]
     if id(alloc) in plan.member_of:
         return None
-    call = single_assign(alloc).value  # type: ignore[union-attr]
+    call = known_assign(alloc).value
     assert isinstance(call, cst.Call)
     shape = argument(call, 0, "shape")
     if not isinstance(shape, cst.Tuple):
