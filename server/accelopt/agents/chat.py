@@ -17,9 +17,12 @@ import re
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, Field
 
 from accelopt.agents.llm_config import LLMConfig, Role
+
+Messages = list[ChatCompletionMessageParam]
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +64,7 @@ class ChatClient:
     async def aclose(self) -> None:
         await self._client.close()
 
-    async def complete(self, role: Role, messages: list[dict[str, str]]) -> ChatReply:
+    async def complete(self, role: Role, messages: Messages) -> ChatReply:
         settings = self.config.role(role)
         reply = ChatReply(model=settings.model)
         attempts = self.config.max_retries + 1
@@ -103,13 +106,13 @@ class ChatClient:
         temperature: float,
         max_tokens: int,
         top_p: float | None,
-        messages: list[dict[str, str]],
+        messages: Messages,
     ) -> None:
         extra: dict[str, Any] = {} if top_p is None else {"top_p": top_p}
         try:
             response = await self._client.chat.completions.create(
                 model=model,
-                messages=messages,  # type: ignore[arg-type]
+                messages=messages,
                 temperature=temperature,
                 max_tokens=max_tokens,
                 **extra,
@@ -138,7 +141,7 @@ class ChatClient:
         if usage is not None:
             prompt, completion = int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0)
         else:
-            prompt = sum(len(m["content"]) for m in messages) // 4
+            prompt = sum(len(str(m.get("content") or "")) for m in messages) // 4  # ~4 characters a token
             completion = 0
         choices = getattr(response, "choices", None) or []
         message = choices[0].message if choices else None

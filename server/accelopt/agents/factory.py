@@ -26,13 +26,8 @@ def make_agents(config: LLMConfig | None = None, *, kind: AgentsKind = "auto", s
         from accelopt.agents.llm import llm_agents
 
         return llm_agents(config)
-    try:
-        from accelopt.agents.offline import offline_agents
-    except ImportError as exc:
-        raise AgentsUnavailable(
-            "the offline agents are not available in this build yet; configure an LLM endpoint "
-            "([llm] base_url) and use --agents llm"
-        ) from exc
+    from accelopt.agents.offline import offline_agents  # libcst: imported when needed
+
     return offline_agents(seed=seed)
 
 

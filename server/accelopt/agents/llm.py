@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from accelopt.agents.chat import ChatClient, ChatReply
+from accelopt.agents.chat import ChatClient, ChatReply, Messages
 from accelopt.agents.llm_config import LLMConfig, Role
 from accelopt.agents.prompting import executor_messages, fixer_messages, planner_messages, summarizer_messages
 from accelopt.agents.replies import ReplyError, parse_kernel, parse_lesson, parse_plan
@@ -67,7 +67,7 @@ class _Tally:
 
 
 async def _ask(
-    client: ChatClient, role: Role, messages: list[dict[str, str]], tally: _Tally, parse: Callable[[str], T]
+    client: ChatClient, role: Role, messages: Messages, tally: _Tally, parse: Callable[[str], T]
 ) -> T | None:
     reply = await client.complete(role, messages)
     tally.add(reply)

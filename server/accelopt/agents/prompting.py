@@ -12,12 +12,14 @@ import random
 from functools import cache
 from importlib import resources
 from string import Template
+from typing import TYPE_CHECKING
 
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Experience
 from accelopt.search.roles import ExecuteRequest, FixRequest, PlanRequest, SummarizeRequest
 
-Messages = list[dict[str, str]]
+if TYPE_CHECKING:
+    from accelopt.agents.chat import Messages
 
 
 @cache
@@ -44,8 +46,7 @@ def _format_value(value: float) -> str:
 def profile_text(profile: Profile | None, seed: int) -> str:
     if profile is None:
         return "(no profile available)"
-    fields = list(profile.summary_fields().items())
-    fields.append(("bound", profile.bound))  # type: ignore[arg-type]
+    fields: list[tuple[str, float | str]] = [*profile.summary_fields().items(), ("bound", profile.bound)]
     random.Random(seed).shuffle(fields)
     return "\n".join(f"- {k}: {v if isinstance(v, str) else _format_value(v)}" for k, v in fields)
 

@@ -18,7 +18,7 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
@@ -34,6 +34,10 @@ from accelopt.search.events import (
     SearchEvent,
     Started,
 )
+
+if TYPE_CHECKING:
+    from accelopt.commands.run_config import RunConfig
+    from accelopt.profiling.backend import Backend
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -119,7 +123,7 @@ def _find_kernel_name(text: str, path: str, wanted: str | None) -> str:
     raise _UsageError(f"{path}: several kernels ({', '.join(kernels)}); choose one with --kernel")
 
 
-def _settings(args: argparse.Namespace) -> Any:
+def _settings(args: argparse.Namespace) -> RunConfig:
     from accelopt.commands.run_config import ConfigError, load_run_config
 
     try:
@@ -226,13 +230,9 @@ async def _optimize(args: argparse.Namespace, console: Console) -> int:
     return 0 if finished.reason != "error" else 1
 
 
-def _backend(name: str, workers: int) -> Any:
-    try:
-        from accelopt.profiling.backends import get_backend
-    except ModuleNotFoundError as exc:
-        if exc.name != "accelopt.profiling.backends":
-            raise
-        raise _UsageError("the profiling backends are not available in this build yet") from exc
+def _backend(name: str, workers: int) -> Backend:
+    from accelopt.profiling.backends import get_backend
+
     try:
         return get_backend(name, max_workers=workers)
     except (KeyError, ValueError, RuntimeError) as exc:

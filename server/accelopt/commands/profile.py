@@ -12,6 +12,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -19,6 +20,11 @@ from rich.table import Table
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import Evaluation, KernelSource
 from accelopt.profiling.profile import Profile
+
+if TYPE_CHECKING:
+    from accelopt.nki.trace import Trace
+    from accelopt.profiling.task import Task
+    from accelopt.profiling.timeline import Timeline
 
 
 class UsageError(Exception):
@@ -94,7 +100,9 @@ def _error(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _evaluate(backend_name: str, kernel: KernelSource, task, options: EvaluationOptions):
+def _evaluate(
+    backend_name: str, kernel: KernelSource, task: Task, options: EvaluationOptions
+) -> tuple[Evaluation, Trace | None, Timeline | None]:
     from accelopt.profiling.backends import get_backend
     from accelopt.profiling.simulator import SimulatorBackend
 

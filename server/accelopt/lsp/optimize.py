@@ -31,6 +31,7 @@ from accelopt.lsp.protocol import (
     CandidatesNotification,
     OptimizeResult,
     SearchOptions,
+    SearchPhase,
     SearchStateNotification,
 )
 from accelopt.lsp.search_process import SearchProcesses, search_events
@@ -163,12 +164,12 @@ class SearchSession:
             candidates=[self.info(c, rank) for rank, c in enumerate(self.ranked(), start=1)],
         )
 
-    def state(self, state: str, message: str = "") -> SearchStateNotification:
+    def state(self, state: SearchPhase, message: str = "") -> SearchStateNotification:
         return SearchStateNotification(
             search_id=self.id,
             uri=self.uri,
             kernel_name=self.kernel_name,
-            state=state,  # type: ignore[arg-type]
+            state=state,
             iteration=self.iteration,
             total_iterations=self.total_iterations,
             best_speedup=self.best_speedup,

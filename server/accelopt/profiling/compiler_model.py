@@ -480,7 +480,9 @@ def _assign_slots(logical: list[_Logical], reuse: bool, hw: HardwareSpec) -> lis
 class _SpillPlanner:
     """Belady spilling over logical buffers, per on-chip memory, in program order."""
 
-    def __init__(self, logical: list[_Logical], hw: HardwareSpec, phys, physical: _Interner) -> None:
+    def __init__(
+        self, logical: list[_Logical], hw: HardwareSpec, phys: Callable[[int], int], physical: _Interner
+    ) -> None:
         self.logical = logical
         self.hw = hw
         self.phys = phys
@@ -517,7 +519,9 @@ class _SpillPlanner:
         self.reloaded += nbytes
         return PlannedOp(-1, kind, [spill_slot], [home], nbytes, lb.partitions, cause)
 
-    def before(self, idx: int, reads, writes, extra_writes: list[Access]) -> list[PlannedOp]:
+    def before(
+        self, idx: int, reads: list[tuple[int, Box]], writes: list[tuple[int, Box]], extra_writes: list[Access]
+    ) -> list[PlannedOp]:
         ops: list[PlannedOp] = []
         logical = self.logical
         missing = [

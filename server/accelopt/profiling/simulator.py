@@ -24,10 +24,10 @@ import secrets
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from accelopt.hardware.roofline import work_from_trace
 from accelopt.hardware.work import Work
 from accelopt.nki.trace import Trace
 from accelopt.profiling import arrays
@@ -35,10 +35,12 @@ from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.compare import compare_outputs
 from accelopt.profiling.evaluation import Evaluation, KernelSource
 from accelopt.profiling.inputs import generate_inputs
+from accelopt.profiling.metrics import profile_trace
 from accelopt.profiling.policy import check_source
 from accelopt.profiling.profile import Profile
 from accelopt.profiling.sandbox import Sandbox, WorkerOutcome
 from accelopt.profiling.task import Task, transform_is_identity
+from accelopt.profiling.timeline import Timeline
 from accelopt.profiling.worker_protocol import ArrayRef, ResourceLimits, WorkerJob
 
 _KERNEL_PLACEHOLDER_PATH = "<kernel>"
@@ -50,7 +52,7 @@ class SimulatedRun:
 
     evaluation: Evaluation
     trace: Trace | None = None
-    timeline: Any = None
+    timeline: Timeline | None = None
 
 
 @dataclass
@@ -472,24 +474,14 @@ def _parse_trace(outcome: WorkerOutcome) -> Trace | None:
 
 
 def _work_from_trace(trace: Trace | None) -> Work | None:
-    if trace is None:
-        return None
-    try:
-        from accelopt.hardware.roofline import work_from_trace
-    except ImportError:
-        return None
-    return work_from_trace(trace)
+    return work_from_trace(trace) if trace is not None else None
 
 
 def _profile(
     trace: Trace | None, hardware: str, work: Work | None, source_text: str
-) -> tuple[Profile | None, Any]:
+) -> tuple[Profile | None, Timeline | None]:
     """Integration point with the timing model (`accelopt.profiling.metrics`)."""
     if trace is None:
-        return None, None
-    try:
-        from accelopt.profiling.metrics import profile_trace
-    except ImportError:
         return None, None
     try:
         return profile_trace(trace, hardware, work, source_text=source_text)

@@ -440,7 +440,9 @@ class _Scheduler:
         else:
             self._place_compute(op, rec, producers, op_id)
 
-    def _place_dma(self, op: PlannedOp, rec: TraceRecord | None, producers, op_id: int) -> None:
+    def _place_dma(
+        self, op: PlannedOp, rec: TraceRecord | None, producers: list[tuple[float, str, int]], op_id: int
+    ) -> None:
         hw = self.hw
         ready = 0.0
         for end, _, _ in producers:
@@ -490,7 +492,9 @@ class _Scheduler:
         self._record(op, end, _DMA, op_id)
         self.ops.append(ScheduledOp(op.record, op.kind, _DMA, start, end, busy, line, tuple(pieces)))
 
-    def _share_groups(self, pieces) -> list[tuple[list[tuple[int, _GapList]], float]]:
+    def _share_groups(
+        self, pieces: tuple[tuple[int, float], ...]
+    ) -> list[tuple[list[tuple[int, _GapList]], float]]:
         """Group DMA pieces that can be placed once for several engines.
 
         Engines whose busy intervals are identical share one `_GapList` (all of them start that
@@ -525,7 +529,12 @@ class _Scheduler:
         return groups
 
     def _place_compute(
-        self, op: PlannedOp, rec: TraceRecord, producers, op_id: int, work: ComputeWork | None = None
+        self,
+        op: PlannedOp,
+        rec: TraceRecord,
+        producers: list[tuple[float, str, int]],
+        op_id: int,
+        work: ComputeWork | None = None,
     ) -> None:
         hw = self.hw
         if work is None:

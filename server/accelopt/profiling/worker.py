@@ -187,7 +187,9 @@ def _as_list(value: Any) -> tuple[list[Any], str]:
     return [value], "single"
 
 
-def _save_group(saved: dict[str, Any], prefix: str, values: list[Any], np: Any, arrays: Any) -> list[dict]:
+def _save_group(
+    saved: dict[str, Any], prefix: str, values: list[Any], np: Any, arrays: Any
+) -> list[dict[str, Any]]:
     refs = []
     for j, value in enumerate(values):
         array = value if type(value) is np.ndarray else np.asarray(value)
@@ -199,7 +201,20 @@ def _save_group(saved: dict[str, Any], prefix: str, values: list[Any], np: Any, 
     return refs
 
 
-def _run_kernel(job, runtime, runs_inputs, result, saved, np, arrays):
+# The job is plain JSON (no pydantic here, see above); numpy, the emulator's runtime and the
+# array transport come in as modules, imported by `main` in the trusted phase.
+Job = dict[str, Any]
+
+
+def _run_kernel(
+    job: Job,
+    runtime: Any,
+    runs_inputs: list[list[Any]],
+    result: dict[str, Any],
+    saved: dict[str, Any],
+    np: Any,
+    arrays: Any,
+) -> Any:
     name = job["kernel_name"]
     fn = runtime.load_kernel(job["source"], name, job["source_path"])
     trace = None
@@ -223,7 +238,7 @@ def _run_kernel(job, runtime, runs_inputs, result, saved, np, arrays):
     return trace
 
 
-def _load_reference_module(job):
+def _load_reference_module(job: Job) -> Any:
     import types
 
     module = types.ModuleType("accelopt_reference")
@@ -233,7 +248,7 @@ def _load_reference_module(job):
     return module
 
 
-def _run_reference(job, result, saved, np, arrays):
+def _run_reference(job: Job, result: dict[str, Any], saved: dict[str, Any], np: Any, arrays: Any) -> None:
     module = _load_reference_module(job)
     for i, seed in enumerate(job["seeds"]):
         np.random.seed(seed)
@@ -251,10 +266,13 @@ def _run_reference(job, result, saved, np, arrays):
         result["runs"].append(record)
 
 
-def _run_transform(job, npz, result, saved, np, arrays):
+def _run_transform(
+    job: Job, npz: dict[str, Any] | None, result: dict[str, Any], saved: dict[str, Any], np: Any, arrays: Any
+) -> None:
     module = _load_reference_module(job)
+    assert npz is not None  # a transform job comes with the outputs to transform
 
-    def rebuild(refs):
+    def rebuild(refs: list[dict[str, Any]]) -> list[Any]:
         return [arrays.from_transport(npz[r["name"]], r["dtype"]) for r in refs]
 
     for i, (k_refs, r_refs) in enumerate(zip(job["kernel_outputs"], job["reference_outputs"])):

@@ -43,6 +43,7 @@ from accelopt.search.events import (
     LessonEvent,
     SearchEvent,
     Started,
+    StopReason,
 )
 from accelopt.search.kernel_text import kernel_family
 from accelopt.search.memory import IN_MEMORY, Memory, MemoryUnavailable
@@ -66,7 +67,6 @@ log = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=AgentOutput)
 Q = TypeVar("Q", bound=BaseModel)
-StopReason = str  # one of Finished.reason's values
 
 
 class _Stopped(Exception):
@@ -226,7 +226,7 @@ class _Search:
         reason = self.stop_reason or "completed"
         return Finished(
             search_id=self.search_id,
-            reason=reason,  # type: ignore[arg-type]
+            reason=reason,
             message=self.stop_message,
             ranked=rank(self.candidates, self.config.ranked_limit),
             evaluations=self.spending.evaluations,

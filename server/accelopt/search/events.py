@@ -55,10 +55,13 @@ class CostEvent(BaseModel):
     dollars: float = 0.0
 
 
+StopReason = Literal["completed", "budget", "early_stop", "target_reached", "cancelled", "error"]
+
+
 class Finished(BaseModel):
     kind: Literal["finished"] = "finished"
     search_id: str
-    reason: Literal["completed", "budget", "early_stop", "target_reached", "cancelled", "error"]
+    reason: StopReason
     message: str = ""
     ranked: list[RankedCandidate] = Field(default_factory=list)
     evaluations: int = 0

@@ -13,6 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -234,7 +235,7 @@ class KernelView:
         self.kernel_name = kernel_name
         # Analyses of one view run one at a time (agents call in from worker threads).
         self.lock = threading.RLock()
-        self.analyses: dict[str, list[object]] = {}
+        self.analyses: dict[str, list[Any]] = {}  # rewrite name -> its sites (types of rewrites/, above)
         self.wrapper = MetadataWrapper(parsed, unsafe_skip_copy=True)
         self.module = self.wrapper.module
         self._positions = self.wrapper.resolve(PositionProvider)
@@ -627,7 +628,9 @@ class _Replacer(cst.CSTTransformer):
     def __init__(self, edits: dict[int, object]) -> None:
         self.edits = edits
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
+    # Any: an edit may turn a node into another kind of node, a splice or a removal, which
+    # libcst's generic signature (a node of the same type back) cannot say.
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
         key = id(original_node)
         if key not in self.edits:
             return updated_node

@@ -9,6 +9,7 @@ followed by `nl.multiply(t, s)`), so they work on hand-written and compiler-gene
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
@@ -242,7 +243,7 @@ def render_with(view: KernelView, emitter: Emitter, edits: dict[int, object]) ->
         if key in all_edits:
             previous = all_edits[key]
 
-            def chained(updated: cst.CSTNode, previous=previous, value=value) -> object:
+            def chained(updated: cst.CSTNode, previous: object = previous, value: Any = value) -> object:
                 inner = (
                     previous(updated)
                     if callable(previous) and not isinstance(previous, cst.CSTNode)

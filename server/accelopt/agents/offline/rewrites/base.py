@@ -63,7 +63,7 @@ class Rewrite(ABC):
         with view.lock:
             if self.name not in view.analyses:
                 view.analyses[self.name] = list(self.analyse(view))
-            return view.analyses[self.name]  # type: ignore[return-value]
+            return view.analyses[self.name]
 
     def sites(self, source: str, kernel_name: str) -> list[Site]:
         try:

@@ -18,6 +18,7 @@ or when no factor divides the trip count.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -375,7 +376,7 @@ def _render(view: KernelView, fold: _Fold, factor: int) -> str:
     for grid in fold.grids:
         edits[id(grid)] = three_d
 
-    def hbm_access(position: int):
+    def hbm_access(position: int) -> Callable[[cst.CSTNode], cst.CSTNode]:
         def edit(updated: cst.CSTNode) -> cst.CSTNode:
             assert isinstance(updated, cst.Subscript)
             index = cst.parse_expression(f"{factor} * {block} + {nl}.arange({factor})[None, :, None]")
@@ -385,7 +386,7 @@ def _render(view: KernelView, fold: _Fold, factor: int) -> str:
 
         return edit
 
-    def sbuf_access(position: int):
+    def sbuf_access(position: int) -> Callable[[cst.CSTNode], cst.CSTNode]:
         def edit(updated: cst.CSTNode) -> cst.CSTNode:
             assert isinstance(updated, cst.Subscript)
             elements = list(updated.slice)
