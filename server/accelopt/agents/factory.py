@@ -15,17 +15,32 @@ class AgentsUnavailable(RuntimeError):
     """The requested agents cannot be built here; the message says what to do."""
 
 
-def make_agents(config: LLMConfig | None = None, *, kind: AgentsKind = "auto", seed: int = 0) -> Agents:
+CONFIG_FILE_ENDPOINT = "[llm] base_url in the configuration file"
+
+
+def require_endpoint(config: LLMConfig | None, *, setting: str = CONFIG_FILE_ENDPOINT) -> LLMConfig:
+    """`config` when it names an endpoint; otherwise AgentsUnavailable naming `setting`, where
+    the caller's user sets it (the CLI's configuration file, the editor's settings)."""
+    if config is None or not config.base_url:
+        raise AgentsUnavailable(
+            f"LLM agents need an endpoint: set {setting} "
+            "(any OpenAI-compatible server, e.g. http://localhost:8000/v1)"
+        )
+    return config
+
+
+def make_agents(
+    config: LLMConfig | None = None,
+    *,
+    kind: AgentsKind = "auto",
+    seed: int = 0,
+    endpoint_setting: str = CONFIG_FILE_ENDPOINT,
+) -> Agents:
     """`auto` = LLM agents if `config` names an endpoint (base_url), offline agents otherwise."""
     if kind == "llm" or (kind == "auto" and config is not None and config.base_url):
-        if config is None or not config.base_url:
-            raise AgentsUnavailable(
-                "LLM agents need an endpoint: set [llm] base_url in the configuration file "
-                "(any OpenAI-compatible server, e.g. http://localhost:8000/v1)"
-            )
         from accelopt.agents.llm import llm_agents
 
-        return llm_agents(config)
+        return llm_agents(require_endpoint(config, setting=endpoint_setting))
     from accelopt.agents.offline import offline_agents  # libcst: imported when needed
 
     return offline_agents(seed=seed)

@@ -13,8 +13,25 @@ if TYPE_CHECKING:
     from accelopt.search.roles import Agents
 
 
+# Where an editor user sets the endpoint (VS Code's setting; the server's own key for other clients).
+ENDPOINT_SETTING = "`accelopt.llm.baseUrl` (the server setting `agents.baseUrl`)"
+
+
 class AgentsRefused(Exception):
     """The configured agents cannot be made (e.g. LLM agents without an endpoint)."""
+
+
+def check_agents(agents: AgentSettings, mode: Literal["offline", "llm"] | None) -> None:
+    """Refuse, before a search process is started for them, agents that cannot be made: the
+    factory's own check, so the server and the search process say the same thing."""
+    if (mode or agents.mode) != "llm":
+        return
+    from accelopt.agents.factory import AgentsUnavailable, require_endpoint
+
+    try:
+        require_endpoint(llm_config(agents), setting=ENDPOINT_SETTING)
+    except (AgentsUnavailable, ValueError) as exc:  # ValueError: settings the LLM config rejects
+        raise AgentsRefused(str(exc)) from exc
 
 
 def llm_config(agents: AgentSettings) -> LLMConfig:
@@ -40,7 +57,7 @@ def make_search_agents(agents: AgentSettings, mode: Literal["offline", "llm"] | 
     kind = mode or agents.mode
     try:
         if kind == "llm":
-            return make_agents(llm_config(agents), kind="llm", seed=seed)
+            return make_agents(llm_config(agents), kind="llm", seed=seed, endpoint_setting=ENDPOINT_SETTING)
         return make_agents(None, kind="offline", seed=seed)
     except AgentsUnavailable as exc:
         raise AgentsRefused(str(exc)) from exc

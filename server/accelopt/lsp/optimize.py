@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from lsprotocol import types
 
+from accelopt.lsp.agents import AgentsRefused, check_agents
 from accelopt.lsp.config import ServerSettings
 from accelopt.lsp.edits import unified_diff
 from accelopt.lsp.engine import build_task
@@ -81,6 +82,8 @@ def search_config(settings: ServerSettings, options: SearchOptions, search_id: s
         "max_concurrent_evaluations": defaults.max_concurrent_evaluations,
         "hardware": settings.hardware,
         "search_id": search_id,
+        # the ranking the events carry must reach past the baseline to the whole list offered
+        "ranked_limit": max(settings.max_candidates + 1, SearchConfig().ranked_limit),
     }
     budget = Budget(
         max_dollars=pick("budget_usd"),
@@ -104,6 +107,7 @@ class SearchSession:
     token: str | int | None = None
     cancel_event: asyncio.Event = field(default_factory=asyncio.Event)
     candidates: dict[str, Candidate] = field(default_factory=dict)
+    ranking: list[str] = field(default_factory=list)  # the search's, from its latest event
     baseline_id: str | None = None
     rejected: set[str] = field(default_factory=set)
     running: bool = True
@@ -123,18 +127,14 @@ class SearchSession:
     # -- what the client sees ------------------------------------------------------------------
 
     def ranked(self) -> list[Candidate]:
-        """Correct candidates that change the kernel, fastest first (duplicates and rejects out)."""
-        pool = [
-            c
-            for c in self.candidates.values()
-            if c.status == "ok"
-            and c.speedup is not None
-            and c.id != self.baseline_id
-            and c.id not in self.rejected
-            and c.duplicate_of is None
-            and c.kernel.text != self.start_text
+        """The search's ranking as the editor offers it: without the baseline (the kernel as it
+        is) and the candidates the user rejected."""
+        offered = [
+            self.candidates[cid]
+            for cid in self.ranking
+            if cid != self.baseline_id and cid not in self.rejected and cid in self.candidates
         ]
-        return sorted(pool, key=lambda c: (-(c.speedup or 0.0), c.id))[: self.max_candidates]
+        return offered[: self.max_candidates]
 
     def info(self, candidate: Candidate, rank: int) -> CandidateInfo:
         if candidate.id not in self._diffs:
@@ -267,10 +267,10 @@ class SearchManager:
             on_cancel=lambda: self._host.search_changed(uri),
         )
         agents_mode = options.agents or settings.agents.mode
-        if agents_mode == "llm" and not settings.agents.base_url:
-            raise SearchRefused(
-                "LLM agents need an endpoint: set `accelopt.agents.baseUrl` (any OpenAI-compatible server)"
-            )
+        try:
+            check_agents(settings.agents, agents_mode)
+        except AgentsRefused as exc:
+            raise SearchRefused(str(exc)) from exc
         from accelopt.lsp.search_job import SearchJob  # Task is imported by now (build_task)
 
         job = SearchJob(
@@ -345,6 +345,7 @@ class SearchManager:
         elif isinstance(event, CandidateEvent):
             candidate = event.candidate
             session.candidates[candidate.id] = candidate
+            session.ranking = event.ranking
             if candidate.status not in ("pending",):
                 session.evaluations += 1
             if (
@@ -369,6 +370,7 @@ class SearchManager:
         elif isinstance(event, Finished):
             for ranked in event.ranked:
                 session.candidates[ranked.candidate.id] = ranked.candidate
+            session.ranking = [ranked.candidate.id for ranked in event.ranked]
             session.evaluations = max(session.evaluations, event.evaluations)
             return event.reason, event.message
         return None

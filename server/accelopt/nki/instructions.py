@@ -247,27 +247,6 @@ def guard_bounds(ctx: KernelContext, view: View, mask: MaskInfo | None) -> None:
 # --- tiles ---------------------------------------------------------------------------------
 
 
-def new_tile(
-    ctx: KernelContext,
-    shape: tuple[int, ...],
-    dtype: np.dtype,
-    buffer: Buffer,
-    line: int,
-    name: str,
-    *,
-    block_dims: int = 0,
-    fill: Any = None,
-    allocate: bool = True,
-) -> Tensor:
-    """A new tensor registered in the trace; numeric runs get storage (NaN unless `fill`)."""
-    data = None
-    if ctx.numerics and allocate:
-        data = new_data(shape, dtype, fill)
-    tensor = Tensor(shape, dtype, buffer, block_dims, data)
-    ctx.register_tensor(tensor, ctx.name_at(line, name), line)
-    return tensor
-
-
 def result_tile(
     ctx: KernelContext,
     shape: tuple[int, ...],

@@ -271,6 +271,5 @@ def resolve(op: Any) -> OpSpec:
     raise current().error("err_unsupported_op", f"{op!r} is not an operator this emulator knows")
 
 
-# The engines that can execute an elementwise instruction of each kind.
-VECTOR_LIKE = (Engine.VECTOR, Engine.GPSIMD)
+# The engines that can execute an elementwise instruction.
 ELEMENTWISE = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)

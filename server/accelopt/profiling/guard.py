@@ -311,11 +311,6 @@ def install(
     _GUARD.active = True
 
 
-def add_user_file(filename: str) -> None:
-    """Mark another source file as untrusted (e.g. the reference module loaded after install)."""
-    _GUARD.user_files = _GUARD.user_files | {filename}
-
-
 def namespace_snapshot(module_names: Iterable[str]) -> dict[tuple[str, str], int]:
     """Identity of every function, class and module bound in the given modules' namespaces.
 

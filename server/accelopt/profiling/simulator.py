@@ -168,7 +168,7 @@ class SimulatorBackend:
             work = await asyncio.to_thread(_work_from_trace, trace)
             cache.work = work
         profile, timeline = await asyncio.to_thread(_profile, trace, options.hardware, work, kernel.text)
-        message = "" if profile is not None else "no timing model is available in this build"
+        message = "" if profile is not None else "the worker returned no instruction trace to time"
         evaluation = Evaluation(
             status="ok", message=message, max_error=max_error, seeds=seeds, profile=profile
         )

@@ -58,7 +58,7 @@ from accelopt.search.roles import (
     SummarizeRequest,
     SummarizeResult,
 )
-from accelopt.search.selection import Pair, is_ranked, next_beam, rank, select_experiences
+from accelopt.search.selection import Pair, Ranking, is_ranked, next_beam, select_experiences
 
 if TYPE_CHECKING:
     from accelopt.profiling.task import Task
@@ -115,6 +115,8 @@ class _Search:
         self.cache = EvaluationCache()
         self.first_with_key: dict[tuple[str, ...], str] = {}
         self.candidates: list[Candidate] = []
+        self.ranking = Ranking()
+        self._made: dict[str, int] = {}  # candidate id -> its place in creation order
         self.baseline: Candidate | None = None
         self.stop_reason: StopReason | None = None
         self.stop_message = ""
@@ -228,7 +230,7 @@ class _Search:
             search_id=self.search_id,
             reason=reason,
             message=self.stop_message,
-            ranked=rank(self.candidates, self.config.ranked_limit),
+            ranked=self.ranking.ranked(self.config.ranked_limit),
             evaluations=self.spending.evaluations,
             wall_time_s=self.spending.elapsed_s,
         )
@@ -610,7 +612,12 @@ class _Search:
             self.first_with_key[key] = candidate.id
         evaluation, _ = await self.cache.get_or_evaluate(key, lambda: self._run_backend(candidate.kernel))
         self._apply(candidate, evaluation)
-        self._emit(CandidateEvent(search_id=self.search_id, candidate=candidate))
+        self.ranking.add(candidate, kernel_key=key[0], made=self._made[candidate.id])
+        self._emit_candidate(candidate)
+
+    def _emit_candidate(self, candidate: Candidate) -> None:
+        ranking = [c.id for c in self.ranking.head(self.config.ranked_limit)]
+        self._emit(CandidateEvent(search_id=self.search_id, candidate=candidate, ranking=ranking))
 
     async def _run_backend(self, kernel: KernelSource, *, budgeted: bool = True) -> Evaluation:
         options = EvaluationOptions(
@@ -639,6 +646,7 @@ class _Search:
         key = self.cache.key(candidate.kernel, self.task, self.backend_name, self.config.hardware)
         self.first_with_key.setdefault(key, candidate.id)
         self.cache.put(key, evaluation)
+        self.ranking.add(candidate, kernel_key=key[0], made=self._made[candidate.id])
 
     def _apply(self, candidate: Candidate, evaluation: Evaluation) -> None:
         candidate.status = evaluation.status
@@ -681,6 +689,7 @@ class _Search:
             lessons_used=lessons,
             agent_notes=list(notes or []),
         )
+        self._made[candidate.id] = self._next_id
         self._next_id += 1
         self.candidates.append(candidate)
         return candidate
@@ -689,7 +698,7 @@ class _Search:
         candidate.status = "agent_error"
         candidate.message = message
         candidate.agent_notes = [*candidate.agent_notes, *notes]
-        self._emit(CandidateEvent(search_id=self.search_id, candidate=candidate))
+        self._emit_candidate(candidate)
 
     def _by_id(self, candidate_id: str | None) -> Candidate:
         return next(c for c in self.candidates if c.id == candidate_id)

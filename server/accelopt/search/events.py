@@ -26,6 +26,11 @@ class CandidateEvent(BaseModel):
     kind: Literal["candidate"] = "candidate"
     search_id: str
     candidate: Candidate
+    ranking: list[str] = Field(
+        default_factory=list,
+        description="the search's ranking after this candidate: ids of the best correct candidates, one "
+        "per distinct kernel, fastest first (rank = place + 1), as long as the final list",
+    )
 
 
 class IterationEvent(BaseModel):

@@ -37,6 +37,7 @@ from accelopt.agents.offline.rewrites.blocking.plan import (
 )
 from accelopt.agents.offline.rewrites.blocking.transfers import find_wide_dmas
 from accelopt.agents.offline.rewrites.errors import NotApplicable
+from accelopt.agents.offline.rewrites.plain_loop import require_plain_loop
 
 
 def feeds_tensor_engine(view: KernelView, loop: Loop) -> bool:
@@ -49,13 +50,8 @@ def feeds_tensor_engine(view: KernelView, loop: Loop) -> bool:
 
 def analyse_loop(view: KernelView, loop: Loop) -> BlockPlan:
     var = loop.var
-    if loop.kind != "affine":
-        raise NotApplicable(f"the {var} loop is {loop.kind}: its iterations may depend on each other")
-    if loop.trip_expr is None:
-        raise NotApplicable(f"the {var} loop has a start or step")
+    trip = require_plain_loop(view, loop)
     for stmt in view.statements(loop.node):
-        if isinstance(stmt, (cst.If, cst.While, cst.With, cst.Try)):
-            raise NotApplicable(f"the loop holds control flow at line {view.line(stmt)}")
         if isinstance(stmt, cst.For) and view.loop_for(stmt) is None:
             raise NotApplicable(f"the loop at line {view.line(stmt)} is not an NKI range loop")
     simple = [s for s in view.simple_statements(loop.node) if not is_filler(s)]
@@ -80,7 +76,7 @@ def analyse_loop(view: KernelView, loop: Loop) -> BlockPlan:
     loads = sum(len(g.loads) + len(g.inline) + len(g.stores) for gs in plan.groups.values() for g in gs)
     if not plan.shared and not loads:
         raise NotApplicable(f"no load is shared between {var} tiles and no transfer gets wider")
-    plan.trip = view.eval_int(loop.trip_expr)
+    plan.trip = view.eval_int(trip)
     plan.factors = _factors(view, plan, simple)
     if not plan.factors and plan.trip is not None and all(plan.trip % f for f in FACTORS):
         raise NotApplicable(
