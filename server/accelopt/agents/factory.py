@@ -3,6 +3,8 @@ otherwise (so every feature works on a machine with no key and no network)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Literal
 
 from accelopt.agents.llm_config import LLMConfig
@@ -34,13 +36,21 @@ def make_agents(
     *,
     kind: AgentsKind = "auto",
     seed: int = 0,
+    transcript: str | Path | None = None,
+    on_status: Callable[[str], None] | None = None,
     endpoint_setting: str = CONFIG_FILE_ENDPOINT,
 ) -> Agents:
-    """`auto` = LLM agents if `config` names an endpoint (base_url), offline agents otherwise."""
+    """`auto` = LLM agents if `config` names an endpoint (base_url), offline agents otherwise.
+    LLM agents write every exchange to `transcript` (JSONL) and report waiting to `on_status`."""
     if kind == "llm" or (kind == "auto" and config is not None and config.base_url):
         from accelopt.agents.llm import llm_agents
+        from accelopt.agents.transcript import Transcript
 
-        return llm_agents(require_endpoint(config, setting=endpoint_setting))
+        return llm_agents(
+            require_endpoint(config, setting=endpoint_setting),
+            transcript=Transcript(transcript) if transcript else None,
+            on_status=on_status,
+        )
     from accelopt.agents.offline import offline_agents  # libcst: imported when needed
 
     return offline_agents(seed=seed)

@@ -25,3 +25,4 @@ class SearchJob(BaseModel):
     backend: str
     workers: int
     memory_path: str | None
+    ray: str | None = None  # evaluations as Ray tasks: 'local' or a cluster address

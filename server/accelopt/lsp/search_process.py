@@ -144,7 +144,7 @@ async def _run_child() -> int:
     from accelopt.lsp.agents import make_search_agents
     from accelopt.lsp.engine import close_backend
     from accelopt.lsp.search_job import SearchJob
-    from accelopt.profiling.backends import get_backend
+    from accelopt.profiling.ray_backend import backend_for
     from accelopt.search.beam import run_search
     from accelopt.search.events import search_event_adapter
     from accelopt.search.memory import Memory
@@ -174,7 +174,7 @@ async def _run_child() -> int:
     backend = None
     try:
         agents = make_search_agents(job.agents, job.agents_mode, job.config.seed)
-        backend = get_backend(job.backend, max_workers=job.workers)
+        backend = backend_for(job.backend, max_workers=job.workers, ray=job.ray)
         try:
             memory = Memory(job.memory_path)
         except Exception:
