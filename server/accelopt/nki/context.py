@@ -30,7 +30,7 @@ from accelopt.nki.trace import (
 )
 
 if TYPE_CHECKING:
-    from accelopt.nki.replay import Recorder
+    from accelopt.nki.fast.replay import Recorder
     from accelopt.nki.tensor import Tensor
 
 _ASSIGNED_NAME = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?:\[.*\])?\s*(?:[-+*/]|//|\*\*)?=(?!=)")
@@ -54,9 +54,15 @@ class LoopScope:
 
 
 class KernelContext:
-    def __init__(self, kernel_name: str, kernel_path: str, numerics: bool = True) -> None:
+    def __init__(
+        self, kernel_name: str, kernel_path: str, numerics: bool = True, fast_paths: bool = True
+    ) -> None:
         self.trace = Trace(kernel_name=kernel_name, source_path=kernel_path, numerics=numerics)
         self.numerics = numerics
+        # The one switch of the fast paths (accelopt.nki.fast): replays, loop fast-forward, the
+        # per-site index forms and the traced-assignment shortcut. Off, every kernel statement
+        # runs through the semantic core; what the run records is the same either way.
+        self.fast_paths = fast_paths
         self.kernel_path = kernel_path
         self.frames: tuple[LoopFrame, ...] = ()
         # `frames` as plain ints (loop id, iteration, loop id, ...): write-history keys hash
@@ -74,7 +80,7 @@ class KernelContext:
         self._pending: dict[int, tuple[Any, ...]] = {}
         self.loop_reduce_state: dict[tuple[Any, ...], Any] = {}
         self.program_ids: tuple[int, ...] = ()
-        # trace-only replay of repeated API calls (accelopt.nki.replay): the recorder of the
+        # trace-only replay of repeated API calls (accelopt.nki.fast.replay): the recorder of the
         # call being logged, and the API nesting depth (nested calls are not replayed alone)
         self._recorder: Recorder | None = None
         self._api_depth = 0

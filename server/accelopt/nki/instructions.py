@@ -756,6 +756,7 @@ def augmented_assign(target: Any, value: Any, opname: str, site: tuple[int, int]
     ):
         if (
             site is not None
+            and ctx.fast_paths
             and not ctx.numerics
             and ctx._recorder is None
             and not ctx._api_depth

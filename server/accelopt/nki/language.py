@@ -15,7 +15,6 @@ import numpy as np
 
 from accelopt.nki import dtypes as _dt
 from accelopt.nki import ops as _ops
-from accelopt.nki import replay as _replay
 
 # Everything this module imports for its own use is bound to an underscore name: kernels see
 # this module as `nl`, and the sandbox refuses underscore attributes, so helpers that could reach
@@ -39,6 +38,7 @@ from accelopt.nki.dtypes import (  # noqa: F401 - kernel-facing dtypes
     uint32,
 )
 from accelopt.nki.dtypes import dname as _dname
+from accelopt.nki.fast import replay as _replay
 from accelopt.nki.indexing import arange, ds, mgrid  # noqa: F401
 from accelopt.nki.instructions import HBM as _HBM
 from accelopt.nki.instructions import MATMUL_MAX_K as _MATMUL_MAX_K

@@ -151,12 +151,14 @@ def run_kernel(
     numerics: bool = True,
     kernel_name: str | None = None,
     source_path: str | None = None,
+    fast_paths: bool = True,
 ) -> KernelRun:
     """Run a kernel on numpy inputs. With ``numerics=False`` only shapes and regions are traced
-    (outputs are NaN arrays of the right shape and dtype)."""
+    (outputs are NaN arrays of the right shape and dtype). ``fast_paths=False`` runs every
+    statement through the semantic core (accelopt.nki.fast: the same trace, more slowly)."""
     fn = unwrap(fn)
     path = source_path or fn.__code__.co_filename
-    ctx = KernelContext(kernel_name or fn.__name__, path, numerics)
+    ctx = KernelContext(kernel_name or fn.__name__, path, numerics, fast_paths)
     params = list(inspect.signature(fn).parameters)
     line = fn.__code__.co_firstlineno
     # Tile-sized matmuls run fastest on one BLAS thread (threads thrash on 128x512 tiles).

@@ -37,9 +37,9 @@ from accelopt.nki import context as _context
 from accelopt.nki import ops
 from accelopt.nki.context import KernelContext
 from accelopt.nki.errors import _EMULATOR_DIR
+from accelopt.nki.fast.replaycode import MISS, Unsupported, generate
 from accelopt.nki.indexing import IndexExpr, Predicate, kept_by
 from accelopt.nki.loopvar import LoopVar
-from accelopt.nki.replaycode import MISS, Unsupported, generate
 from accelopt.nki.tensor import Buffer, Tensor, View, par_dim
 from accelopt.nki.trace import Region, TraceRecord
 
@@ -239,7 +239,7 @@ def replayable(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def api(*args: Any, **kwargs: Any) -> Any:
         ctx = _context._ACTIVE  # active_context(), without the call
-        if ctx is None or ctx.numerics or ctx._api_depth:
+        if ctx is None or ctx.numerics or ctx._api_depth or not ctx.fast_paths:
             return fn(*args, **kwargs)
         # the kernel statement calling: the first frame outside the emulator, if in the kernel
         frame = sys._getframe(1)

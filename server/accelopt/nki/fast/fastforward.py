@@ -33,7 +33,7 @@ from operator import attrgetter
 from typing import Any
 
 from accelopt.nki.context import KernelContext, LoopScope, loop_frame
-from accelopt.nki.fastforwardcode import (
+from accelopt.nki.fast.fastforwardcode import (
     Box,
     KeptTile,
     LoggedWrite,

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from accelopt.nki.codecache import define
+from accelopt.nki.fast.codecache import define
 from accelopt.nki.indexing import IndexExpr, Predicate
 from accelopt.nki.loopvar import LoopVar
 from accelopt.nki.tensor import Tensor, View, _new_object, _set_region_box, _set_region_tid, par_dim
