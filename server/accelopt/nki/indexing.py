@@ -254,8 +254,8 @@ class IndexExpr:
                 return NotImplemented
             condition = (diff, op)
         ctx = _context._ACTIVE
-        if ctx is not None and ctx._condition_log is not None:
-            ctx._condition_log.append(condition)  # a loop learning its iterations (fastforward.py)
+        if ctx is not None and ctx.condition_log is not None:
+            ctx.condition_log.append(condition)  # a loop learning its iterations (fastforward.py)
         return Predicate((condition,))
 
     def __ge__(self, other: Any) -> Predicate:

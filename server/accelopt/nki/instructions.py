@@ -51,11 +51,11 @@ def to_view(ctx: KernelContext, x: Any, line: int) -> View:
     """A tile argument as a view; reading it ends its 'fresh' state and checks its scope."""
     if isinstance(x, Tensor):
         if x._alias is not None:
-            if ctx._recorder is not None:
-                ctx._recorder.refuse()
+            if ctx.recorder is not None:
+                ctx.recorder.refuse()
             return x._alias
-        if ctx._recorder is not None:
-            ctx._recorder.viewed(x, line)
+        if ctx.recorder is not None:
+            ctx.recorder.viewed(x, line)
         if x._fresh:
             x._fresh = False
             x._exact = None
@@ -64,8 +64,8 @@ def to_view(ctx: KernelContext, x: Any, line: int) -> View:
         return x._full_view()
     if isinstance(x, View):
         tensor = x._tensor
-        if ctx._recorder is not None:
-            ctx._recorder.viewed(tensor, line)
+        if ctx.recorder is not None:
+            ctx.recorder.viewed(tensor, line)
         if tensor._fresh:
             tensor._fresh = False
             tensor._exact = None
@@ -758,8 +758,8 @@ def augmented_assign(target: Any, value: Any, opname: str, site: tuple[int, int]
             site is not None
             and ctx.fast_paths
             and not ctx.numerics
-            and ctx._recorder is None
-            and not ctx._api_depth
+            and ctx.recorder is None
+            and not ctx.api_depth
             and dst._tensor.memory is Memory.PSUM
             and retarget_traced(ctx, site, dst, value, accumulate=True)
         ):

@@ -311,8 +311,8 @@ class Tensor(TileOps):
                     ctx is not None
                     and ctx.fast_paths
                     and not ctx.numerics
-                    and ctx._recorder is None
-                    and not ctx._api_depth
+                    and ctx.recorder is None
+                    and not ctx.api_depth
                     and _instr().retarget_traced(ctx, site, view, value)
                 ):
                     return

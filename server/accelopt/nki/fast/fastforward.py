@@ -83,8 +83,8 @@ def _tile_state(tile: Tensor) -> tuple[Any, ...]:
 
 
 def _mark(ctx: KernelContext, tiles: list[Tensor]) -> _Mark:
-    log = ctx._write_log
-    conditions = ctx._condition_log
+    log = ctx.write_log
+    conditions = ctx.condition_log
     return _Mark(
         0 if conditions is None else len(conditions),
         len(ctx.trace.records),
@@ -122,12 +122,12 @@ def iterate(
     `last_unread`: nothing outside the loop reads what an iteration binds, so the last iteration
     may be synthesized too."""
     views = [(v, v._assigned_at) for v in free_tiles if v.__class__ is View]
-    owner = ctx._write_log is None
+    owner = ctx.write_log is None
     if owner:
-        ctx._write_log = []
-    owns_conditions = moving_masks and ctx._condition_log is None
+        ctx.write_log = []
+    owns_conditions = moving_masks and ctx.condition_log is None
     if owns_conditions:
-        ctx._condition_log = []
+        ctx.condition_log = []
     learned = None
     try:
         # Iteration 0 often differs (fresh tiles, lazy initialisation): then iterations 1 and 2
@@ -150,9 +150,9 @@ def iterate(
             learned = _learned(ctx, scope, tiles, marks[1:], 2, n, moving_masks, views)
     finally:
         if owner:
-            ctx._write_log = None
+            ctx.write_log = None
         if owns_conditions:
-            ctx._condition_log = None
+            ctx.condition_log = None
     resume = len(marks) - 1  # the first iteration not run yet
     if learned is not None:
         template, producers = learned
@@ -313,7 +313,7 @@ def _learn(
     if second.pending - first.pending != len(kept) or third.pending - second.pending != len(kept):
         return None  # an iteration forgot a tile made before it
 
-    log = ctx._write_log
+    log = ctx.write_log
     assert log is not None
     if third.writes - second.writes != second.writes - first.writes:
         return None
@@ -366,7 +366,7 @@ def _last_same_masks(
     """The last iteration (up to `last`) in which every mask condition the body makes keeps what
     it kept in the template iteration. A condition on one axis keeps a range of it that moves
     monotonically with the loop, so it keeps the same range up to the first iteration it does not."""
-    log = ctx._condition_log
+    log = ctx.condition_log
     assert log is not None
     ones, twos = log[first.conditions : second.conditions], log[second.conditions : third.conditions]
     if len(ones) != len(twos):
@@ -469,7 +469,7 @@ def _synthesize(
     ]
     records = ctx.trace.records
     pending = ctx._pending
-    log = ctx._write_log
+    log = ctx.write_log
     produced: list[TraceRecord] = []
     for k in range(start, last + 1):
         ctx.set_iteration(scope, k)
