@@ -14,12 +14,12 @@ import numpy as np
 from accelopt.nki import dtypes as _dt
 from accelopt.nki import language as _nl
 from accelopt.nki import ops as _ops
-from accelopt.nki import replay as _replay
 
 # Imported helpers are bound to underscore names: kernels see this module as `nisa` (see language.py).
 from accelopt.nki.context import KernelContext as _KernelContext
 from accelopt.nki.context import current as _current
 from accelopt.nki.dtypes import dname as _dname
+from accelopt.nki.fast import replay as _replay
 from accelopt.nki.indexing import IndexExpr as _IndexExpr
 from accelopt.nki.indexing import Predicate as _Predicate
 from accelopt.nki.instructions import SBUF as _SBUF

@@ -16,7 +16,6 @@ import numpy as np
 from accelopt.nki import compiler as _compiler
 from accelopt.nki import dtypes as _dt
 from accelopt.nki import ops as _ops
-from accelopt.nki import replay as _replay
 from accelopt.nki.compiler import no_reorder  # noqa: F401
 
 # Everything this module imports for its own use is bound to an underscore name: kernels see
@@ -46,6 +45,7 @@ from accelopt.nki.dtypes import (  # noqa: F401 - kernel-facing dtypes
     uint32,
 )
 from accelopt.nki.dtypes import dname as _dname
+from accelopt.nki.fast import replay as _replay
 from accelopt.nki.indexing import arange, ds, mgrid  # noqa: F401
 from accelopt.nki.instructions import HBM as _HBM
 from accelopt.nki.instructions import MATMUL_MAX_K as _MATMUL_MAX_K
@@ -202,6 +202,7 @@ def full(
 
 def _memset_record(ctx: _KernelContext, tensor: _Tensor, value: Any, line: int) -> None:
     memory = tensor.memory
+    legal: tuple[_Engine, ...]
     if memory is _Memory.HBM:
         engine, legal = _Engine.DMA, (_Engine.DMA,)
     elif memory is _Memory.PSUM:
@@ -427,6 +428,7 @@ def _unary(
     mask: Any = None,
     api: str = "",
 ) -> _Tensor:
+    legal: tuple[_Engine, ...]
     if spec.transcendental:
         engine, legal, opcode = _Engine.SCALAR, (_Engine.SCALAR,), "activation"
     elif spec.trivial:
@@ -465,6 +467,7 @@ def _binary(
     a_tile, b_tile = isinstance(a, _TileOps), isinstance(b, _TileOps)
     if not a_tile and not b_tile:
         raise ctx.error("err_unsupported_operand", f"nl.{spec.name} needs at least one tile operand", line)
+    legal: tuple[_Engine, ...]
     if a_tile and b_tile and _free_size(a) > 1 and _free_size(b) > 1:
         engine, legal, opcode = _Engine.VECTOR, _VECTOR_ONLY, "tensor_tensor"
         max_psum = 1
@@ -605,6 +608,10 @@ def identity(x: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
     return _unary(ctx, ctx.line(), _ops.spec("copy"), x, dtype, mask, api="nl.identity")
 
 
+def _select(condition: Any, x: Any, y: Any) -> np.ndarray:
+    return np.where(np.asarray(condition) != 0, x, y)
+
+
 def where(condition: Any, x: Any, y: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
     ctx = _current()
     line = ctx.line()
@@ -614,7 +621,7 @@ def where(condition: Any, x: Any, y: Any, dtype: Any = None, mask: Any = None, *
         api="nl.where",
         opcode="select",
         operands=(condition, x, y),
-        compute=lambda c, a, b: np.where(np.asarray(c) != 0, a, b),
+        compute=_select,
         engine=_Engine.VECTOR,
         legal=_VECTOR_ONLY,
         dtype=dtype,

@@ -64,7 +64,7 @@ def install_aliases() -> None:
         neuronxcc = types.ModuleType(
             "neuronxcc", "AccelOpt NKI emulator alias of the Neuron compiler package"
         )
-        neuronxcc.__path__ = []  # type: ignore[attr-defined]
+        neuronxcc.__path__ = []
         neuronxcc.__accelopt_emulator__ = True  # type: ignore[attr-defined]
     neuronxcc.nki = facade  # type: ignore[attr-defined]
     sys.modules.update(
@@ -161,16 +161,18 @@ def run_kernel(
     source_path: str | None = None,
     grid: Any = None,
     target: str | None = None,
+    fast_paths: bool = True,
 ) -> KernelRun:
     """Run a kernel on numpy inputs. With ``numerics=False`` only shapes and regions are traced
-    (outputs are NaN arrays of the right shape and dtype).
+    (outputs are NaN arrays of the right shape and dtype). ``fast_paths=False`` runs every
+    statement through the semantic core (accelopt.nki.fast: the same trace, more slowly).
 
     `grid` is an SPMD launch grid (``2``, ``(2, 2)``, ``(nl.nc(2), 2)``): every program instance
     runs, in launch order, on the same inputs and shared outputs (accelopt.nki.spmd). `target`
     (trn1, trn2, trn3) is the hardware the run is for; a kernel's own ``platform_target=`` wins."""
     fn = unwrap(fn)
     path = source_path or fn.__code__.co_filename
-    ctx = KernelContext(kernel_name or fn.__name__, path, numerics)
+    ctx = KernelContext(kernel_name or fn.__name__, path, numerics, fast_paths)
     ctx.target = ctx.trace.target = kernel_target(_KERNEL_OPTIONS.get(fn, {}), target, path, fn)
     ctx.trace.compiler_flags = tuple(_KERNEL_OPTIONS.get(fn, {}).get("compiler_flags", ()))
     launch = Grid.of(grid) if grid is not None else None
@@ -185,7 +187,7 @@ def run_kernel(
     with activate(ctx), blas, collector:
         args = [
             _input_tensor(ctx, x, params[i] if i < len(params) else f"arg{i}", line)
-            if isinstance(x, (np.ndarray, np.generic)) and np.ndim(x) > 0
+            if isinstance(x, np.ndarray) and x.ndim > 0  # (a numpy scalar has no dimensions)
             else x
             for i, x in enumerate(inputs)
         ]

@@ -240,8 +240,8 @@ def shared_output(ctx: KernelContext, shape: tuple[int, ...], dtype: Any, line: 
     """A ``shared_hbm`` allocation inside a grid of several instances: None in the first instance
     (it allocates, and the caller remembers the tensor), else the tensor the first instance
     allocated at the same place in allocation order; every instance writes into it."""
-    if ctx._recorder is not None:
-        ctx._recorder.refuse()  # never replayed: which tensor it returns depends on the instance
+    if ctx.recorder is not None:
+        ctx.recorder.refuse()  # never replayed: which tensor it returns depends on the instance
     if ctx.program_index == 0:
         return None
     outputs = ctx.shared_outputs or []

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from accelopt.hardware.roofline import dtype_bytes
@@ -184,6 +185,7 @@ class _Resolver:
             count = 1
             for r in ranges:
                 count *= len(r)
+            key_of: Callable[[tuple[int, ...]], tuple[object, ...]]
             if count > _MAX_BLOCKS_PER_REGION:
                 ranges = [range(0, 1)] * bd
                 key_of = lambda idx: ("t", info.tensor_id)  # noqa: E731
@@ -301,7 +303,8 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
             if first is None:
                 seen[key] = position
             else:
-                first_writes = per_record[first][1] if per_record[first] is not None else []
+                first_record = per_record[first]
+                first_writes = first_record[1] if first_record is not None else []
                 unchanged_source = all(last_write.get(lid, -1) < first for lid, _ in reads)
                 results_intact = all(last_write.get(lid, -1) == first for lid, _ in first_writes)
                 if unchanged_source and results_intact and len(first_writes) == len(writes):
@@ -518,7 +521,9 @@ def _assign_slots(logical: list[_Logical], reuse: bool, hw: HardwareSpec) -> lis
 class _SpillPlanner:
     """Belady spilling over logical buffers, per on-chip memory, in program order."""
 
-    def __init__(self, logical: list[_Logical], hw: HardwareSpec, phys, physical: _Interner) -> None:
+    def __init__(
+        self, logical: list[_Logical], hw: HardwareSpec, phys: Callable[[int], int], physical: _Interner
+    ) -> None:
         self.logical = logical
         self.hw = hw
         self.phys = phys
@@ -555,7 +560,9 @@ class _SpillPlanner:
         self.reloaded += nbytes
         return PlannedOp(-1, kind, [spill_slot], [home], nbytes, lb.partitions, cause)
 
-    def before(self, idx: int, reads, writes, extra_writes: list[Access]) -> list[PlannedOp]:
+    def before(
+        self, idx: int, reads: list[tuple[int, Box]], writes: list[tuple[int, Box]], extra_writes: list[Access]
+    ) -> list[PlannedOp]:
         ops: list[PlannedOp] = []
         logical = self.logical
         missing = [

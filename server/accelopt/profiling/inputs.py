@@ -24,6 +24,7 @@ from accelopt.profiling.arrays import resolve_dtype
 from accelopt.profiling.evaluation import KernelSource
 
 DirectiveKind = Literal["reference", "inputs"]
+_DIRECTIVE_KINDS: dict[str, DirectiveKind] = {"reference": "reference", "inputs": "inputs"}
 
 _DIRECTIVE = re.compile(r"#\s*accelopt\s*:\s*(?P<kind>[A-Za-z_]+)\s*(?P<rest>.*?)\s*$")
 _SPEC = re.compile(
@@ -108,16 +109,16 @@ def find_directive(text: str, kernel_name: str) -> Directive | None:
         match = _DIRECTIVE.match(comment)
         if match is None:
             continue
-        kind = match["kind"].lower()
-        if kind == "grid":
+        if match["kind"].lower() == "grid":
             continue  # how the kernel is launched, not where its inputs come from (find_grid)
-        if kind not in ("reference", "inputs"):
+        kind = _DIRECTIVE_KINDS.get(match["kind"].lower())
+        if kind is None:
             raise DirectiveError(
                 f"unknown accelopt directive '{match['kind']}': expected `# accelopt: reference FILE.py`, "
                 "`# accelopt: inputs name=dtype[shape] ...` or `# accelopt: grid 2,2`",
                 line,
             )
-        best = Directive(kind=kind, argument=match["rest"], line=line)  # type: ignore[arg-type]
+        best = Directive(kind=kind, argument=match["rest"], line=line)
     return best
 
 
