@@ -180,9 +180,9 @@ async def run_bench(
     """Evaluate every (kernel, task) through `backend`, at most `jobs` at a time."""
     started = time.perf_counter()
     gate = asyncio.Semaphore(jobs)
-    if options.hardware is None and selection:
-        # one target for the whole report: the first kernel's own (NKIBench kernels: trn1)
-        options = options.model_copy(update={"hardware": resolved_hardware(options, selection[0][0])})
+    # one target for the whole report: the one asked for, else the first kernel's own (NKIBench: trn1)
+    target = resolved_hardware(options, selection[0][0]) if selection else (options.hardware or "trn1")
+    options = options.model_copy(update={"hardware": target})
 
     async def one(kernel: KernelSource, task: Task) -> TaskResult:
         async with gate:
@@ -219,7 +219,7 @@ async def run_bench(
         await backend.aclose()
     return BenchReport(
         backend=backend.name,
-        hardware=options.hardware,
+        hardware=target,
         size=size,
         latency_kind="simulated" if backend.name == "simulator" else "measured",
         checked_correctness=options.check_correctness,

@@ -22,7 +22,6 @@ import numpy as np
 
 from accelopt.nki.context import current
 from accelopt.nki.loops import traced_range
-from accelopt.nki.loopvar import LoopVar
 from accelopt.nki.trace import LoopKind
 
 _INT32 = (-(2**31), 2**31 - 1)
@@ -214,6 +213,6 @@ class dynamic_range:
     def __init__(self, *args: Any) -> None:
         self._args = args
 
-    def __iter__(self) -> Iterator[LoopVar]:
+    def __iter__(self) -> Iterator[int]:
         bounds = [_bound(a, "nl.dynamic_range's bounds") for a in self._args]
         return traced_range(range(*bounds), LoopKind.SEQUENTIAL, sys._getframe(1))

@@ -19,9 +19,9 @@ import numpy as np
 from accelopt.nki import context as _context
 from accelopt.nki.context import current
 from accelopt.nki.dtypes import nan_fill
+from accelopt.nki.fast.siteindex import SITE_FORMS, learn
 from accelopt.nki.indexing import IndexExpr, Predicate
 from accelopt.nki.loopvar import LoopVar
-from accelopt.nki.siteindex import SITE_FORMS, learn
 from accelopt.nki.trace import Memory, Region
 
 if TYPE_CHECKING:
@@ -230,7 +230,7 @@ class TileOps:
 
     @property
     def size(self) -> int:
-        return _prod(self.shape)  # type: ignore[attr-defined]
+        return _prod(self.shape)
 
     @property
     def strides(self) -> tuple[int, ...]:
@@ -271,10 +271,10 @@ class TileOps:
 
     @property
     def ndim(self) -> int:
-        return len(self.shape)  # type: ignore[attr-defined]
+        return len(self.shape)
 
     def __len__(self) -> int:
-        return self.shape[0]  # type: ignore[attr-defined]
+        return self.shape[0]
 
 
 class Tensor(TileOps):
@@ -351,6 +351,9 @@ class Tensor(TileOps):
     def __getitem__(self, key: Any) -> View:
         if key is Ellipsis:
             return self._full_view()
+        ctx = _context._ACTIVE
+        if ctx is not None and not ctx.fast_paths:
+            return _index_tensor(self, key)
         caller = sys._getframe(1)
         site = (id(caller.f_code), caller.f_lasti)
         builders = SITE_FORMS.get(site)
@@ -374,7 +377,9 @@ class Tensor(TileOps):
                     return
             caller = sys._getframe(1)
             site = (id(caller.f_code), caller.f_lasti)
-            builders = SITE_FORMS.get(site)
+            ctx = _context._ACTIVE
+            fast = ctx is None or ctx.fast_paths
+            builders = SITE_FORMS.get(site) if fast else None
             view = None
             if builders is not None:
                 for build in builders:
@@ -382,14 +387,14 @@ class Tensor(TileOps):
                     if view is not None:
                         break
             if view is None:
-                view = _index_learning(self, key, site)
+                view = _index_learning(self, key, site) if fast else _index_tensor(self, key)
             if value.__class__ is Tensor:
-                ctx = _context._ACTIVE
                 if (
                     ctx is not None
+                    and ctx.fast_paths
                     and not ctx.numerics
-                    and ctx._recorder is None
-                    and not ctx._api_depth
+                    and ctx.recorder is None
+                    and not ctx.api_depth
                     and _instr().retarget_traced(ctx, site, view, value)
                 ):
                     return
@@ -820,7 +825,7 @@ def _slices_view(tensor: Tensor, key: tuple[Any, ...]) -> View | None:
     shape = tensor.shape
     offsets = []
     terms = []
-    vshape = []
+    vshape: list[int] = []
     box = []
     for d, k in enumerate(key):
         size = shape[d]

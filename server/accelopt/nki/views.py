@@ -28,6 +28,7 @@ class IndirectView(View):
     the instruction using it also reads the index tile."""
 
     __slots__ = ("_index_view",)
+    _index_view: View
 
 
 def _as_view(x: Any) -> View:
@@ -212,7 +213,7 @@ def ap_view(
         arrays, index_view = _indirect_rows(ctx, tensor, shape, vector_offset, int(indirect_dim), offsets)
     view_cls = IndirectView if indirect else View
     view = view_cls(tensor, shape, tuple(offsets), tuple(tuple(t) for t in terms), arrays)
-    if index_view is not None:
+    if isinstance(view, IndirectView) and index_view is not None:
         view._index_view = index_view
     box = view._box()
     for d, (lo, hi) in enumerate(box):
