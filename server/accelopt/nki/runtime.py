@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from accelopt.nki.calllog import CallLog
 from accelopt.nki.context import KernelContext, activate, active_context
 from accelopt.nki.errors import NkiError
 from accelopt.nki.instructions import SHARED_HBM
@@ -151,12 +152,15 @@ def run_kernel(
     numerics: bool = True,
     kernel_name: str | None = None,
     source_path: str | None = None,
+    record_calls: bool = False,
 ) -> KernelRun:
     """Run a kernel on numpy inputs. With ``numerics=False`` only shapes and regions are traced
-    (outputs are NaN arrays of the right shape and dtype)."""
+    (outputs are NaN arrays of the right shape and dtype). ``record_calls`` (numeric runs) also
+    logs every API call into ``trace.calls`` so a trusted process can re-run it (calllog.py)."""
     fn = unwrap(fn)
     path = source_path or fn.__code__.co_filename
     ctx = KernelContext(kernel_name or fn.__name__, path, numerics)
+    log = CallLog() if record_calls and numerics else None
     params = list(inspect.signature(fn).parameters)
     line = fn.__code__.co_firstlineno
     # Tile-sized matmuls run fastest on one BLAS thread (threads thrash on 128x512 tiles).
@@ -172,30 +176,42 @@ def run_kernel(
             else x
             for i, x in enumerate(inputs)
         ]
-        result = fn(*args)
+        if log is not None:
+            log.inputs([(i, a) for i, a in enumerate(args) if isinstance(a, Tensor)])
+            ctx._call_log = log
+        try:
+            result = fn(*args)
+        finally:
+            ctx._call_log = None
         returned, single = _flatten(result)
         if not returned:
             # kernels that write into their (output) arguments and return nothing
             returned = [a for a in args if isinstance(a, Tensor) and a._written and _was_stored(ctx, a)]
             single = len(returned) == 1
-        for tensor in returned:
-            info = ctx.info(tensor._tid)
-            if info is not None:
-                info.is_output = True
-            if (
-                tensor.memory is Memory.HBM
-                and not (tensor if tensor._root is None else tensor._root)._written
-            ):
-                raise NkiError(
-                    "err_tensor_output_not_written_to",
-                    f"output tensor '{info.name if info else tensor._tid}' is returned but never written "
-                    "(store into it with nl.store)",
-                    path,
-                    info.line if info else line,
-                )
-        # inside the paused collector: finishing builds a TensorInfo per kept tile
-        trace = ctx.finish()
-    outputs = [_output_array(t, numerics) for t in returned]
+        if log is not None:
+            log.returned(returned, single)
+            ctx.trace.calls = log.entries
+            ctx.trace.calls_failure = log.failure
+        return finish_run(ctx, returned, single, line)
+
+
+def finish_run(ctx: KernelContext, returned: list[Tensor], single: bool, line: int) -> KernelRun:
+    """Mark the returned tensors as outputs, check each was written, finish the trace and read
+    the outputs (inside the run's context: finishing builds a TensorInfo per kept tile)."""
+    for tensor in returned:
+        info = ctx.info(tensor._tid)
+        if info is not None:
+            info.is_output = True
+        if tensor.memory is Memory.HBM and not (tensor if tensor._root is None else tensor._root)._written:
+            raise NkiError(
+                "err_tensor_output_not_written_to",
+                f"output tensor '{info.name if info else tensor._tid}' is returned but never written "
+                "(store into it with nl.store)",
+                ctx.kernel_path,
+                info.line if info else line,
+            )
+    trace = ctx.finish()
+    outputs = [_output_array(t, ctx.numerics) for t in returned]
     return KernelRun(outputs=outputs, trace=trace, single=single)
 
 

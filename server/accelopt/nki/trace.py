@@ -140,6 +140,10 @@ class Trace:
     tensors: dict[int, TensorInfo] = field(default_factory=dict)
     loops: dict[int, LoopInfo] = field(default_factory=dict)
     numerics: bool = True  # False for a trace-only run
+    # A numeric run to be verified: every API call the kernel made, as plain data a trusted
+    # process re-runs (calllog.py, rerun.py); or why the run could not be logged.
+    calls: list[Any] | None = None
+    calls_failure: str | None = None
 
     # --- serialization (JSON-compatible, validated on the way in) -------------------------
 
@@ -168,6 +172,8 @@ class Trace:
                 for t in self.tensors.values()
             ],
             "records": [_record_to_list(r) for r in self.records],
+            "calls": self.calls,
+            "calls_failure": self.calls_failure,
         }
 
     def to_json(self) -> str:
@@ -198,6 +204,12 @@ class Trace:
                 alloc_loops=tuple(LoopFrame(int(a), int(b)) for a, b in alloc),
             )
         trace.records = [_record_from_list(row) for row in data["records"]]
+        calls = data.get("calls")
+        if calls is not None and not isinstance(calls, list):
+            raise ValueError("trace 'calls' must be a list")
+        trace.calls = calls
+        failure = data.get("calls_failure")
+        trace.calls_failure = None if failure is None else str(failure)[:2000]
         return trace
 
     @classmethod
