@@ -962,7 +962,7 @@ def loop_reduce(
     frames = ctx.frames
     first = _builtins.all(f.iteration == 0 for f in frames if f.loop_id in loop_ids)
     outer = tuple(f for f in frames if f.loop_id not in loop_ids)
-    key = (ctx.call_site(), outer)  # the calling kernel statement (a re-run: the recorded one)
+    key = (*ctx.call_site(), outer)  # the calling kernel statement (a re-run: the recorded one)
     acc: _Tensor | None = ctx.loop_reduce_state.get(key)
     out_dtype = _dt.as_dtype(dtype) if dtype is not None else view._tensor.dtype
     minfo = _resolve_mask(ctx, mask, view.shape)
