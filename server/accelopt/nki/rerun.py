@@ -25,6 +25,8 @@ import numpy as np
 
 from accelopt.nki import calllog, ops
 from accelopt.nki import dtypes as dt
+from accelopt.nki import isa as _isa  # noqa: F401 - registers its API functions in calllog.API
+from accelopt.nki import language as _language  # noqa: F401 - likewise
 from accelopt.nki.context import KernelContext, activate
 from accelopt.nki.indexing import IndexExpr, Predicate
 from accelopt.nki.instructions import HBM, PRIVATE_HBM, PSUM, SBUF, SHARED_HBM, assign, augmented_assign

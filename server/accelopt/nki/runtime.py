@@ -164,7 +164,7 @@ def run_kernel(
     params = list(inspect.signature(fn).parameters)
     line = fn.__code__.co_firstlineno
     # Tile-sized matmuls run fastest on one BLAS thread (threads thrash on 128x512 tiles).
-    blas = _BLAS_THREADS.limit(limits=1, user_api="blas") if numerics else contextlib.nullcontext()
+    blas = blas_single_thread() if numerics else contextlib.nullcontext()
     # Trace-only runs allocate a few small objects per instruction and keep the trace growing;
     # the cyclic collector's passes over them cost as much as the emulation itself. They create
     # no reference cycles (see Tensor._full_view), so reference counting frees their garbage.
@@ -193,6 +193,11 @@ def run_kernel(
             ctx.trace.calls = log.entries
             ctx.trace.calls_failure = log.failure
         return finish_run(ctx, returned, single, line)
+
+
+def blas_single_thread() -> Any:
+    """A context in which BLAS uses one thread (what numeric runs of tile-sized work want)."""
+    return _BLAS_THREADS.limit(limits=1, user_api="blas")
 
 
 def finish_run(ctx: KernelContext, returned: list[Tensor], single: bool, line: int) -> KernelRun:

@@ -34,10 +34,12 @@ from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.compare import compare_outputs
 from accelopt.profiling.evaluation import Evaluation, KernelSource
 from accelopt.profiling.inputs import generate_inputs
+from accelopt.profiling.plausibility import implausibility
 from accelopt.profiling.policy import check_source
 from accelopt.profiling.profile import Profile, Work
 from accelopt.profiling.sandbox import Sandbox, WorkerOutcome
-from accelopt.profiling.task import Task, transform_is_identity
+from accelopt.profiling.task import Size, Task, hidden_sizes, transform_is_identity
+from accelopt.profiling.verification import VerificationFailed, rerun_returned_calls
 from accelopt.profiling.worker_protocol import ResourceLimits, WorkerJob
 
 _KERNEL_PLACEHOLDER_PATH = "<kernel>"
@@ -60,9 +62,19 @@ class _SeedData:
 
 
 @dataclass
+class _Hidden:
+    """The reference at a size the kernel cannot know in advance."""
+
+    size: Size
+    seed: int
+    data: _SeedData
+
+
+@dataclass
 class _TaskCache:
     seeds: dict[int, _SeedData] = field(default_factory=dict)
     pool: list[int] = field(default_factory=list)
+    verification_seed: int | None = None
     work: Work | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -85,7 +97,7 @@ class SimulatorBackend:
         limits: ResourceLimits | None = None,
         isolate_network: bool = True,
         fresh_seeds: bool = False,
-        cached_tasks: int = 4,
+        cached_tasks: int = 8,
         work_root: str | None = None,
     ) -> None:
         """`fresh_seeds=True` draws new secret seeds for every evaluation (one extra reference
@@ -142,34 +154,90 @@ class SimulatorBackend:
         )
         need_outputs = check and not is_baseline_itself
         references = await self._references(task, cache, seeds, need_outputs, options.timeout_s)
+        input_sets = [references[s].inputs for s in seeds]
+        hidden: _Hidden | None = None
+        if check:
+            hidden = await self._hidden_size_reference(task, options.timeout_s)
+            if hidden is not None:
+                input_sets.append(hidden.data.inputs)
 
-        outcome = await self._run(
-            _kernel_job(kernel, numerics=check), options.timeout_s, [references[s].inputs for s in seeds]
-        )
-        failure = _outcome_failure(outcome, seeds, who=None)
+        outcome = await self._run(_kernel_job(kernel, numerics=check), options.timeout_s, input_sets)
+        failure = _outcome_failure(outcome, seeds, who=None, runs=len(input_sets))
         if failure is not None:
             return SimulatedRun(failure)
         assert outcome.result is not None
-        _check_inputs_untouched(outcome, [references[s].inputs for s in seeds], seeds)
+        _check_inputs_untouched(outcome, input_sets, seeds)
 
         trace = _parse_trace(outcome)
         max_error: float | None = None
+        verified = False
         if check:
+            trace = await self._verified_trace(task, cache, trace, seeds, tolerance, options)
+            verified = True
             _check_no_input_writes(trace, seeds)
-            max_error = await self._judge(
-                task, outcome, references, seeds, tolerance, is_baseline_itself, options
-            )
+            max_error = await self._judge(task, outcome, references, seeds, tolerance, is_baseline_itself, options)
+            if hidden is not None:
+                await self._judge_hidden(task, outcome, hidden, seeds, tolerance, options)
 
         work = task.work or cache.work
         if work is None and task.kind == "baseline" and is_baseline_itself:
             work = await asyncio.to_thread(_work_from_trace, trace)
             cache.work = work
         profile, timeline = await asyncio.to_thread(_profile, trace, options.hardware, work, kernel.text)
+        if profile is not None and trace is not None:
+            reason = implausibility(profile, trace)
+            if reason is not None:
+                raise _Failed(Evaluation(status="rejected", message=f"implausible profile: {reason}", seeds=seeds))
         message = "" if profile is not None else "no timing model is available in this build"
         evaluation = Evaluation(
-            status="ok", message=message, max_error=max_error, seeds=seeds, profile=profile
+            status="ok",
+            message=message,
+            max_error=max_error,
+            seeds=seeds,
+            profile=profile,
+            verified=verified,
         )
         return SimulatedRun(evaluation, trace, timeline)
+
+    async def _verified_trace(
+        self,
+        task: Task,
+        cache: _TaskCache,
+        trace: Trace | None,
+        seeds: list[int],
+        tolerance: float,
+        options: EvaluationOptions,
+    ) -> Trace:
+        """Re-run the returned call log, with no kernel code, on inputs of a secret seed the
+        kernel never saw; its outputs must match the reference's and its trace must be the
+        returned one. Returns that (trusted) trace. A failure is a `rejected` evaluation."""
+
+        def rejected(message: str) -> _Failed:
+            return _Failed(Evaluation(status="rejected", message=f"verification: {message}", seeds=seeds))
+
+        if trace is None:
+            raise rejected("the sandbox returned no trace to verify")
+        seed = self._verification_seed(cache, seeds)
+        reference = (await self._references(task, cache, [seed], True, options.timeout_s))[seed]
+        try:
+            run = await asyncio.to_thread(
+                rerun_returned_calls,
+                trace,
+                reference.inputs,
+                timeout_s=options.timeout_s,
+                max_bytes=self.sandbox.limits.memory_bytes,
+            )
+        except VerificationFailed as exc:
+            raise rejected(exc.message) from None
+        structure = "single" if run.single else "tuple"
+        pairs = await self._pairs(task, [run.outputs], [structure], [reference], [seed], options.timeout_s)
+        verdict = await asyncio.to_thread(compare_outputs, pairs[0][0], pairs[0][1], tolerance)
+        if not verdict.ok:
+            raise rejected(
+                "re-running the kernel's recorded calls on fresh inputs does not reproduce the reference "
+                f"({verdict.message}); the outputs it returned were not computed by the calls it recorded"
+            )
+        return run.trace
 
     async def _judge(
         self,
@@ -181,19 +249,15 @@ class SimulatorBackend:
         is_baseline_itself: bool,
         options: EvaluationOptions,
     ) -> float:
+        assert outcome.result is not None
         kernel_outputs = [outcome.group(i, "outputs") for i in range(len(seeds))]
-        single = all(run.structure == "single" for run in outcome.result.runs) and all(
-            len(k) == 1 and len(references[s].outputs or []) == 1 for k, s in zip(kernel_outputs, seeds)
-        )
-        if task.kind == "reference" and single and transform_is_identity(task.reference_text or ""):
-            # The module pairs outputs as they are: no need to run its code once more.
-            pairs = [(k, references[s].outputs or []) for k, s in zip(kernel_outputs, seeds)]
-        elif task.kind == "reference":
-            pairs = await self._transform(task, outcome, kernel_outputs, references, seeds, options.timeout_s)
-        elif is_baseline_itself:  # the kernel is its own oracle: only NaN/unwritten checks apply
+        structures = [run.structure for run in outcome.result.runs[: len(seeds)]]
+        if is_baseline_itself:  # the kernel is its own oracle: only NaN/unwritten checks apply
             pairs = [(k, k) for k in kernel_outputs]
         else:
-            pairs = [(k, references[s].outputs or []) for k, s in zip(kernel_outputs, seeds)]
+            pairs = await self._pairs(
+                task, kernel_outputs, structures, [references[s] for s in seeds], seeds, options.timeout_s
+            )
         worst = 0.0
         for (k, r), seed in zip(pairs, seeds):
             verdict = await asyncio.to_thread(compare_outputs, k, r, tolerance, seed=seed)
@@ -206,6 +270,56 @@ class SimulatorBackend:
             worst = max(worst, verdict.max_error or 0.0)
         return worst
 
+    async def _judge_hidden(
+        self,
+        task: Task,
+        outcome: WorkerOutcome,
+        hidden: _Hidden,
+        seeds: list[int],
+        tolerance: float,
+        options: EvaluationOptions,
+    ) -> None:
+        """The run on inputs of a size chosen secretly by this process must be correct too."""
+        assert outcome.result is not None
+        index = len(seeds)
+        pairs = await self._pairs(
+            task,
+            [outcome.group(index, "outputs")],
+            [outcome.result.runs[index].structure],
+            [hidden.data],
+            [hidden.seed],
+            options.timeout_s,
+        )
+        verdict = await asyncio.to_thread(compare_outputs, pairs[0][0], pairs[0][1], tolerance)
+        if not verdict.ok:
+            shapes = ", ".join("x".join(str(d) for d in a.shape) for a in hidden.data.inputs)
+            raise _Failed(
+                Evaluation(
+                    status="incorrect",
+                    message=f"at another input size ({shapes}), not known to the kernel in advance: {verdict.message}",
+                    max_error=verdict.max_error,
+                    seeds=seeds,
+                )
+            )
+
+    async def _pairs(
+        self,
+        task: Task,
+        kernel_outputs: list[list[np.ndarray]],
+        structures: list[str],
+        references: list[_SeedData],
+        seeds: list[int],
+        timeout_s: float,
+    ) -> list[tuple[list[np.ndarray], list[np.ndarray]]]:
+        """(kernel outputs, reference outputs) per run, as the task pairs them."""
+        single = all(s == "single" for s in structures) and all(
+            len(k) == 1 and len(r.outputs or []) == 1 for k, r in zip(kernel_outputs, references)
+        )
+        if task.kind == "reference" and not (single and transform_is_identity(task.reference_text or "")):
+            return await self._transform(task, kernel_outputs, structures, references, seeds, timeout_s)
+        # The module pairs outputs as they are (or the task is a baseline): no code to run.
+        return [(k, r.outputs or []) for k, r in zip(kernel_outputs, references)]
+
     # --- seeds and the reference cache ---------------------------------------------------------
 
     def _cache(self, task: Task) -> _TaskCache:
@@ -215,6 +329,34 @@ class SimulatorBackend:
         while len(self._tasks) > self._cached_tasks:
             self._tasks.popitem(last=False)
         return cache
+
+    def _verification_seed(self, cache: _TaskCache, seeds: list[int]) -> int:
+        """A secret seed whose inputs no candidate's process ever receives: only the trusted
+        re-run of a call log sees them (one per task, or per evaluation with `fresh_seeds`)."""
+        if cache.verification_seed is None or self.fresh_seeds:
+            seed = secrets.randbelow(2**31)
+            while seed in seeds or seed in cache.pool:
+                seed = secrets.randbelow(2**31)
+            if self.fresh_seeds:
+                return seed
+            cache.verification_seed = seed
+        return cache.verification_seed
+
+    async def _hidden_size_reference(self, task: Task, timeout_s: float) -> _Hidden | None:
+        """Inputs and reference outputs at a size the reference module offers besides the
+        task's, drawn secretly by this process (None if the module offers no other size small
+        enough to check numerically; see `task.hidden_sizes`)."""
+        if task.kind != "reference":
+            return None
+        sizes = hidden_sizes(task.reference_text or "", task.size)
+        if not sizes:
+            return None
+        size = sizes[secrets.randbelow(len(sizes))]
+        hidden_task = task.model_copy(update={"size": size})
+        cache = self._cache(hidden_task)
+        seed = self._seeds(cache, 1)[0]
+        data = (await self._references(hidden_task, cache, [seed], True, timeout_s))[seed]
+        return _Hidden(size=size, seed=seed, data=data)
 
     def _seeds(self, cache: _TaskCache, count: int) -> list[int]:
         if self.fresh_seeds:
@@ -301,21 +443,20 @@ class SimulatorBackend:
     async def _transform(
         self,
         task: Task,
-        outcome: WorkerOutcome,
         kernel_outputs: list[list[np.ndarray]],
-        references: dict[int, _SeedData],
+        structures: list[str],
+        references: list[_SeedData],
         seeds: list[int],
         timeout_s: float,
     ) -> list[tuple[list[np.ndarray], list[np.ndarray]]]:
-        assert outcome.result is not None
         bundle: dict[str, np.ndarray] = {}
         kernel_refs, ref_refs = [], []
-        for i, seed in enumerate(seeds):
+        for i, reference in enumerate(references):
             k_names, r_names = [], []
             for j, a in enumerate(kernel_outputs[i]):
                 bundle[f"k{i}_{j}"] = arrays.to_transport(a)
                 k_names.append({"name": f"k{i}_{j}", "dtype": arrays.dtype_name(a), "shape": a.shape})
-            for j, a in enumerate(references[seed].outputs or []):
+            for j, a in enumerate(reference.outputs or []):
                 bundle[f"r{i}_{j}"] = arrays.to_transport(a)
                 r_names.append({"name": f"r{i}_{j}", "dtype": arrays.dtype_name(a), "shape": a.shape})
             kernel_refs.append(k_names)
@@ -326,7 +467,7 @@ class SimulatorBackend:
             source=task.reference_text or "",
             source_path=task.reference_path or "<reference>",
             kernel_outputs=kernel_refs,
-            kernel_structures=[run.structure for run in outcome.result.runs],
+            kernel_structures=structures,
             reference_outputs=ref_refs,
         )
         result = await self._run(job, timeout_s, bundle=bundle)
@@ -336,7 +477,7 @@ class SimulatorBackend:
                 # The transform choked on what the kernel returned: the kernel's outputs are wrong.
                 failure = failure.model_copy(update={"status": "incorrect"})
             raise _Failed(failure)
-        return [(result.group(i, "kernel"), result.group(i, "reference")) for i in range(len(seeds))]
+        return [(result.group(i, "kernel"), result.group(i, "reference")) for i in range(len(references))]
 
     # --- running a worker ----------------------------------------------------------------------
 
@@ -387,10 +528,13 @@ def _kernel_job(kernel: KernelSource, *, numerics: bool) -> WorkerJob:
         source_path=kernel.path or _KERNEL_PLACEHOLDER_PATH,
         kernel_name=kernel.name,
         numerics=numerics,
+        record_calls=numerics,  # numeric runs are verified: their first run logs its calls
     )
 
 
-def _outcome_failure(outcome: WorkerOutcome, seeds: list[int], who: str | None) -> Evaluation | None:
+def _outcome_failure(
+    outcome: WorkerOutcome, seeds: list[int], who: str | None, runs: int | None = None
+) -> Evaluation | None:
     prefix = f"{who}: " if who else ""
     if outcome.kind == "timeout":
         return Evaluation(status="timeout", message=prefix + outcome.message, seeds=seeds)
@@ -398,10 +542,11 @@ def _outcome_failure(outcome: WorkerOutcome, seeds: list[int], who: str | None) 
         return Evaluation(status="runtime_error", message=prefix + outcome.message, seeds=seeds)
     failure = outcome.result.failure
     if failure is None:
-        if len(outcome.result.runs) != len(seeds) and outcome.result.runs:
+        expected = len(seeds) if runs is None else runs
+        if len(outcome.result.runs) != expected and outcome.result.runs:
             return Evaluation(
                 status="runtime_error",
-                message=f"{prefix}the worker reported {len(outcome.result.runs)} runs for {len(seeds)} seeds",
+                message=f"{prefix}the worker reported {len(outcome.result.runs)} runs for {expected} input sets",
                 seeds=seeds,
             )
         return None

@@ -210,7 +210,12 @@ def _run_kernel(job, runtime, runs_inputs, result, saved, np, arrays):
     trace = None
     for i, inputs in enumerate(runs_inputs):
         run = runtime.run_kernel(
-            fn, inputs, numerics=job["numerics"], kernel_name=name, source_path=job["source_path"]
+            fn,
+            inputs,
+            numerics=job["numerics"],
+            kernel_name=name,
+            source_path=job["source_path"],
+            record_calls=i == 0 and bool(job.get("record_calls")),
         )
         if trace is None:
             trace = run.trace
