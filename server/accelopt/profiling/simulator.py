@@ -153,7 +153,10 @@ class SimulatorBackend:
             and task.baseline.normalized_hash() == kernel.normalized_hash()
         )
         need_outputs = check and not is_baseline_itself
-        references = await self._references(task, cache, seeds, need_outputs, options.timeout_s)
+        # The verification seed's reference comes with the others (one reference run per task).
+        verification_seed = self._verification_seed(cache, seeds) if check else None
+        wanted = [*seeds, verification_seed] if need_outputs and verification_seed is not None else seeds
+        references = await self._references(task, cache, wanted, need_outputs, options.timeout_s)
         input_sets = [references[s].inputs for s in seeds]
         hidden: _Hidden | None = None
         if check:
@@ -172,12 +175,23 @@ class SimulatorBackend:
         max_error: float | None = None
         verified = False
         if check:
-            trace = await self._verified_trace(task, cache, trace, seeds, tolerance, options)
-            verified = True
             _check_no_input_writes(trace, seeds)
-            max_error = await self._judge(task, outcome, references, seeds, tolerance, is_baseline_itself, options)
-            if hidden is not None:
-                await self._judge_hidden(task, outcome, hidden, seeds, tolerance, options)
+            assert verification_seed is not None
+            if verification_seed not in references:
+                references |= await self._references(task, cache, [verification_seed], True, options.timeout_s)
+            max_error, trace = await self._judge(
+                task,
+                outcome,
+                trace,
+                [references[s] for s in seeds],
+                seeds,
+                hidden,
+                (verification_seed, references[verification_seed]),
+                tolerance,
+                is_baseline_itself,
+                options,
+            )
+            verified = True
 
         work = task.work or cache.work
         if work is None and task.kind == "baseline" and is_baseline_itself:
@@ -199,108 +213,89 @@ class SimulatorBackend:
         )
         return SimulatedRun(evaluation, trace, timeline)
 
-    async def _verified_trace(
-        self,
-        task: Task,
-        cache: _TaskCache,
-        trace: Trace | None,
-        seeds: list[int],
-        tolerance: float,
-        options: EvaluationOptions,
-    ) -> Trace:
-        """Re-run the returned call log, with no kernel code, on inputs of a secret seed the
-        kernel never saw; its outputs must match the reference's and its trace must be the
-        returned one. Returns that (trusted) trace. A failure is a `rejected` evaluation."""
-
-        def rejected(message: str) -> _Failed:
-            return _Failed(Evaluation(status="rejected", message=f"verification: {message}", seeds=seeds))
-
-        if trace is None:
-            raise rejected("the sandbox returned no trace to verify")
-        seed = self._verification_seed(cache, seeds)
-        reference = (await self._references(task, cache, [seed], True, options.timeout_s))[seed]
-        try:
-            run = await asyncio.to_thread(
-                rerun_returned_calls,
-                trace,
-                reference.inputs,
-                timeout_s=options.timeout_s,
-                max_bytes=self.sandbox.limits.memory_bytes,
-            )
-        except VerificationFailed as exc:
-            raise rejected(exc.message) from None
-        structure = "single" if run.single else "tuple"
-        pairs = await self._pairs(task, [run.outputs], [structure], [reference], [seed], options.timeout_s)
-        verdict = await asyncio.to_thread(compare_outputs, pairs[0][0], pairs[0][1], tolerance)
-        if not verdict.ok:
-            raise rejected(
-                "re-running the kernel's recorded calls on fresh inputs does not reproduce the reference "
-                f"({verdict.message}); the outputs it returned were not computed by the calls it recorded"
-            )
-        return run.trace
-
     async def _judge(
         self,
         task: Task,
         outcome: WorkerOutcome,
-        references: dict[int, _SeedData],
+        trace: Trace | None,
+        references: list[_SeedData],
         seeds: list[int],
+        hidden: _Hidden | None,
+        verification: tuple[int, _SeedData],
         tolerance: float,
         is_baseline_itself: bool,
         options: EvaluationOptions,
-    ) -> float:
-        assert outcome.result is not None
-        kernel_outputs = [outcome.group(i, "outputs") for i in range(len(seeds))]
-        structures = [run.structure for run in outcome.result.runs[: len(seeds)]]
-        if is_baseline_itself:  # the kernel is its own oracle: only NaN/unwritten checks apply
-            pairs = [(k, k) for k in kernel_outputs]
-        else:
-            pairs = await self._pairs(
-                task, kernel_outputs, structures, [references[s] for s in seeds], seeds, options.timeout_s
-            )
-        worst = 0.0
-        for (k, r), seed in zip(pairs, seeds):
-            verdict = await asyncio.to_thread(compare_outputs, k, r, tolerance, seed=seed)
-            if not verdict.ok:
-                raise _Failed(
-                    Evaluation(
-                        status="incorrect", message=verdict.message, max_error=verdict.max_error, seeds=seeds
-                    )
-                )
-            worst = max(worst, verdict.max_error or 0.0)
-        return worst
+    ) -> tuple[float, Trace]:
+        """Judge the candidate's outputs on the check seeds and at the hidden size, and verify
+        its trace; returns the worst error and the verified trace. All pairs that need the
+        reference module's `transform_nki_outputs` go to one sandboxed worker.
 
-    async def _judge_hidden(
-        self,
-        task: Task,
-        outcome: WorkerOutcome,
-        hidden: _Hidden,
-        seeds: list[int],
-        tolerance: float,
-        options: EvaluationOptions,
-    ) -> None:
-        """The run on inputs of a size chosen secretly by this process must be correct too."""
+        Verification: the returned call log is re-run here, with no kernel code, on the inputs
+        of a secret seed no candidate's process ever receives; its outputs must match the
+        reference's and its trace must be the returned one. A wrong kernel is `incorrect` (with
+        its error) before verification is looked at; a failed verification is `rejected`."""
         assert outcome.result is not None
-        index = len(seeds)
+        runs = outcome.result.runs
+        count = len(seeds)
+        kernel_outputs = [outcome.group(i, "outputs") for i in range(count)]
+        structures = [run.structure for run in runs[:count]]
+        batch: list[tuple[list[np.ndarray], str, _SeedData, int]] = []
+        if not is_baseline_itself:  # (else the kernel is its own oracle: only NaN/unwritten checks)
+            batch += [(k, st, r, s) for k, st, r, s in zip(kernel_outputs, structures, references, seeds)]
+        if hidden is not None:
+            batch.append((outcome.group(count, "outputs"), runs[count].structure, hidden.data, hidden.seed))
+        verify_failure: str | None = None
+        rerun_run = None
+        if trace is None:
+            verify_failure = "the sandbox returned no trace to verify"
+        else:
+            try:
+                rerun_run = await asyncio.to_thread(
+                    rerun_returned_calls,
+                    trace,
+                    verification[1].inputs,
+                    timeout_s=options.timeout_s,
+                    max_bytes=self.sandbox.limits.memory_bytes,
+                )
+            except VerificationFailed as exc:
+                verify_failure = exc.message
+        if rerun_run is not None:
+            structure = "single" if rerun_run.single else "tuple"
+            batch.append((rerun_run.outputs, structure, verification[1], verification[0]))
         pairs = await self._pairs(
-            task,
-            [outcome.group(index, "outputs")],
-            [outcome.result.runs[index].structure],
-            [hidden.data],
-            [hidden.seed],
+            task, [b[0] for b in batch], [b[1] for b in batch], [b[2] for b in batch], [b[3] for b in batch],
             options.timeout_s,
         )
-        verdict = await asyncio.to_thread(compare_outputs, pairs[0][0], pairs[0][1], tolerance)
-        if not verdict.ok:
-            shapes = ", ".join("x".join(str(d) for d in a.shape) for a in hidden.data.inputs)
-            raise _Failed(
-                Evaluation(
-                    status="incorrect",
-                    message=f"at another input size ({shapes}), not known to the kernel in advance: {verdict.message}",
-                    max_error=verdict.max_error,
-                    seeds=seeds,
-                )
+        if is_baseline_itself:
+            pairs = [(k, k) for k in kernel_outputs] + pairs
+        worst = 0.0
+        for i, (k, r) in enumerate(pairs):
+            is_check, is_hidden = i < count, hidden is not None and i == count
+            verdict = await asyncio.to_thread(
+                compare_outputs, k, r, tolerance, seed=seeds[i] if is_check else None
             )
+            if verdict.ok:
+                if is_check:
+                    worst = max(worst, verdict.max_error or 0.0)
+                continue
+            if is_check or is_hidden:
+                message = verdict.message
+                if is_hidden:
+                    assert hidden is not None
+                    shapes = ", ".join("x".join(str(d) for d in a.shape) for a in hidden.data.inputs)
+                    message = f"at another input size ({shapes}), not known to the kernel in advance: {message}"
+                raise _Failed(
+                    Evaluation(status="incorrect", message=message, max_error=verdict.max_error, seeds=seeds)
+                )
+            verify_failure = (
+                "re-running the kernel's recorded calls on fresh inputs does not reproduce the reference "
+                f"({verdict.message}); the outputs it returned were not computed by the calls it recorded"
+            )
+        if verify_failure is not None or rerun_run is None:
+            raise _Failed(
+                Evaluation(status="rejected", message=f"verification: {verify_failure}", seeds=seeds)
+            )
+        return worst, rerun_run.trace
 
     async def _pairs(
         self,
