@@ -42,6 +42,7 @@ _DTYPES = {
     dt.dname(v): v for v in vars(dt).values() if isinstance(v, np.dtype)
 } | {n: np.dtype(n) for n in ("float64", "int64", "uint64", "float16", "bool")}
 _DEADLINE_EVERY = 64  # entries between two looks at the clock
+RERUN_PATH = "<verified re-run>"
 
 
 class RerunError(Exception):
@@ -62,7 +63,8 @@ def rerun(
         raise RerunError("the run returned no call log")
     entries = trace.calls
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    ctx = KernelContext(trace.kernel_name, trace.source_path, numerics=True)
+    # Not the returned source path: the context reads its file for tensor names (linecache).
+    ctx = KernelContext(trace.kernel_name, RERUN_PATH, numerics=True)
     ctx._by_id = {}
     ctx._alloc_budget = max_bytes
     names = {tid: info.name for tid, info in trace.tensors.items()}
@@ -77,6 +79,7 @@ def rerun(
             run = finish_run(ctx, returned, single, 0)
         except Exception as exc:
             raise RerunError(f"at the end of the run: {type(exc).__name__}: {exc}") from None
+    run.trace.source_path = trace.source_path
     for tid, info in run.trace.tensors.items():  # labels only (the re-run has no source to read)
         if tid in names:
             info.name = names[tid]
