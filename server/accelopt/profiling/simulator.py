@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from accelopt.hardware.work import Work
 from accelopt.nki.trace import Trace
 from accelopt.profiling import arrays
 from accelopt.profiling.backend import EvaluationOptions
@@ -36,7 +37,7 @@ from accelopt.profiling.evaluation import Evaluation, KernelSource
 from accelopt.profiling.inputs import generate_inputs
 from accelopt.profiling.plausibility import implausibility
 from accelopt.profiling.policy import check_source
-from accelopt.profiling.profile import Profile, Work
+from accelopt.profiling.profile import Profile
 from accelopt.profiling.sandbox import Sandbox, WorkerOutcome
 from accelopt.profiling.task import Size, Task, hidden_sizes, transform_is_identity
 from accelopt.profiling.verification import VerificationFailed, rerun_returned_calls
