@@ -168,6 +168,9 @@ class SimulatorBackend:
         outcome = await self._run(_kernel_job(kernel, numerics=check), options.timeout_s, input_sets)
         failure = _outcome_failure(outcome, seeds, who=None, runs=len(input_sets))
         if failure is not None:
+            failed = outcome.result.failure if outcome.result is not None else None
+            if hidden is not None and failed is not None and failed.run == len(seeds):
+                failure = failure.model_copy(update={"message": _at_hidden_size(hidden, failure.message)})
             return SimulatedRun(failure)
         assert outcome.result is not None
         _check_inputs_untouched(outcome, input_sets, seeds)
@@ -283,8 +286,7 @@ class SimulatorBackend:
                 message = verdict.message
                 if is_hidden:
                     assert hidden is not None
-                    shapes = ", ".join("x".join(str(d) for d in a.shape) for a in hidden.data.inputs)
-                    message = f"at another input size ({shapes}), not known to the kernel in advance: {message}"
+                    message = _at_hidden_size(hidden, message)
                 raise _Failed(
                     Evaluation(status="incorrect", message=message, max_error=verdict.max_error, seeds=seeds)
                 )
@@ -526,6 +528,11 @@ def _kernel_job(kernel: KernelSource, *, numerics: bool) -> WorkerJob:
         numerics=numerics,
         record_calls=numerics,  # numeric runs are verified: their first run logs its calls
     )
+
+
+def _at_hidden_size(hidden: _Hidden, message: str) -> str:
+    shapes = ", ".join("x".join(str(d) for d in a.shape) for a in hidden.data.inputs)
+    return f"at another input size ({shapes}), not known to the kernel in advance: {message}"
 
 
 def _outcome_failure(

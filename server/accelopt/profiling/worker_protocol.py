@@ -69,6 +69,7 @@ class WorkerFailure(BaseModel):
     error_code: str | None = None
     line: int | None = None
     path: str | None = None
+    run: int | None = Field(None, description="kernel mode: the input set (run) it failed on")
 
 
 class RunResult(BaseModel):
