@@ -69,7 +69,7 @@ PURE: dict[str, frozenset[str]] = {
 # Host constants (nl.shared_constant) and explicit index grids are logged by value; past this
 # many elements in one log the run is too big to verify (the correctness sizes are small).
 MAX_LOGGED_ELEMENTS = 1 << 24
-MAX_ENTRIES = 2_000_000
+MAX_ENTRIES = 500_000  # a numeric run with more calls would not finish in an evaluation anyway
 
 
 class Unloggable(Exception):
