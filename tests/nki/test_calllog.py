@@ -125,3 +125,11 @@ def test_a_log_that_allocates_too_much_is_refused():
     trace = Trace.from_json(run_logged(x).trace.to_json())
     with pytest.raises(RerunError, match="more tensor memory than a re-run may use"):
         rerun(trace, [x], max_bytes=1000)
+
+
+def test_host_data_in_the_log_counts_against_the_budget_too():
+    x = np.zeros((128, 128), np.float32)
+    trace = Trace.from_json(run_logged(x).trace.to_json())
+    # the output (64 KiB) fits; the logged 128 x 64 host constant does not
+    with pytest.raises(RerunError, match="holds more host data than a re-run may use"):
+        rerun(trace, [x], max_bytes=70_000)

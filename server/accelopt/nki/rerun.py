@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from accelopt.nki import calllog, ops
+from accelopt.nki import context as _context
 from accelopt.nki import dtypes as dt
 from accelopt.nki import isa as _isa  # noqa: F401 - registers its API functions in calllog.API
 from accelopt.nki import language as _language  # noqa: F401 - likewise
@@ -54,7 +55,7 @@ def rerun(
     inputs: list[np.ndarray],
     *,
     timeout_s: float | None = None,
-    max_bytes: int = 2 << 30,
+    max_bytes: int = 1 << 30,
 ) -> KernelRun:
     """Re-run `trace.calls` on `inputs` (the kernel's array arguments, in order)."""
     if trace.calls_failure:
@@ -272,6 +273,9 @@ def decode(data: Any, tensors: dict[int, Tensor]) -> Any:
     if tag == "A":
         _, name, shape, flat = _fields(data, 4, 0)
         dtype = _dtype(name)
+        if not isinstance(flat, list):
+            raise RerunError("malformed host constant in the call log")
+        _charge(8 * len(flat))
         values = np.asarray(flat, dtype=np.float64 if dtype.kind in "fV" else None)
         return values.astype(dtype).reshape(tuple(_int(s) for s in shape))
     if tag == "E":
@@ -336,10 +340,20 @@ def _expr(data: Any) -> IndexExpr:
     return IndexExpr(sizes_t, coefs_t, _int(offset), None if values is None else _grid(values, np.int64))
 
 
+def _charge(nbytes: int) -> None:
+    """Host data decoded from the log counts against the re-run's memory budget too."""
+    ctx = _context._ACTIVE
+    if ctx is not None and ctx._alloc_budget is not None:
+        ctx._alloc_budget -= nbytes
+        if ctx._alloc_budget < 0:
+            raise MemoryError("the call log holds more host data than a re-run may use")
+
+
 def _grid(data: Any, dtype: Any) -> np.ndarray:
-    if not isinstance(data, list) or len(data) != 3 or data[0] != "g":
+    if not isinstance(data, list) or len(data) != 3 or data[0] != "g" or not isinstance(data[2], list):
         raise RerunError("malformed grid in the call log")
     shape = tuple(_int(s) for s in data[1])
+    _charge(8 * len(data[2]))
     values = np.asarray(data[2], dtype=dtype)
     if values.size != math.prod(shape):
         raise RerunError("a grid in the call log has the wrong number of values")

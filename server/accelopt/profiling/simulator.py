@@ -44,6 +44,9 @@ from accelopt.profiling.verification import VerificationFailed, rerun_returned_c
 from accelopt.profiling.worker_protocol import ResourceLimits, WorkerJob
 
 _KERNEL_PLACEHOLDER_PATH = "<kernel>"
+# Tensor memory a trusted re-run of a call log may allocate in this process (the correctness
+# sizes need a few MB; a forged log must not take the server's memory).
+RERUN_MAX_BYTES = 1 << 30
 
 
 @dataclass
@@ -259,7 +262,7 @@ class SimulatorBackend:
                     trace,
                     verification[1].inputs,
                     timeout_s=options.timeout_s,
-                    max_bytes=self.sandbox.limits.memory_bytes,
+                    max_bytes=min(self.sandbox.limits.memory_bytes, RERUN_MAX_BYTES),
                 )
             except VerificationFailed as exc:
                 verify_failure = exc.message
