@@ -15,6 +15,13 @@ The trusted parent compares outputs (`compare.py`) and times the trace
 (`accelopt.profiling.metrics.profile_trace`). Seeds are secret and drawn per task by this
 process (`secrets`), so a kernel cannot know its inputs in advance; the inputs' fingerprints are
 checked after the run so a kernel cannot pass by editing them.
+
+A checked evaluation is also verified (`verification.py`, SECURITY.md "Verified evaluations"):
+the candidate's recorded API calls are re-run in this process, without its code, on the inputs
+of a secret seed it never received; the re-run must reproduce the reference and the returned
+trace, and only the re-run's trace is timed. When the reference module offers another size, the
+candidate also runs on inputs of a size drawn secretly (one more input set in the same worker).
+Every profile must be plausible (`plausibility.py`): no faster than the roofline of the work.
 """
 
 from __future__ import annotations
