@@ -10,6 +10,7 @@ Requests (client -> server)
   accelopt/cancel        CancelParams -> null               (stop a search by id)
   accelopt/memory        MemoryParams -> MemoryResult
   accelopt/candidates    CandidatesParams -> CandidatesNotification (current list, on demand)
+  accelopt/timeline      TimelineParams -> TimelineResult    (the engine timeline of one kernel)
 
 Notifications (server -> client)
   accelopt/candidates    CandidatesNotification             (the current ranked list, sent whenever it changes)
@@ -28,6 +29,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+from accelopt.profiling.schedule_view import Schedule
 
 
 class WireModel(BaseModel):
@@ -119,6 +122,27 @@ class SearchStateNotification(WireModel):
 
 class ApplyResult(WireModel):
     applied: bool
+    message: str = ""
+
+
+class TimelineParams(WireModel):
+    uri: str
+    kernel_name: str
+
+
+class TimelineLine(WireModel):
+    line: int
+    fraction: float  # share of the summed engine busy time
+    text: str = ""
+
+
+class TimelineResult(WireModel):
+    """The engine timeline of a kernel as it is in the editor now; `schedule` is None when the
+    kernel could not be profiled, and `message` says why."""
+
+    kernel_name: str
+    schedule: Schedule | None = None
+    lines: list[TimelineLine] = Field(default_factory=list)
     message: str = ""
 
 

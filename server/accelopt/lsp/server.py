@@ -36,7 +36,9 @@ from accelopt.lsp.protocol import (
     MemoryParams,
     OptimizeParams,
     OptimizeStarted,
+    TimelineParams,
 )
+from accelopt.lsp.timeline import timeline_of
 from accelopt.profiling.evaluation import KernelSource
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,7 @@ OPTIMIZE = "accelopt/optimize"
 CANCEL = "accelopt/cancel"
 MEMORY = "accelopt/memory"
 CANDIDATES = "accelopt/candidates"
+TIMELINE = "accelopt/timeline"
 
 
 class RequestFailed(JsonRpcException):
@@ -449,6 +452,13 @@ def create_server() -> AccelOptServer:
         params = CandidatesParams.model_validate(plain(raw))
         session = ls.searches.sessions.get(params.search_id)
         return _wire(session.notification()) if session else None
+
+    @server.feature(TIMELINE)
+    async def timeline_request(ls: AccelOptServer, raw: Any) -> dict[str, Any]:
+        params = TimelineParams.model_validate(plain(raw))
+        doc = ls.workspace.get_text_document(params.uri)
+        result = await timeline_of(ls.kernel_source(doc, params.kernel_name), ls.settings, ls.profile_process)
+        return _wire(result)
 
     @server.feature(MEMORY)
     async def memory_request(ls: AccelOptServer, raw: Any) -> dict[str, Any]:
