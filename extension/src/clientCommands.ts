@@ -17,6 +17,7 @@ export const ClientCommands = {
   showLog: 'accelopt.showLog',
   setApiKey: 'accelopt.setApiKey',
   clearApiKey: 'accelopt.clearApiKey',
+  showTimeline: 'accelopt.showTimeline',
 } as const;
 
 const REDIRECTS: Record<string, string> = {

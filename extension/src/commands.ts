@@ -27,6 +27,7 @@ import {
 import type { ServerConnection } from './serverConnection';
 import type { ServerLauncher } from './serverLauncher';
 import { toSearchOptions, type ClientSettings } from './settings';
+import type { TimelinePanels } from './timelinePanel';
 
 export interface CommandDeps {
   readonly store: CandidateStore;
@@ -35,6 +36,7 @@ export interface CommandDeps {
   readonly memory: MemoryTreeProvider;
   readonly apiKeys: ApiKeyStore;
   readonly output: vscode.OutputChannel;
+  readonly timelines: TimelinePanels;
   readSettings(): ClientSettings;
 }
 
@@ -59,6 +61,17 @@ export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
 
   return [
     register(ClientCommands.optimizeKernel, (...args) => optimizeKernel(deps, args)),
+    register(ClientCommands.showTimeline, async (...args) => {
+      const target = await chooseTarget(args);
+      if (!target) {
+        return;
+      }
+      await deps.launcher.settled();
+      if (!deps.connection.running) {
+        throw new Error('the AccelOpt server is not running; see AccelOpt: Show Log');
+      }
+      await deps.timelines.show(vscode.Uri.parse(target.uri), target.kernelName);
+    }),
     register(ClientCommands.stopSearch, async (node) => {
       const group =
         (node as CandidatesNode | undefined)?.kind === 'kernel'

@@ -15,6 +15,7 @@ import { MemoryTreeProvider } from './memoryTree';
 import { onPythonInterpreterChange, pythonExtensionInterpreter } from './pythonExtension';
 import { ServerConnection } from './serverConnection';
 import { ServerLauncher, type ServerState } from './serverLauncher';
+import { TimelinePanels } from './timelinePanel';
 import { changeEffect, readSettings, type ClientSettings } from './settings';
 
 let launcher: ServerLauncher | undefined;
@@ -49,6 +50,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   });
   launcher = serverLauncher;
 
+  const timelines = new TimelinePanels(context.extensionUri, {
+    timeline: (params) => connection.timeline(params),
+    candidates: (uri, kernelName) => store.kernel(uri, kernelName)?.candidates.map((c) => c.info) ?? [],
+  });
   const candidates = new CandidatesTreeProvider(store);
   const memory = new MemoryTreeProvider(() => connection.memory());
   const memoryView = vscode.window.createTreeView('accelopt.memory', { treeDataProvider: memory });
@@ -64,6 +69,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(
     output,
     connection,
+    timelines,
+    vscode.window.onDidChangeVisibleTextEditors(() => timelines.decorate()),
     candidates,
     memory,
     memoryView,
@@ -82,6 +89,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       memory,
       apiKeys,
       output,
+      timelines,
       readSettings: currentSettings,
     }),
     serverLauncher.onDidChangeState((state) => {

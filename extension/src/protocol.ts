@@ -131,7 +131,46 @@ export interface MemoryResult {
 }
 
 /** Method and command names, as protocol.py's module docstring lists them. */
+/** server/accelopt/profiling/schedule_view.py `Schedule`, camelCase. */
+export interface Schedule {
+  kernelName: string;
+  /** How the figures were obtained, e.g. "simulated on trn1". */
+  label: string;
+  totalUs: number;
+  lanes: { name: string; busyUs: number }[];
+  kinds: string[];
+  /** [lane, startUs, endUs, line, kind index] per bar. */
+  bars: [number, number, number, number, number][];
+  coalesced: boolean;
+  instructions: number;
+  roofline: RooflinePoint | null;
+}
+
+export interface RooflinePoint {
+  intensity: number;
+  achievedFlopsPerS: number;
+  computePeakFlopsPerS: number;
+  bandwidthBytesPerS: number;
+  ridgeIntensity: number;
+  /** A fraction, as in the profile. */
+  percentOfPeak: number;
+  bound: string;
+}
+
+export interface TimelineParams {
+  uri: string;
+  kernelName: string;
+}
+
+export interface TimelineResult {
+  kernelName: string;
+  schedule: Schedule | null;
+  lines: { line: number; fraction: number; text: string }[];
+  message: string;
+}
+
 export const Methods = {
+  timeline: 'accelopt/timeline',
   optimize: 'accelopt/optimize',
   cancel: 'accelopt/cancel',
   memory: 'accelopt/memory',

@@ -18,6 +18,8 @@ import {
   type OptimizeParams,
   type OptimizeResult,
   type SearchStateNotification,
+  type TimelineParams,
+  type TimelineResult,
 } from './protocol';
 
 export class ServerNotRunningError extends Error {
@@ -101,6 +103,11 @@ export class ServerConnection implements SearchChannel, vscode.Disposable {
 
   executeCommand(command: string, args: unknown[]): Promise<unknown> {
     return this.required().sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
+  }
+
+  /** The engine timeline of one kernel as it is in the editor now. */
+  timeline(params: TimelineParams): Promise<TimelineResult> {
+    return this.required().sendRequest<TimelineResult>(Methods.timeline, params);
   }
 
   /** The memory, or undefined when no server runs (the view then shows its welcome text). */

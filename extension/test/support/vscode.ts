@@ -260,6 +260,13 @@ export const window = {
   async showQuickPick<T extends { label: string }>(items: T[]): Promise<T | undefined> {
     return items.find((item) => item.label === mock.quickPickAnswer);
   },
+  visibleTextEditors: [] as unknown[],
+  onDidChangeVisibleTextEditors(): Disposable {
+    return new Disposable(() => undefined);
+  },
+  createTextEditorDecorationType() {
+    return { dispose: () => undefined };
+  },
 };
 
 export const commands = {
