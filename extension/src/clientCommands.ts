@@ -18,6 +18,7 @@ export const ClientCommands = {
   setApiKey: 'accelopt.setApiKey',
   clearApiKey: 'accelopt.clearApiKey',
   showTimeline: 'accelopt.showTimeline',
+  acceptHunks: 'accelopt.candidate.acceptHunks',
 } as const;
 
 const REDIRECTS: Record<string, string> = {

@@ -6,7 +6,7 @@
 import * as vscode from 'vscode';
 
 import type { ApiKeyStore } from './apiKey';
-import { acceptCandidate, rejectCandidate, resolveCandidate } from './candidateActions';
+import { acceptCandidate, acceptHunks, rejectCandidate, resolveCandidate } from './candidateActions';
 import type { CandidateStore, KernelGroup } from './candidateStore';
 import type { CandidatesNode } from './candidatesTree';
 import { ClientCommands } from './clientCommands';
@@ -98,6 +98,12 @@ export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
         if (outcome.applied) {
           store.markApplied({ searchId: candidate.searchId, candidateId: candidate.info.id });
         }
+      }
+    }),
+    register(ClientCommands.acceptHunks, async (...args) => {
+      const candidate = resolveCandidate(store, args);
+      if (candidate) {
+        await acceptHunks(candidate, runServerCommand, deps.readSettings().saveAfterAccept);
       }
     }),
     register(ClientCommands.reject, async (...args) => {

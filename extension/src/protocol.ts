@@ -183,4 +183,16 @@ export const ServerCommands = {
   optimize: 'accelopt.optimize',
   applyCandidate: 'accelopt.applyCandidate',
   rejectCandidate: 'accelopt.rejectCandidate',
+  candidateHunks: 'accelopt.candidateHunks',
+  applyHunks: 'accelopt.applyHunks',
 } as const;
+
+/** One change of a candidate against the text its search started from (1-based lines; an
+ * insertion has endLine = startLine - 1). */
+export interface Hunk {
+  index: number;
+  startLine: number;
+  endLine: number;
+  removed: string[];
+  added: string[];
+}

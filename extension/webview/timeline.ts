@@ -213,7 +213,9 @@ new MutationObserver(() => current && draw(current)).observe(document.body, {
 /** Where the i-th bar is drawn, in page pixels (for end-to-end tests that click a bar). */
 (window as unknown as { acceloptTimeline: object }).acceloptTimeline = {
   barCount: () => current?.bars.length ?? 0,
-  barAt(index: number): { x: number; y: number; line: number } | undefined {
+  barAt(
+    index: number,
+  ): { x: number; y: number; line: number; inChartX: number; inChartY: number; width: number } | undefined {
     const bar = current?.bars[index];
     if (!bar) {
       return undefined;
@@ -222,8 +224,10 @@ new MutationObserver(() => current && draw(current)).observe(document.body, {
       (bar.start + bar.end) / 2,
       bar.lane,
     ]) as number[];
+    const [left] = timelineChart.convertToPixel({ gridIndex: 0 }, [bar.start, bar.lane]) as number[];
+    const [right] = timelineChart.convertToPixel({ gridIndex: 0 }, [bar.end, bar.lane]) as number[];
     const box = (document.getElementById('timeline') as HTMLElement).getBoundingClientRect();
-    return { x: box.left + x, y: box.top + y, line: bar.line };
+    return { x: box.left + x, y: box.top + y, line: bar.line, inChartX: x, inChartY: y, width: right - left };
   },
 };
 

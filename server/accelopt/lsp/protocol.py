@@ -20,6 +20,8 @@ Commands (workspace/executeCommand)
   accelopt.optimize         [uri, kernelName]               -> OptimizeStarted (the search runs on, with
                                                                server-initiated progress)
   accelopt.applyCandidate   [searchId, candidateId]         -> ApplyResult (server sends workspace/applyEdit)
+  accelopt.applyHunks       [searchId, candidateId, hunks]  -> ApplyResult (only the changes `hunks` names)
+  accelopt.candidateHunks   [searchId, candidateId]         -> Hunk[] (the candidate's changes, one by one)
   accelopt.rejectCandidate  [searchId, candidateId]         -> null (drops it; a candidates notification follows)
 """
 
@@ -123,6 +125,17 @@ class SearchStateNotification(WireModel):
 class ApplyResult(WireModel):
     applied: bool
     message: str = ""
+
+
+class Hunk(WireModel):
+    """One change of a candidate against the text its search started from: lines `start_line` to
+    `end_line` (1-based, inclusive; an insertion has end_line = start_line - 1) become `added`."""
+
+    index: int
+    start_line: int
+    end_line: int
+    removed: list[str]
+    added: list[str]
 
 
 class TimelineParams(WireModel):
