@@ -18,11 +18,11 @@ const options = {
   logLevel: 'info',
 };
 
-// The timeline view's page script, with the chart library bundled in (webviews load nothing else).
+// The views' page scripts, with the chart library bundled in (webviews load nothing else).
 const webview = {
-  entryPoints: ['extension/webview/timeline.ts'],
+  entryPoints: ['extension/webview/timeline.ts', 'extension/webview/searchTree.ts'],
   bundle: true,
-  outfile: 'dist/webview/timeline.js',
+  outdir: 'dist/webview',
   platform: 'browser',
   format: 'iife',
   target: 'es2022',

@@ -18,6 +18,7 @@ export const ClientCommands = {
   setApiKey: 'accelopt.setApiKey',
   clearApiKey: 'accelopt.clearApiKey',
   showTimeline: 'accelopt.showTimeline',
+  showSearchTree: 'accelopt.showSearchTree',
   acceptHunks: 'accelopt.candidate.acceptHunks',
 } as const;
 

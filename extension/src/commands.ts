@@ -27,6 +27,7 @@ import {
 import type { ServerConnection } from './serverConnection';
 import type { ServerLauncher } from './serverLauncher';
 import { toSearchOptions, type ClientSettings } from './settings';
+import type { SearchTreePanels } from './searchTreePanel';
 import type { TimelinePanels } from './timelinePanel';
 
 export interface CommandDeps {
@@ -37,6 +38,7 @@ export interface CommandDeps {
   readonly apiKeys: ApiKeyStore;
   readonly output: vscode.OutputChannel;
   readonly timelines: TimelinePanels;
+  readonly searchTrees: SearchTreePanels;
   readSettings(): ClientSettings;
 }
 
@@ -61,6 +63,20 @@ export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
 
   return [
     register(ClientCommands.optimizeKernel, (...args) => optimizeKernel(deps, args)),
+    register(ClientCommands.showSearchTree, async (...args) => {
+      const node = args[0] as CandidatesNode | undefined;
+      const group =
+        node?.kind === 'kernel'
+          ? (node as { group: KernelGroup }).group
+          : await chooseTarget(args).then((t) => t && store.kernel(t.uri, t.kernelName));
+      if (!group) {
+        void vscode.window.showInformationMessage(
+          'AccelOpt: no search on this kernel yet. Optimize it first; its search view then follows the search as it runs.',
+        );
+        return;
+      }
+      await deps.searchTrees.show(group.searchId, group.kernelName);
+    }),
     register(ClientCommands.showTimeline, async (...args) => {
       const target = await chooseTarget(args);
       if (!target) {

@@ -15,6 +15,7 @@ import { MemoryTreeProvider } from './memoryTree';
 import { onPythonInterpreterChange, pythonExtensionInterpreter } from './pythonExtension';
 import { ServerConnection } from './serverConnection';
 import { ServerLauncher, type ServerState } from './serverLauncher';
+import { SearchTreePanels } from './searchTreePanel';
 import { TimelinePanels } from './timelinePanel';
 import { changeEffect, readSettings, type ClientSettings } from './settings';
 
@@ -54,6 +55,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     timeline: (params) => connection.timeline(params),
     candidates: (uri, kernelName) => store.kernel(uri, kernelName)?.candidates.map((c) => c.info) ?? [],
   });
+  const searchTrees = new SearchTreePanels(context.extensionUri, store, (searchId) =>
+    connection.searchTree(searchId),
+  );
   const candidates = new CandidatesTreeProvider(store);
   const memory = new MemoryTreeProvider(() => connection.memory());
   const memoryView = vscode.window.createTreeView('accelopt.memory', { treeDataProvider: memory });
@@ -70,6 +74,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     output,
     connection,
     timelines,
+    searchTrees,
     vscode.window.onDidChangeVisibleTextEditors(() => timelines.decorate()),
     candidates,
     memory,
@@ -90,6 +95,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       apiKeys,
       output,
       timelines,
+      searchTrees,
       readSettings: currentSettings,
     }),
     serverLauncher.onDidChangeState((state) => {

@@ -157,6 +157,27 @@ export interface RooflinePoint {
   bound: string;
 }
 
+export interface TreeNode {
+  id: string;
+  parentId: string | null;
+  iteration: number;
+  title: string;
+  status: string;
+  speedup: number | null;
+  inBeam: boolean;
+  duplicateOf: string | null;
+}
+
+export interface SearchTree {
+  searchId: string;
+  kernelName: string;
+  running: boolean;
+  iteration: number;
+  totalIterations: number;
+  nodes: TreeNode[];
+  bestByIteration: number[];
+}
+
 export interface TimelineParams {
   uri: string;
   kernelName: string;
@@ -171,6 +192,7 @@ export interface TimelineResult {
 
 export const Methods = {
   timeline: 'accelopt/timeline',
+  searchTree: 'accelopt/searchTree',
   optimize: 'accelopt/optimize',
   cancel: 'accelopt/cancel',
   memory: 'accelopt/memory',

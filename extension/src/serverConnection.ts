@@ -18,6 +18,7 @@ import {
   type OptimizeParams,
   type OptimizeResult,
   type SearchStateNotification,
+  type SearchTree,
   type TimelineParams,
   type TimelineResult,
 } from './protocol';
@@ -103,6 +104,11 @@ export class ServerConnection implements SearchChannel, vscode.Disposable {
 
   executeCommand(command: string, args: unknown[]): Promise<unknown> {
     return this.required().sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
+  }
+
+  /** Every candidate of a search under its parent (null: the server no longer knows it). */
+  searchTree(searchId: string): Promise<SearchTree | null> {
+    return this.required().sendRequest<SearchTree | null>(Methods.searchTree, { searchId });
   }
 
   /** The engine timeline of one kernel as it is in the editor now. */

@@ -9,6 +9,7 @@ import * as vscode from 'vscode';
 
 import type { CandidateInfo, TimelineParams, TimelineResult } from './protocol';
 import { timelineViewModel, type HotLine, type TimelineViewModel } from './timelineModel';
+import { webviewPage } from './webviewPage';
 
 export interface TimelineSource {
   timeline(params: TimelineParams): Promise<TimelineResult>;
@@ -16,43 +17,12 @@ export interface TimelineSource {
   candidates(uri: string, kernelName: string): readonly CandidateInfo[];
 }
 
-function nonce(): string {
-  const chars = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
-  return Array.from({ length: 32 }, () => chars[Math.floor(Math.random() * chars.length)]).join('');
-}
-
-/** The page: nothing loads but our own bundled script (with a nonce), no inline script, no network. */
+/** The page: the chart containers the timeline script draws into. */
 export function timelineHtml(webview: vscode.Webview, script: vscode.Uri): string {
-  const id = nonce();
-  const csp = [
-    "default-src 'none'",
-    `script-src 'nonce-${id}'`,
-    `style-src ${webview.cspSource} 'unsafe-inline'`,
-    `img-src ${webview.cspSource} data:`,
-  ].join('; ');
-  return `<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="UTF-8">
-<meta http-equiv="Content-Security-Policy" content="${csp}">
-<meta name="viewport" content="width=device-width, initial-scale=1.0">
-<style>
-  body { color: var(--vscode-editor-foreground); background: var(--vscode-editor-background);
-         font-family: var(--vscode-font-family); font-size: var(--vscode-font-size); margin: 0 12px; }
-  h2 { font-size: 1.2em; margin: 10px 0 2px; }
-  #subtitle { color: var(--vscode-descriptionForeground); margin-bottom: 8px; }
-  #timeline { height: 340px; }
-  #roofline { height: 300px; margin-top: 12px; }
-</style>
-</head>
-<body>
-<h2 id="title">AccelOpt timeline</h2>
-<div id="subtitle">profiling…</div>
-<div id="timeline"></div>
-<div id="roofline"></div>
-<script nonce="${id}" src="${webview.asWebviewUri(script).toString()}"></script>
-</body>
-</html>`;
+  return webviewPage(webview, script, 'AccelOpt timeline', [
+    ['timeline', 340],
+    ['roofline', 300],
+  ]);
 }
 
 export class TimelinePanels implements vscode.Disposable {

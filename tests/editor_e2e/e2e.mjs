@@ -279,6 +279,31 @@ try {
     ),
   );
 
+  // The search view: the beam tree of the search that just ran, drawn in a webview.
+  await step('search view', async () => {
+    await editorLine('def silu_kernel')
+      .locator('span > span', { hasText: /^silu_kernel$/ })
+      .click();
+    await runCommand('AccelOpt: Show Search View');
+    const drawn = await until(
+      'the search view to draw the beam tree',
+      async () => {
+        for (const frame of page.frames()) {
+          const count = await frame
+            .evaluate(() => globalThis.acceloptSearchTree?.nodeCount?.() ?? 0)
+            .catch(() => 0);
+          if (count > 0) {
+            return count;
+          }
+        }
+        return 0;
+      },
+      UI_MS,
+    );
+    console.log(`  search view: ${drawn} candidates in the tree`);
+  });
+  await runCommand('View: Close Editors in Other Groups');
+
   let candidateText = '';
   await step('diff', async () => {
     await candidateRows.first().click();
@@ -304,8 +329,9 @@ try {
     const changes = page.locator('.quick-input-widget .monaco-list-row');
     await changes.first().waitFor({ timeout: UI_MS });
     const count = await changes.count();
-    await changes.first().locator('.quick-input-list-checkbox, input[type="checkbox"]').first().click();
-    await page.locator('.quick-input-widget input').first().press('Enter');
+    await changes.first().click(); // in a multi-select list, a click on a row ticks it
+    await page.locator('.quick-input-widget', { hasText: '1 Selected' }).waitFor({ timeout: UI_MS });
+    await page.locator('.quick-input-widget .monaco-button', { hasText: /^OK$/ }).first().click();
     await toast(/AccelOpt: applied/, UI_MS);
     const onDisk = await until('silu.py on disk to change', () => {
       const text = readFileSync(kernelFile, 'utf8');

@@ -28,6 +28,13 @@ async def test_one_change_of_a_candidate_is_applied_alone(editor: Editor):
     params = {"uri": uri, "kernelName": "silu_kernel", "options": {"iterations": 1}}
     result = await editor.request("accelopt/optimize", params)
     search_id = result["searchId"]
+    # the live search view's tree: every candidate under its parent, the beam marked
+    tree = await editor.request("accelopt/searchTree", {"searchId": search_id})
+    ids = {node["id"] for node in tree["nodes"]}
+    roots = [node for node in tree["nodes"] if node["parentId"] is None]
+    assert len(roots) == 1 and roots[0]["title"] == "baseline" and len(ids) > 1
+    assert all(node["parentId"] in ids for node in tree["nodes"] if node["parentId"] is not None)
+    assert tree["bestByIteration"] and not tree["running"] and any(node["inBeam"] for node in tree["nodes"])
     listed = await editor.request("accelopt/candidates", {"searchId": search_id})
     candidate = next(c for c in listed["candidates"] if c["status"] == "ok" and c["text"] != original)
     hunks = await editor.command("accelopt.candidateHunks", search_id, candidate["id"])

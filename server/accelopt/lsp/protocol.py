@@ -11,6 +11,7 @@ Requests (client -> server)
   accelopt/memory        MemoryParams -> MemoryResult
   accelopt/candidates    CandidatesParams -> CandidatesNotification (current list, on demand)
   accelopt/timeline      TimelineParams -> TimelineResult    (the engine timeline of one kernel)
+  accelopt/searchTree    SearchTreeParams -> SearchTree | null (every candidate of a search, by parent)
 
 Notifications (server -> client)
   accelopt/candidates    CandidatesNotification             (the current ranked list, sent whenever it changes)
@@ -136,6 +137,33 @@ class Hunk(WireModel):
     end_line: int
     removed: list[str]
     added: list[str]
+
+
+class SearchTreeParams(WireModel):
+    search_id: str
+
+
+class TreeNode(WireModel):
+    id: str
+    parent_id: str | None
+    iteration: int
+    title: str  # the plan that made it ("baseline" for the root)
+    status: str
+    speedup: float | None = None
+    in_beam: bool = False  # kept for the next iteration (the beam's survivors)
+    duplicate_of: str | None = None
+
+
+class SearchTree(WireModel):
+    """Every candidate of a search with its parent, for the live search view."""
+
+    search_id: str
+    kernel_name: str
+    running: bool
+    iteration: int
+    total_iterations: int
+    nodes: list[TreeNode]
+    best_by_iteration: list[float] = Field(default_factory=list, description="best speedup after each iteration")
 
 
 class TimelineParams(WireModel):

@@ -37,6 +37,7 @@ from accelopt.lsp.protocol import (
     MemoryParams,
     OptimizeParams,
     OptimizeStarted,
+    SearchTreeParams,
     TimelineParams,
 )
 from accelopt.lsp.timeline import timeline_of
@@ -49,6 +50,7 @@ CANCEL = "accelopt/cancel"
 MEMORY = "accelopt/memory"
 CANDIDATES = "accelopt/candidates"
 TIMELINE = "accelopt/timeline"
+SEARCH_TREE = "accelopt/searchTree"
 
 
 class RequestFailed(JsonRpcException):
@@ -492,6 +494,12 @@ def create_server() -> AccelOptServer:
         doc = ls.workspace.get_text_document(params.uri)
         result = await timeline_of(ls.kernel_source(doc, params.kernel_name), ls.settings, ls.profile_process)
         return _wire(result)
+
+    @server.feature(SEARCH_TREE)
+    def search_tree_request(ls: AccelOptServer, raw: Any) -> dict[str, Any] | None:
+        params = SearchTreeParams.model_validate(plain(raw))
+        session = ls.searches.sessions.get(params.search_id)
+        return _wire(session.tree()) if session else None
 
     @server.feature(MEMORY)
     async def memory_request(ls: AccelOptServer, raw: Any) -> dict[str, Any]:
