@@ -42,7 +42,7 @@ function draw(model: SearchViewModel): void {
           type: 'tree',
           data: model.root ? [model.root] : [],
           top: 8,
-          left: 110,
+          left: 240, // inner nodes' labels sit to their left
           bottom: 8,
           right: 320,
           symbolSize: 10,
