@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from accelopt.nki import calllog as _calllog
 from accelopt.nki import context as _context
 from accelopt.nki import dtypes as _dt
 from accelopt.nki import language as _nl
@@ -1647,7 +1648,15 @@ _replay.make_replayable(
         "bn_stats",
         "bn_aggr",
         "dma_copy",
+        # trn3 (accelopt.nki.mx), bound here as nisa.*
+        "activate2",
+        "nc_matmul_mx",
+        "quantize_mx",
     ),
 )
 
 tensor_copy_predicated = _predicated
+
+# Numeric runs to be verified log these dispatchers as one call each (calllog.py); what they run
+# inside is not logged again.
+_calllog.logged(globals(), ("nc_matmul", "memset", "iota", "affine_select", "tensor_copy_predicated"))

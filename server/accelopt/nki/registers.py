@@ -131,17 +131,17 @@ def register_load(dst: VirtualRegister, src: Any, **_: Any) -> None:
 
 
 def register_store(dst: Any, src: VirtualRegister, **_: Any) -> None:
-    """``dst[...] = src``: a register's value into a (1-element) on-chip tile."""
-    from accelopt.nki.instructions import fill_into, to_view
+    """``dst[...] = src``: a register's value into a (1-element) on-chip tile (performed, and
+    logged for verification, as that tile assignment)."""
+    from accelopt.nki.instructions import assign
+    from accelopt.nki.tensor import Tensor
 
     _check_register(src, "nisa.register_store")
     ctx = current()
-    line = ctx.line()
-    view = to_view(ctx, dst, line)
-    value = src._value if src._value is not None else 0
     if src._value is None and ctx.numerics:
         src._known("nisa.register_store")
-    fill_into(ctx, view, value, line)
+    value = src._value if src._value is not None else 0
+    assign(dst._full_view() if isinstance(dst, Tensor) else dst, value)
 
 
 def _check_register(value: Any, api: str) -> None:
@@ -191,18 +191,26 @@ def while_loop(init: Any, body_fun: Callable[[Any], Any]) -> None:
 def _open_loop(ctx: Any, caller: Any) -> Iterator[int]:
     """A sequential loop of unknown trip count in the trace (while_loop)."""
     line = ctx.line()
-    scope = ctx.enter_loop(LoopKind.SEQUENTIAL, 0, line, (id(caller.f_code), caller.f_lasti), False)
+    site = (id(caller.f_code), caller.f_lasti)
+    scope = ctx.enter_loop(LoopKind.SEQUENTIAL, 0, line, site, False)
+    log = ctx._call_log if not ctx.api_depth else None  # a run to be verified (calllog.py)
+    if log is not None:
+        log.loop_enter(LoopKind.SEQUENTIAL.value, 0, line, site, False, scope.loop_id)
     n = 0
     try:
         while True:
             if n:
                 ctx.set_iteration(scope, n)
+                if log is not None:
+                    log.loop_iteration(n)
             info = ctx.trace.loops[scope.loop_id]
             info.trip_count = max(info.trip_count, n + 1)
             yield n
             n += 1
     finally:
         ctx.exit_loop(scope)
+        if log is not None:
+            log.loop_exit()
 
 
 class dynamic_range:
