@@ -34,9 +34,9 @@ function draw(model: SearchViewModel): void {
           type: 'tree',
           data: model.root ? [model.root] : [],
           top: 8,
-          left: 240, // inner nodes' labels sit to their left
+          left: '22%', // inner nodes' labels sit to their left, leaves' to their right
           bottom: 8,
-          right: 320,
+          right: '34%',
           symbolSize: 10,
           initialTreeDepth: -1,
           expandAndCollapse: false,
