@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import shutil
+import tempfile
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -38,7 +40,19 @@ from accelopt.profiling.policy import check_source
 from accelopt.profiling.profile import Profile, Work
 from accelopt.profiling.sandbox import Sandbox, WorkerOutcome
 from accelopt.profiling.task import Task, transform_is_identity
+from accelopt.profiling.worker_memory import (
+    BATCH_BYTES,
+    MemoryPlan,
+    kernel_plan,
+    out_of_memory_advice,
+    reference_plan,
+    seeds_per_worker,
+)
 from accelopt.profiling.worker_protocol import ResourceLimits, WorkerJob
+
+# Above this much cached reference data per task, the cache lives in files mapped into memory
+# (the page cache keeps it warm; the process does not hold gigabytes per task).
+_CACHE_IN_MEMORY_BYTES = 1 << 30
 
 _KERNEL_PLACEHOLDER_PATH = "<kernel>"
 
@@ -65,6 +79,16 @@ class _TaskCache:
     pool: list[int] = field(default_factory=list)
     work: Work | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # one seed's kernel inputs and reference outputs, in bytes (None until a run has shown them)
+    input_bytes: int | None = None
+    output_bytes: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def footprint(self) -> int | None:
+        """Bytes of one seed's data; before the outputs are known, guessed as the inputs again."""
+        if self.input_bytes is None:
+            return None
+        return self.input_bytes + (self.output_bytes if self.output_bytes is not None else self.input_bytes)
 
 
 class _Failed(Exception):
@@ -96,6 +120,7 @@ class SimulatorBackend:
         self._slots = asyncio.Semaphore(max_workers)
         self._tasks: OrderedDict[str, _TaskCache] = OrderedDict()
         self._cached_tasks = cached_tasks
+        self._spill_dir: str | None = None
 
     # --- the Backend protocol --------------------------------------------------------------
 
@@ -104,6 +129,10 @@ class SimulatorBackend:
 
     async def aclose(self) -> None:
         await self.sandbox.aclose()
+        if self._spill_dir is not None:
+            self._tasks.clear()  # the mapped files go with the cache
+            shutil.rmtree(self._spill_dir, ignore_errors=True)
+            self._spill_dir = None
 
     def evaluate_sync(self, kernel: KernelSource, task: Task, options: EvaluationOptions) -> SimulatedRun:
         """For the command line: run one evaluation on a private event loop."""
@@ -141,24 +170,33 @@ class SimulatorBackend:
             and task.baseline.normalized_hash() == kernel.normalized_hash()
         )
         need_outputs = check and not is_baseline_itself
+        # The references show the task's footprint; then as many seeds share a kernel worker as
+        # fit (all of them for small tasks, one at a time at full size).
         references = await self._references(task, cache, seeds, need_outputs, options.timeout_s)
-
-        outcome = await self._run(
-            _kernel_job(kernel, numerics=check), options.timeout_s, [references[s].inputs for s in seeds]
-        )
-        failure = _outcome_failure(outcome, seeds, who=None)
-        if failure is not None:
-            return SimulatedRun(failure)
-        assert outcome.result is not None
-        _check_inputs_untouched(outcome, [references[s].inputs for s in seeds], seeds)
-
-        trace = _parse_trace(outcome)
-        max_error: float | None = None
-        if check:
-            _check_no_input_writes(trace, seeds)
-            max_error = await self._judge(
-                task, outcome, references, seeds, tolerance, is_baseline_itself, options
-            )
+        per_worker = seeds_per_worker(cache.footprint(), len(seeds))
+        trace: Trace | None = None
+        max_error: float | None = 0.0 if check else None
+        for start in range(0, len(seeds), per_worker):
+            batch = seeds[start : start + per_worker]
+            inputs = [references[s].inputs for s in batch]
+            plan = self._kernel_plan(cache, len(batch), check)
+            job = _kernel_job(kernel, numerics=check).model_copy(update={"return_trace": trace is None})
+            outcome = await self._run(job, options.timeout_s, inputs, memory=plan)
+            failure = _outcome_failure(outcome, seeds, who=None)
+            if failure is not None:
+                return SimulatedRun(_with_memory_advice(failure, plan, task, len(seeds)))
+            assert outcome.result is not None
+            _check_inputs_untouched(outcome, inputs, batch)
+            if trace is None:
+                trace = _parse_trace(outcome)
+                if check:
+                    _check_no_input_writes(trace, seeds)
+            if check:
+                error = await self._judge(
+                    task, outcome, references, batch, tolerance, is_baseline_itself, options
+                )
+                max_error = max(max_error or 0.0, error)
+            del outcome, inputs  # one batch of kernel outputs at a time
 
         work = task.work or cache.work
         if work is None and task.kind == "baseline" and is_baseline_itself:
@@ -167,9 +205,18 @@ class SimulatorBackend:
         profile, timeline = await asyncio.to_thread(_profile, trace, options.hardware, work, kernel.text)
         message = "" if profile is not None else "no timing model is available in this build"
         evaluation = Evaluation(
-            status="ok", message=message, max_error=max_error, seeds=seeds, profile=profile
+            status="ok",
+            message=message,
+            max_error=max_error,
+            seeds=seeds,
+            profile=profile,
+            notes=list(cache.notes),
         )
         return SimulatedRun(evaluation, trace, timeline)
+
+    def _kernel_plan(self, cache: _TaskCache, seeds: int, numerics: bool) -> MemoryPlan:
+        footprint = cache.footprint() if numerics else cache.input_bytes
+        return kernel_plan(self.sandbox.limits.memory_bytes, footprint, seeds)
 
     async def _judge(
         self,
@@ -230,11 +277,14 @@ class SimulatorBackend:
             missing = [
                 s for s in seeds if s not in cache.seeds or (need_outputs and cache.seeds[s].outputs is None)
             ]
-            if missing:
+            while missing:
+                # A worker stops once its arrays pass BATCH_BYTES: small tasks need one run for
+                # every seed, big ones one run per seed (each side holds one seed at a time).
                 if task.kind == "reference":
-                    await self._run_reference_module(task, cache, missing, need_outputs, timeout_s)
+                    done = await self._run_reference_module(task, cache, missing, need_outputs, timeout_s)
                 else:
-                    await self._run_baseline(task, cache, missing, need_outputs, timeout_s)
+                    done = await self._run_baseline(task, cache, missing, need_outputs, timeout_s)
+                missing = missing[done:]
             found = {s: cache.seeds[s] for s in seeds}
             if self.fresh_seeds:
                 for s in seeds:
@@ -243,60 +293,91 @@ class SimulatorBackend:
 
     async def _run_reference_module(
         self, task: Task, cache: _TaskCache, seeds: list[int], need_outputs: bool, timeout_s: float
-    ) -> None:
+    ) -> int:
+        """Run the reference for `seeds` (or the first of them that fit one worker); returns
+        how many were done."""
         job = WorkerJob(
             mode="reference",
             policy="reference",
             source=task.reference_text or "",
             source_path=task.reference_path or "<reference>",
             size=task.size,
+            size_argument=task.size_argument,
             seeds=seeds,
             inputs_only=not need_outputs,
+            max_run_bytes=BATCH_BYTES,
         )
-        outcome = await self._run(job, timeout_s)
+        plan = reference_plan(self.sandbox.limits.memory_bytes)
+        outcome = await self._run(job, timeout_s, memory=plan)
+        if outcome.result is not None and outcome.result.failure is None and outcome.result.runs:
+            seeds = seeds[: len(outcome.result.runs)]
         failure = _outcome_failure(outcome, seeds, who="reference module")
         if failure is not None:
-            raise _Failed(failure)
+            raise _Failed(_with_memory_advice(failure, plan, task, len(seeds), who="the reference module"))
         assert outcome.result is not None
+        for warning in outcome.result.warnings:
+            where = f" (line {warning.line})" if warning.line else ""
+            note = f"the reference module warned{where}: {warning.category}: {warning.message}"
+            if note not in cache.notes:
+                cache.notes.append(note)
         for i, seed in enumerate(seeds):
-            cache.seeds[seed] = _SeedData(
-                inputs=outcome.group(i, "inputs"),
-                outputs=outcome.group(i, "outputs") if need_outputs else None,
-                structure=outcome.result.runs[i].structure,
+            self._remember(
+                cache,
+                seed,
+                _SeedData(
+                    inputs=outcome.group(i, "inputs"),
+                    outputs=outcome.group(i, "outputs") if need_outputs else None,
+                    structure=outcome.result.runs[i].structure,
+                ),
             )
         if outcome.result.work is not None and cache.work is None:
             try:
                 cache.work = Work(**outcome.result.work, source="task")
             except (TypeError, ValueError):
                 cache.work = None
+        return len(seeds)
 
     async def _run_baseline(
         self, task: Task, cache: _TaskCache, seeds: list[int], need_outputs: bool, timeout_s: float
-    ) -> None:
+    ) -> int:
+        """The baseline kernel's outputs on declared inputs for `seeds` (or the first of them
+        that fit one worker); returns how many were done."""
+        if cache.input_bytes is None:
+            cache.input_bytes = sum(a.nbytes for a in generate_inputs(task.inputs, seeds[0]))
+        seeds = seeds[: seeds_per_worker(cache.footprint(), len(seeds))]
         generated = {s: generate_inputs(task.inputs, s) for s in seeds}
         if not need_outputs:
             for s in seeds:
-                cache.seeds.setdefault(s, _SeedData(inputs=generated[s], outputs=None))
-            return
+                if s not in cache.seeds:
+                    self._remember(cache, s, _SeedData(inputs=generated[s], outputs=None))
+            return len(seeds)
         assert task.baseline is not None
+        plan = self._kernel_plan(cache, len(seeds), True)
         outcome = await self._run(
-            _kernel_job(task.baseline, numerics=True), timeout_s, [generated[s] for s in seeds]
+            _kernel_job(task.baseline, numerics=True), timeout_s, [generated[s] for s in seeds], memory=plan
         )
         failure = _outcome_failure(outcome, seeds, who="baseline kernel (the correctness oracle)")
         if failure is not None:
-            raise _Failed(failure)
+            raise _Failed(
+                _with_memory_advice(failure, plan, task, len(seeds), who="the baseline kernel (the oracle)")
+            )
         assert outcome.result is not None
         for i, s in enumerate(seeds):
-            cache.seeds[s] = _SeedData(
-                inputs=generated[s],
-                outputs=outcome.group(i, "outputs"),
-                structure=outcome.result.runs[i].structure,
+            self._remember(
+                cache,
+                s,
+                _SeedData(
+                    inputs=generated[s],
+                    outputs=outcome.group(i, "outputs"),
+                    structure=outcome.result.runs[i].structure,
+                ),
             )
         if cache.work is None and outcome.trace_json is not None:
             try:
                 cache.work = await asyncio.to_thread(_work_from_trace, Trace.from_json(outcome.trace_json))
             except Exception:  # a malformed oracle trace only costs the task-level roofline work
                 cache.work = None
+        return len(seeds)
 
     async def _transform(
         self,
@@ -329,7 +410,7 @@ class SimulatorBackend:
             kernel_structures=[run.structure for run in outcome.result.runs],
             reference_outputs=ref_refs,
         )
-        result = await self._run(job, timeout_s, bundle=bundle)
+        result = await self._run(job, timeout_s, bundle=bundle, memory=reference_plan(self.sandbox.limits.memory_bytes))
         failure = _outcome_failure(result, seeds, who="reference module's transform_nki_outputs")
         if failure is not None:
             if result.result is not None and result.result.failure is not None:
@@ -337,6 +418,30 @@ class SimulatorBackend:
                 failure = failure.model_copy(update={"status": "incorrect"})
             raise _Failed(failure)
         return [(result.group(i, "kernel"), result.group(i, "reference")) for i in range(len(seeds))]
+
+    def _remember(self, cache: _TaskCache, seed: int, data: _SeedData) -> None:
+        """Cache one seed's data; a big task's arrays go to files mapped into memory."""
+        if cache.input_bytes is None or (data.outputs is not None and cache.output_bytes is None):
+            cache.input_bytes = sum(a.nbytes for a in data.inputs)
+            if data.outputs is not None:
+                cache.output_bytes = sum(a.nbytes for a in data.outputs)
+        if (cache.footprint() or 0) * max(len(cache.pool), 1) > _CACHE_IN_MEMORY_BYTES:
+            data = _SeedData(
+                inputs=[self._spill(a) for a in data.inputs],
+                outputs=None if data.outputs is None else [self._spill(a) for a in data.outputs],
+                structure=data.structure,
+            )
+        cache.seeds[seed] = data
+
+    def _spill(self, array: np.ndarray) -> np.ndarray:
+        if array.ndim == 0 or array.dtype.kind not in "biuf":
+            return array  # scalars and ml_dtypes arrays stay in memory (.npy cannot map the latter)
+        if self._spill_dir is None:
+            self._spill_dir = tempfile.mkdtemp(prefix="accelopt-reference-cache-")
+        handle, path = tempfile.mkstemp(suffix=".npy", dir=self._spill_dir)
+        with open(handle, "wb") as f:
+            np.save(f, array, allow_pickle=False)
+        return np.load(path, mmap_mode="r", allow_pickle=False)
 
     # --- running a worker ----------------------------------------------------------------------
 
@@ -347,6 +452,7 @@ class SimulatorBackend:
         input_sets: list[list[np.ndarray]] | None = None,
         *,
         bundle: dict[str, np.ndarray] | None = None,
+        memory: MemoryPlan | None = None,
     ) -> WorkerOutcome:
         """One sandboxed worker run, holding one of the backend's worker slots. `input_sets` are
         the kernel's inputs, one list per run (seed)."""
@@ -359,7 +465,14 @@ class SimulatorBackend:
         ]
         job = job.model_copy(update={"inputs": refs or job.inputs})
         async with self._slots:
-            files = await asyncio.to_thread(self.sandbox.prepare, job, arrays_in, bundle, timeout_s=timeout_s)
+            files = await asyncio.to_thread(
+                self.sandbox.prepare,
+                job,
+                arrays_in,
+                bundle,
+                timeout_s=timeout_s,
+                memory_bytes=None if memory is None else memory.limit_bytes,
+            )
             return await self.sandbox.run(files, timeout_s)
 
 
@@ -377,6 +490,22 @@ def _static_check(kernel: KernelSource) -> None:
         raise _Failed(
             Evaluation(status="rejected", message=f"sandbox policy: {violation.reason}", line=violation.line)
         )
+
+
+def _with_memory_advice(
+    failure: Evaluation, plan: MemoryPlan, task: Task, seeds: int, who: str = "the kernel"
+) -> Evaluation:
+    """A run that ran out of memory says how much it had and what to do about it."""
+    text = failure.message
+    if "MemoryError" not in text and "out of memory" not in text:
+        return failure
+    advice = out_of_memory_advice(
+        plan,
+        seeds=seeds,
+        size_adjustable=task.kind == "reference" and task.size_argument != "none",
+        who=f"the sandboxed worker running {who}",
+    )
+    return failure.model_copy(update={"message": f"{text}. {advice}"})
 
 
 def _kernel_job(kernel: KernelSource, *, numerics: bool) -> WorkerJob:

@@ -17,6 +17,9 @@ from accelopt.profiling.policy import PolicyName
 JobMode = Literal["kernel", "reference", "transform", "probe"]
 FailureKind = Literal["syntax_error", "compile_error", "runtime_error", "rejected"]
 OutputStructure = Literal["single", "tuple", "list"]
+# How `get_inputs` takes the size: `get_inputs(size="small")`, `get_inputs("small")`, or not at
+# all (`get_inputs()`: the published NKIBench modules fix their shapes at module level).
+SizeArgument = Literal["keyword", "positional", "none"]
 
 
 class ArrayRef(BaseModel):
@@ -46,6 +49,7 @@ class WorkerJob(BaseModel):
     kernel_name: str | None = None
     numerics: bool = True
     size: str = "full"
+    size_argument: SizeArgument = "positional"
     # reference mode: one run per seed (np.random.seed(seed) before get_inputs)
     seeds: list[int] = Field(default_factory=list)
     inputs_only: bool = False
@@ -55,6 +59,11 @@ class WorkerJob(BaseModel):
     kernel_structures: list[OutputStructure] = Field(default_factory=list)
     reference_outputs: list[list[ArrayRef]] = Field(default_factory=list)
     return_trace: bool = True
+    max_run_bytes: int | None = Field(
+        None,
+        description="stop after the run whose arrays bring the total past this many bytes: the "
+        "result then has fewer runs than asked for, and the parent asks again for the rest",
+    )
     limits: ResourceLimits = Field(default_factory=ResourceLimits)
     parent_pid: int = 0
     trusted_roots: list[str] = Field(default_factory=list)
@@ -78,8 +87,18 @@ class RunResult(BaseModel):
     input_fingerprints: list[str] = Field(default_factory=list)
 
 
+class WorkerWarning(BaseModel):
+    """A warning the untrusted code raised (numpy's RuntimeWarning on overflow, ...): reported,
+    never a failure."""
+
+    category: str = Field(max_length=100)
+    message: str = Field(max_length=400)
+    line: int | None = None
+
+
 class WorkerResult(BaseModel):
     failure: WorkerFailure | None = None
+    warnings: list[WorkerWarning] = Field(default_factory=list, max_length=5)
     runs: list[RunResult] = Field(default_factory=list)
     work: dict[str, float] | None = None
     has_trace: bool = False
