@@ -36,6 +36,7 @@ from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.compare import compare_outputs
 from accelopt.profiling.evaluation import Evaluation, KernelSource
 from accelopt.profiling.inputs import generate_inputs
+from accelopt.profiling.module_slice import cached_slice
 from accelopt.profiling.policy import check_source
 from accelopt.profiling.profile import Profile, Work
 from accelopt.profiling.sandbox import Sandbox, WorkerOutcome
@@ -159,7 +160,22 @@ class SimulatorBackend:
     # --- one evaluation ------------------------------------------------------------------------
 
     async def _evaluate(self, kernel: KernelSource, task: Task, options: EvaluationOptions) -> SimulatedRun:
-        _static_check(kernel)
+        runnable, slice_note = _runnable(kernel)
+        try:
+            run = await self._evaluate_runnable(kernel, runnable, task, options)
+        except _Failed as failed:
+            if slice_note is not None:
+                failed.evaluation.notes.insert(0, slice_note)
+            raise
+        if slice_note is not None:
+            run.evaluation.notes.insert(0, slice_note)
+        return run
+
+    async def _evaluate_runnable(
+        self, kernel: KernelSource, runnable: KernelSource, task: Task, options: EvaluationOptions
+    ) -> SimulatedRun:
+        """`kernel` is the user's file; `runnable` the slice of it that runs (same lines)."""
+        _static_check(runnable)
         check = options.check_correctness
         tolerance = options.tolerance if options.tolerance is not None else task.tolerance
         cache = self._cache(task)
@@ -180,7 +196,7 @@ class SimulatorBackend:
             batch = seeds[start : start + per_worker]
             inputs = [references[s].inputs for s in batch]
             plan = self._kernel_plan(cache, len(batch), check)
-            job = _kernel_job(kernel, numerics=check).model_copy(update={"return_trace": trace is None})
+            job = _kernel_job(runnable, numerics=check).model_copy(update={"return_trace": trace is None})
             outcome = await self._run(job, options.timeout_s, inputs, memory=plan)
             failure = _outcome_failure(outcome, seeds, who=None)
             if failure is not None:
@@ -354,7 +370,10 @@ class SimulatorBackend:
         assert task.baseline is not None
         plan = self._kernel_plan(cache, len(seeds), True)
         outcome = await self._run(
-            _kernel_job(task.baseline, numerics=True), timeout_s, [generated[s] for s in seeds], memory=plan
+            _kernel_job(_runnable(task.baseline)[0], numerics=True),
+            timeout_s,
+            [generated[s] for s in seeds],
+            memory=plan,
         )
         failure = _outcome_failure(outcome, seeds, who="baseline kernel (the correctness oracle)")
         if failure is not None:
@@ -477,6 +496,27 @@ class SimulatorBackend:
 
 
 # --- helpers (pure functions over validated data) --------------------------------------------
+
+
+def _runnable(kernel: KernelSource) -> tuple[KernelSource, str | None]:
+    """The part of the kernel's file that runs in the sandbox (`module_slice`) and the note
+    that says what was left out."""
+    try:
+        sliced = cached_slice(kernel.text, kernel.name)
+    except SyntaxError as exc:
+        raise _Failed(
+            Evaluation(status="syntax_error", message=f"SyntaxError: {exc.msg}", line=exc.lineno)
+        ) from None
+    if not sliced.defines(kernel.name):
+        where = kernel.path or _KERNEL_PLACEHOLDER_PATH
+        raise _Failed(
+            Evaluation(
+                status="runtime_error",
+                message=f"ValueError: kernel {kernel.name!r} is not defined in {where} "
+                f"(functions: {', '.join(sliced.functions) or 'none'})",
+            )
+        )
+    return kernel.model_copy(update={"text": sliced.text}), sliced.note()
 
 
 def _static_check(kernel: KernelSource) -> None:
