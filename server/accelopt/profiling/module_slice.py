@@ -29,7 +29,7 @@ from typing import Any
 from accelopt.profiling.policy import KERNEL_MODULES
 
 # How many left-out statements the note lists by line before summarising the rest.
-_NOTE_ITEMS = 6
+_NOTE_ITEMS = 8
 
 
 @dataclass(frozen=True)
