@@ -16,6 +16,7 @@ from string import Template
 from accelopt.agents.base import ExecuteRequest, FixRequest, PlanRequest, SummarizeRequest
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Experience
+from accelopt.search.speedup_words import speedup_words
 
 Messages = list[dict[str, str]]
 
@@ -64,9 +65,7 @@ def lessons_text(experiences: list[Experience]) -> str:
         return "Past lessons: none yet."
     parts = ["Past lessons from the optimization memory (id, outcome, lesson):"]
     for exp in experiences:
-        outcome = (
-            f"helped, {exp.speedup:.2f}x faster" if exp.positive else f"hurt, {1 / exp.speedup:.2f}x slower"
-        )
+        outcome = f"{'helped' if exp.positive else 'hurt'}, {speedup_words(exp.speedup)}"
         parts.append(f"- lesson {exp.id} ({outcome}, {exp.kernel_family or exp.task}): {exp.lesson.title}")
         if exp.lesson.plan:
             parts.append(f"  {exp.lesson.plan}")

@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import Evaluation, KernelSource
@@ -59,7 +61,10 @@ def run(args: argparse.Namespace) -> int:
         kernel = load_kernel_source(Path(args.kernel_file), args.kernel_name)
         task = task_for_kernel(kernel, args.reference, size=args.size)
     except UsageError as exc:
-        _error(f"error: {exc}")
+        text = str(exc)
+        # `file:line: error: message` when the message starts with a location, as editors parse it
+        location, _, rest = text.partition(": ")
+        _error(f"{location}: error: {rest}" if rest and location.count(":") == 1 else f"error: {text}")
         return 2
     except TaskError as exc:
         where = f"{exc.path}:{exc.line}: " if exc.path and exc.line else f"{exc.path}: " if exc.path else ""
@@ -77,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
         print(evaluation.model_dump_json(indent=2))
     else:
         # Wide enough that source lines in the table are not wrapped when piped.
-        render(evaluation, kernel, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+        # Not a terminal: wide enough that nothing is cut (rich would assume 80 columns).
+        render(evaluation, kernel, Console(highlight=False, width=None if sys.stdout.isatty() else 1000))
     if args.trace_out:
         if trace is None or timeline is None:
             _error("no schedule to write: the kernel did not produce a timed trace")
@@ -121,10 +127,12 @@ def load_kernel_source(path: Path, name: str | None) -> KernelSource:
         raise UsageError(f"{path}: cannot read: {exc}") from None
     try:
         tree = ast.parse(text, filename=str(path))
-    except SyntaxError:
+    except SyntaxError as exc:
         # Still profile it: the evaluation reports the syntax error with its line.
         if name is None:
-            raise UsageError(f"{path}: syntax error and no --kernel NAME given") from None
+            raise UsageError(
+                f"{path}:{exc.lineno}: syntax error: {exc.msg} (fix it, or name the kernel with --kernel NAME)"
+            ) from None
         return KernelSource(text=text, name=name, path=str(path.resolve()))
     functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
     if name is not None:
@@ -154,13 +162,17 @@ def render(evaluation: Evaluation, kernel: KernelSource, console: Console) -> No
     if not evaluation.ok:
         code = f" [{evaluation.error_code}]" if evaluation.error_code else ""
         print(f"{where}: {evaluation.status}{code}: {evaluation.message}")
+        for note in evaluation.notes:
+            print(f"note: {note}")
         return
     checked = (
         f"correct on {len(evaluation.seeds)} seed(s), max rel. L2 error {evaluation.max_error:.2e}"
         if evaluation.max_error is not None
         else "not checked for correctness"
     )
-    console.print(f"[bold green]ok[/] {kernel.name}: {checked} ({evaluation.wall_time_s:.1f} s)")
+    console.print(f"[bold green]ok[/] {escape(kernel.name)}: {checked} ({evaluation.wall_time_s:.1f} s)")
+    for note in evaluation.notes:
+        console.print(Text(f"note: {note}", style="dim"))
     if evaluation.profile is None:
         console.print(f"no profile: {evaluation.message or 'no timing model available'}")
         return
@@ -207,7 +219,7 @@ def _render_profile(p: Profile, console: Console) -> None:
         hot.add_column("busy", justify="right")
         hot.add_column("share", justify="right")
         hot.add_column("engines")
-        hot.add_column("source")
+        hot.add_column("source", overflow="fold")
         for cost in p.lines[:8]:
             engines_text = ", ".join(
                 f"{e} {_ms(t)}" for e, t in sorted(cost.engines.items(), key=lambda kv: -kv[1])
@@ -217,7 +229,7 @@ def _render_profile(p: Profile, console: Console) -> None:
                 _ms(cost.time_ms),
                 f"{100 * cost.fraction:.1f} %",
                 engines_text,
-                cost.text.strip(),
+                Text(cost.text.strip()),  # not markup: `x[r0 : r0 + T]` is code, not a style tag
             )
         console.print(hot)
 

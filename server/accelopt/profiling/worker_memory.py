@@ -19,11 +19,12 @@ MiB = 1 << 20
 BATCH_BYTES = 256 * MiB
 # What the worker needs before any task data: the interpreter, numpy, the emulator, BLAS
 # buffers, measured as address space (RLIMIT_AS counts reservations, not only resident pages).
-WORKER_BASE_BYTES = 2 * GiB
-# The emulator holds a seed's inputs (read-only views), its outputs, the tiles in flight and
-# the archive writer's buffers: three footprints is the margin measured on the full-size
-# matmul and softmax tasks (benchmarks/full_size.py).
-KERNEL_FOOTPRINT_FACTOR = 3
+WORKER_BASE_BYTES = 4 * GiB
+# The emulator holds a seed's inputs (read-only views), its outputs, the tiles in flight, the
+# instruction trace and the archive writer's buffers. A full-size fp32 matmul (512 MiB per
+# seed) ran out of a 4 GiB address space (benchmarks/full_size.py), so: four footprints on top
+# of the base. It is a limit, not a reservation: only what the worker touches is used.
+KERNEL_FOOTPRINT_FACTOR = 4
 # Kept free for the trusted process (it holds one seed's arrays while it compares them).
 PARENT_RESERVE_BYTES = 2 * GiB
 

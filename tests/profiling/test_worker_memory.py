@@ -1,0 +1,94 @@
+"""Memory at full size: limits sized from the task and the machine, seeds one worker at a time
+when they are big, and a clear message with the numbers when a task cannot fit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from accelopt.profiling.backend import EvaluationOptions
+from accelopt.profiling.compare import compare_outputs
+from accelopt.profiling.evaluation import KernelSource
+from accelopt.profiling.simulator import SimulatorBackend
+from accelopt.profiling.task import task_for_kernel
+from accelopt.profiling.worker_memory import GiB, MiB, kernel_plan, out_of_memory_advice, seeds_per_worker
+
+KERNEL = """
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def copy_kernel(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.load(x))
+    return out
+"""
+
+# A reference whose forward asks for 8 TiB: no machine has that, so it fails at once.
+GREEDY_REFERENCE = """
+import numpy as np
+
+def get_inputs(size="full"):
+    return [np.random.normal(size=(128, 64)).astype(np.float32)]
+
+def forward(x):
+    huge = np.ones((1 << 40,), dtype=np.float64)
+    return x + huge[:1]
+
+def transform_to_nki_inputs(inputs):
+    return inputs
+
+def transform_nki_outputs(kernel_out, ref_out):
+    return [kernel_out], [ref_out]
+"""
+
+
+def test_big_seeds_run_one_per_worker_and_small_ones_together():
+    assert seeds_per_worker(64 * 1024, 5) == 5
+    assert seeds_per_worker(512 * MiB, 5) == 1
+    assert seeds_per_worker(None, 5) == 5
+
+
+def test_kernel_limit_grows_with_the_footprint_within_what_is_free():
+    small = kernel_plan(4 * GiB, 1 * MiB, 5, available=20 * GiB)
+    assert small.limit_bytes == 4 * GiB + 20 * MiB and small.fits
+    big = kernel_plan(4 * GiB, 1 * GiB, 1, available=20 * GiB)
+    assert 4 * GiB < big.limit_bytes <= 18 * GiB and big.fits
+    starved = kernel_plan(4 * GiB, 8 * GiB, 1, available=10 * GiB)
+    assert not starved.fits and starved.limit_bytes == 8 * GiB
+    text = out_of_memory_advice(starved, seeds=5, size_adjustable=True)
+    for fragment in ("8.0 GiB of address space", "one seed's inputs and outputs take 8.0 GiB",
+                     "10.0 GiB available", "--size small", "--seeds 1", "--no-check"):
+        assert fragment in text
+
+
+def test_chunked_comparison_matches_the_whole_array_formula():
+    rng = np.random.default_rng(0)
+    reference = rng.normal(size=(3, 1 << 21)).astype(np.float32)  # more than one chunk
+    kernel = reference + rng.normal(scale=1e-6, size=reference.shape).astype(np.float32)
+    expected = np.linalg.norm((kernel.astype(np.float64) - reference).ravel()) / np.linalg.norm(
+        reference.astype(np.float64).ravel()
+    )
+    verdict = compare_outputs([kernel], [reference], tolerance=1e-3)
+    assert verdict.ok and verdict.max_error == pytest.approx(expected, rel=1e-9)
+    kernel[2, -1] = np.nan  # in the last chunk
+    verdict = compare_outputs([kernel], [reference], tolerance=1e-3)
+    assert not verdict.ok and "1 of" in verdict.message and "NaN" in verdict.message
+
+
+async def test_a_reference_that_cannot_fit_says_how_much_and_the_ways_out(tmp_path):
+    reference = tmp_path / "greedy_ref.py"
+    reference.write_text(GREEDY_REFERENCE, encoding="utf-8")
+    kernel = KernelSource(text=KERNEL, name="copy_kernel", path=str(tmp_path / "copy.py"))
+    backend = SimulatorBackend(max_workers=1)
+    try:
+        evaluation = await backend.evaluate(
+            kernel, task_for_kernel(kernel, str(reference)), EvaluationOptions(seeds=3, timeout_s=60)
+        )
+    finally:
+        await backend.aclose()
+    assert evaluation.status == "runtime_error"
+    message = evaluation.message
+    assert "MemoryError" in message and "of address space" in message and "available" in message
+    assert "--size small" in message and "--seeds 1" in message and "--no-check" in message
