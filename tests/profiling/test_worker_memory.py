@@ -54,7 +54,8 @@ def test_kernel_limit_grows_with_the_footprint_within_what_is_free():
     small = kernel_plan(4 * GiB, 1 * MiB, 5, available=20 * GiB)
     assert small.limit_bytes == 4 * GiB + 20 * MiB and small.fits
     big = kernel_plan(4 * GiB, 1 * GiB, 1, available=20 * GiB)
-    assert 4 * GiB < big.limit_bytes <= 18 * GiB and big.fits
+    assert big.limit_bytes == 18 * GiB and big.fits  # a big task: its share of what is free
+    assert kernel_plan(4 * GiB, 1 * GiB, 1, available=20 * GiB, workers=2).limit_bytes == 9 * GiB
     starved = kernel_plan(4 * GiB, 8 * GiB, 1, available=10 * GiB)
     assert not starved.fits and starved.limit_bytes == 8 * GiB
     text = out_of_memory_advice(starved, seeds=5, size_adjustable=True)

@@ -43,6 +43,9 @@ class KernelRun:
     trace: Trace
     # True when the kernel returned one tensor (not a tuple/list): `simulate` returns it bare.
     single: bool = True
+    # True when the kernel returned nothing and its outputs are the arguments it stored into
+    # (`def k(a, out)`): writing those inputs is then its job, not a fault.
+    output_arguments: bool = False
 
 
 # --- module aliasing -------------------------------------------------------------------------
@@ -174,6 +177,7 @@ def run_kernel(
         ]
         result = fn(*args)
         returned, single = _flatten(result)
+        output_arguments = not returned
         if not returned:
             # kernels that write into their (output) arguments and return nothing
             returned = [a for a in args if isinstance(a, Tensor) and a._written and _was_stored(ctx, a)]
@@ -196,7 +200,7 @@ def run_kernel(
         # inside the paused collector: finishing builds a TensorInfo per kept tile
         trace = ctx.finish()
     outputs = [_output_array(t, numerics) for t in returned]
-    return KernelRun(outputs=outputs, trace=trace, single=single)
+    return KernelRun(outputs=outputs, trace=trace, single=single, output_arguments=output_arguments)
 
 
 @contextlib.contextmanager

@@ -120,6 +120,7 @@ class SimulatorBackend:
         self.sandbox = Sandbox(limits, isolate_network=isolate_network, work_root=work_root)
         self.fresh_seeds = fresh_seeds
         self._slots = asyncio.Semaphore(max_workers)
+        self._max_workers = max_workers
         self._tasks: OrderedDict[str, _TaskCache] = OrderedDict()
         self._cached_tasks = cached_tasks
         self._spill_dir: str | None = None
@@ -207,7 +208,7 @@ class SimulatorBackend:
             if trace is None:
                 trace = _parse_trace(outcome)
                 if check:
-                    _check_no_input_writes(trace, seeds)
+                    _check_no_input_writes(trace, seeds, outcome.result.runs[0].output_arguments)
             if check:
                 error = await self._judge(
                     task, outcome, references, batch, tolerance, is_baseline_itself, options
@@ -233,7 +234,7 @@ class SimulatorBackend:
 
     def _kernel_plan(self, cache: _TaskCache, seeds: int, numerics: bool) -> MemoryPlan:
         footprint = cache.footprint() if numerics else cache.input_bytes
-        return kernel_plan(self.sandbox.limits.memory_bytes, footprint, seeds)
+        return kernel_plan(self.sandbox.limits.memory_bytes, footprint, seeds, workers=self._max_workers)
 
     async def _judge(
         self,
@@ -604,14 +605,18 @@ def _check_inputs_untouched(outcome: WorkerOutcome, inputs: list[list[np.ndarray
             )
 
 
-def _check_no_input_writes(trace: Trace | None, seeds: list[int]) -> None:
+def _check_no_input_writes(trace: Trace | None, seeds: list[int], output_arguments: bool = False) -> None:
     """A kernel that writes into an input tensor fails, whatever its outputs (the emulator
     works on copies, so the check reads the trace rather than the arrays). A kernel that
     returns nothing and stores into some of its arguments (`def k(a, out)`, the output-argument
     style) has those arguments as its outputs: writing them is its job."""
     if trace is None:
         return
-    inputs = {tid: info for tid, info in trace.tensors.items() if info.is_input and not info.is_output}
+    inputs = {
+        tid: info
+        for tid, info in trace.tensors.items()
+        if info.is_input and not (output_arguments and info.is_output)
+    }
     for record in trace.records:
         for region in record.writes:
             if region.tensor_id in inputs:

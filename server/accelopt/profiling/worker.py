@@ -271,6 +271,7 @@ def _run_kernel(job, runtime, runs_inputs, result, saved, np, arrays):
             "structure": structure,
             "groups": {},
             "input_fingerprints": [arrays.fingerprint(a) for a in inputs],
+            "output_arguments": bool(getattr(run, "output_arguments", False)),
         }
         if job["numerics"]:
             record["groups"]["outputs"] = _save_group(saved, f"r{i}_out", outputs, np, arrays)

@@ -77,14 +77,27 @@ def reference_plan(configured: int, available: int | None = None) -> MemoryPlan:
 
 
 def kernel_plan(
-    configured: int, footprint: int | None, seeds: int, available: int | None = None
+    configured: int,
+    footprint: int | None,
+    seeds: int,
+    available: int | None = None,
+    *,
+    workers: int = 1,
 ) -> MemoryPlan:
-    """A kernel's worker running `seeds` seeds of a task whose one seed takes `footprint` bytes."""
+    """A kernel's worker running `seeds` seeds of a task whose one seed takes `footprint` bytes,
+    one of `workers` that may run at once.
+
+    A big task's worker may use its share of the free memory, whatever the estimate says: the
+    limit counts address space, and kernels declare SBUF buffers as large as the whole problem
+    (the compiler folds them; the emulator maps them and touches only what is used: the
+    full-size matmul baseline maps 10 GiB and touches 2.4 GiB)."""
     available = available_bytes() if available is None else available
     data = (footprint or 0) * seeds
     needed = WORKER_BASE_BYTES + KERNEL_FOOTPRINT_FACTOR * data
     cap = _cap(available)
     wanted = max(configured, needed)
+    if cap is not None and data >= BATCH_BYTES:
+        wanted = max(wanted, cap // max(workers, 1))
     # Never below the configured limit (what the sandbox always allowed), never above what is free.
     limit = wanted if cap is None else max(configured, min(wanted, cap))
     return MemoryPlan(limit, needed, available, footprint)

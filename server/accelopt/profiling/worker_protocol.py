@@ -85,6 +85,9 @@ class RunResult(BaseModel):
     groups: dict[str, list[ArrayRef]] = Field(default_factory=dict)
     structure: OutputStructure = "single"
     input_fingerprints: list[str] = Field(default_factory=list)
+    output_arguments: bool = Field(
+        False, description="kernel mode: the kernel returned nothing; its outputs are the arguments it stored into"
+    )
 
 
 class WorkerWarning(BaseModel):
