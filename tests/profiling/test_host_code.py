@@ -207,3 +207,96 @@ async def test_a_kernel_that_returns_a_result_still_may_not_write_its_inputs(bac
     kernel = KernelSource(text=text, name="double_kernel", path=str(tmp_path / "double.py"))
     evaluation = await backend.evaluate(kernel, task_for_kernel(kernel, str(reference)), OPTIONS)
     assert evaluation.status == "incorrect" and "writes into its input 'out'" in evaluation.message
+
+
+# A helper module beside the kernel file, with host code of its own.
+TILING = textwrap.dedent(
+    '''
+    import os
+    import torch
+    import neuronxcc.nki.language as nl
+
+    SCALE = 3.0
+
+
+    def scaled_copy(src, dst):
+        nl.store(dst, value=nl.multiply(nl.load(src), SCALE))
+
+
+    def broken_copy(src, dst):
+        nl.store(dst, value=undefined_helper(src))
+
+
+    def torch_reference(x):
+        return torch.from_numpy(x) * SCALE
+
+
+    if __name__ == "__main__":
+        print(os.getcwd())
+    '''
+).lstrip("\n")
+
+USES_SIBLING = textwrap.dedent(
+    """
+    import numpy as np
+    import neuronxcc.nki as nki
+    import neuronxcc.nki.language as nl
+    import tiling
+    from tiling import scaled_copy as copy_scaled
+
+
+    # accelopt: inputs x=float32[128,256]
+    @nki.jit
+    def triple_kernel(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        copy_scaled(x, out)
+        return out
+
+
+    # accelopt: inputs x=float32[128,256]
+    @nki.jit
+    def broken_kernel(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        tiling.broken_copy(x, out)
+        return out
+    """
+).lstrip("\n")
+
+SIBLING_REFERENCE = """
+import numpy as np
+
+def get_inputs():
+    return [np.random.normal(size=(128, 256)).astype(np.float32)]
+
+def forward(x):
+    return x * 3
+
+def transform_to_nki_inputs(inputs):
+    return inputs
+
+def transform_nki_outputs(k_res, ref):
+    return [k_res]
+"""
+
+
+async def test_helpers_imported_from_a_sibling_module_run_sliced(backend, tmp_path):
+    (tmp_path / "tiling.py").write_text(TILING, encoding="utf-8")
+    (tmp_path / "triple_ref.py").write_text(SIBLING_REFERENCE, encoding="utf-8")
+    path = tmp_path / "triple.py"
+    path.write_text(USES_SIBLING, encoding="utf-8")
+    kernel = KernelSource(text=USES_SIBLING, name="triple_kernel", path=str(path))
+    evaluation = await backend.evaluate(kernel, task_for_kernel(kernel, str(tmp_path / "triple_ref.py")), OPTIONS)
+    assert evaluation.status == "ok", evaluation.message
+    assert evaluation.max_error == 0.0
+    assert any(note.startswith("in tiling.py:") and "import torch" in note for note in evaluation.notes)
+
+
+async def test_an_error_inside_a_sibling_helper_names_the_helper_file(backend, tmp_path):
+    (tmp_path / "tiling.py").write_text(TILING, encoding="utf-8")
+    path = tmp_path / "triple.py"
+    path.write_text(USES_SIBLING, encoding="utf-8")
+    kernel = KernelSource(text=USES_SIBLING, name="broken_kernel", path=str(path))
+    evaluation = await backend.evaluate(kernel, task_for_kernel(kernel), OPTIONS)
+    assert evaluation.status == "runtime_error" and "undefined_helper" in evaluation.message
+    assert f"(at tiling.py:{line_of(TILING, 'undefined_helper(src)')})" in evaluation.message
+    assert evaluation.line == line_of(USES_SIBLING, "tiling.broken_copy(x, out)")

@@ -82,12 +82,10 @@ def install_aliases() -> None:
 # --- loading kernel text ---------------------------------------------------------------------
 
 
-def load_kernel(text: str, name: str, path: str = "<kernel>") -> Callable[..., Any]:
-    """Execute kernel source as a fresh module and return its kernel function `name`.
-
-    SyntaxError propagates unchanged (callers report it as a syntax error); a missing or
-    non-callable `name` raises ValueError.
-    """
+def load_module(text: str, path: str, namespace: dict[str, Any] | None = None) -> types.ModuleType:
+    """Execute kernel-side source (a kernel file, or a helper module beside it) as a fresh
+    module. `namespace` holds names bound before it runs (what its imports of sibling modules
+    give it, bound by the caller instead of imported)."""
     install_aliases()
     code = compile(text, path, "exec")
     module_name = f"accelopt_kernel_{next(_MODULE_COUNTER)}"
@@ -95,9 +93,22 @@ def load_kernel(text: str, name: str, path: str = "<kernel>") -> Callable[..., A
     module.__file__ = path
     # Plain `range` loops in the kernel are recorded in the trace as sequential loops.
     module.__dict__["range"] = KernelRange
+    module.__dict__.update(namespace or {})
     linecache.cache[path] = (len(text), None, text.splitlines(keepends=True), path)
     sys.modules[module_name] = module
     exec(code, module.__dict__)
+    return module
+
+
+def load_kernel(
+    text: str, name: str, path: str = "<kernel>", namespace: dict[str, Any] | None = None
+) -> Callable[..., Any]:
+    """Execute kernel source as a fresh module and return its kernel function `name`.
+
+    SyntaxError propagates unchanged (callers report it as a syntax error); a missing or
+    non-callable `name` raises ValueError.
+    """
+    module = load_module(text, path, namespace)
     if name not in module.__dict__:
         functions = sorted(
             k for k, v in module.__dict__.items() if inspect.isfunction(v) or isinstance(v, Kernel)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import functools
 import symtable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,11 +47,28 @@ class LeftOut:
 
 
 @dataclass(frozen=True)
+class SiblingImport:
+    """A kept import of a module beside the file (`from helpers import tile_add as add`): the
+    slice leaves the statement out and the worker binds `target` itself, to the sibling's own
+    slice (`attribute` of it, or the module when None)."""
+
+    target: str
+    module: str
+    attribute: str | None
+    line: int
+
+
+@dataclass(frozen=True)
 class ModuleSlice:
     text: str
     left_out: list[LeftOut] = field(default_factory=list)
     # the top-level functions of the original file (for "kernel X is not defined" messages)
     functions: tuple[str, ...] = ()
+    sibling_imports: tuple[SiblingImport, ...] = ()
+    # per sibling module, the names this slice reads from it (what its own slice must keep)
+    sibling_names: dict[str, frozenset[str]] = field(default_factory=dict)
+    # the module-level names the kept statements bind
+    bound_names: frozenset[str] = frozenset()
 
     def defines(self, name: str) -> bool:
         return name in self.functions
@@ -66,15 +84,17 @@ class ModuleSlice:
 
 
 @functools.lru_cache(maxsize=256)
-def cached_slice(text: str, entry: str) -> ModuleSlice:
+def cached_slice(text: str, entry: str, siblings: frozenset[str] = frozenset()) -> ModuleSlice:
     """`slice_module`, remembered: a search slices the same kernels many times."""
-    return slice_module(text, entry)
+    return slice_module(text, entry, siblings)
 
 
-def slice_module(text: str, entry: str) -> ModuleSlice:
-    """The statements of `text` that the function `entry` needs, at their original lines.
+def slice_module(text: str, entry: str | Iterable[str], siblings: Collection[str] = ()) -> ModuleSlice:
+    """The statements of `text` that `entry` (a name, or several) needs, at their original lines.
 
-    Raises SyntaxError when `text` does not parse (callers report it with its line)."""
+    `siblings` are the module names that resolve to files beside this one: imports of them are
+    bound by the worker instead of run (`SiblingImport`). Raises SyntaxError when `text` does
+    not parse (callers report it with its line)."""
     tree = ast.parse(text)
     statements = tree.body
     scopes = {(t.get_name(), t.get_lineno()): t for t in symtable.symtable(text, "<kernel>", "exec").get_children()}
@@ -84,7 +104,8 @@ def slice_module(text: str, entry: str) -> ModuleSlice:
     )
     facts = [_Statement.of(node, scopes, lazy_annotations) for node in statements]
     keep = [f.always for f in facts]
-    wanted = [entry, *(name for f in facts if f.always for name in f.uses)]
+    entries = [entry] if isinstance(entry, str) else list(entry)
+    wanted = [*entries, *(name for f in facts if f.always for name in f.uses)]
     seen: set[str] = set()
     while wanted:
         name = wanted.pop()
@@ -95,8 +116,10 @@ def slice_module(text: str, entry: str) -> ModuleSlice:
             if name in fact.binds and not fact.host_only and not keep[i]:
                 keep[i] = True
                 wanted.extend(fact.uses - seen)
+    imports, names = _sibling_imports(statements, keep, siblings)
+    rendered = [k and not _is_sibling_import(node, siblings) for node, k in zip(statements, keep)]
     return ModuleSlice(
-        text=_render(text, statements, keep),
+        text=_render(text, statements, rendered),
         left_out=[
             LeftOut(_first_line(node), node.end_lineno or node.lineno, facts[i].label)
             for i, node in enumerate(statements)
@@ -105,7 +128,62 @@ def slice_module(text: str, entry: str) -> ModuleSlice:
         functions=tuple(
             n.name for n in statements if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
         ),
+        sibling_imports=tuple(imports),
+        sibling_names=names,
+        bound_names=frozenset(name for fact, k in zip(facts, keep) if k for name in fact.binds),
     )
+
+
+def imported_modules(text: str) -> set[str]:
+    """The modules a file imports at its top level (`import a`, `from b import c`: a and b)."""
+    modules: set[str] = set()
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.Import):
+            modules.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            modules.add(node.module)
+    return modules
+
+
+def _is_sibling_import(node: ast.stmt, siblings: Collection[str]) -> bool:
+    """An import made only of sibling modules (one that mixes in others is left to the policy)."""
+    if isinstance(node, ast.Import):
+        return all(a.name in siblings for a in node.names)
+    if isinstance(node, ast.ImportFrom):
+        return not node.level and node.module in siblings and all(a.name != "*" for a in node.names)
+    return False
+
+
+def _sibling_imports(
+    statements: list[ast.stmt], keep: list[bool], siblings: Collection[str]
+) -> tuple[list[SiblingImport], dict[str, frozenset[str]]]:
+    imports: list[SiblingImport] = []
+    names: dict[str, set[str]] = {}
+    modules_as: dict[str, str] = {}  # local name -> sibling module bound to it whole
+    for node, kept in zip(statements, keep):
+        if not kept or not _is_sibling_import(node, siblings):
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                target = alias.asname or alias.name
+                imports.append(SiblingImport(target, alias.name, None, node.lineno))
+                modules_as[target] = alias.name
+                names.setdefault(alias.name, set())
+        elif isinstance(node, ast.ImportFrom) and node.module is not None:
+            for alias in node.names:
+                imports.append(SiblingImport(alias.asname or alias.name, node.module, alias.name, node.lineno))
+                names.setdefault(node.module, set()).add(alias.name)
+    if modules_as:  # `helpers.tile_add(...)`: the attributes read from a whole-module import
+        for node, kept in zip(statements, keep):
+            if kept:
+                for sub in ast.walk(node):
+                    if (
+                        isinstance(sub, ast.Attribute)
+                        and isinstance(sub.value, ast.Name)
+                        and sub.value.id in modules_as
+                    ):
+                        names[modules_as[sub.value.id]].add(sub.attr)
+    return imports, {module: frozenset(attrs) for module, attrs in names.items()}
 
 
 @dataclass(frozen=True)

@@ -37,10 +37,11 @@ from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.compare import compare_outputs
 from accelopt.profiling.evaluation import Evaluation, KernelSource
 from accelopt.profiling.inputs import generate_inputs
-from accelopt.profiling.module_slice import cached_slice
+from accelopt.profiling.module_slice import ModuleSlice
 from accelopt.profiling.policy import check_source
 from accelopt.profiling.profile import Profile
 from accelopt.profiling.sandbox import Sandbox, WorkerOutcome
+from accelopt.profiling.siblings import SiblingError, kernel_program
 from accelopt.profiling.task import Task, transform_is_identity
 from accelopt.profiling.worker_memory import (
     BATCH_BYTES,
@@ -50,7 +51,7 @@ from accelopt.profiling.worker_memory import (
     reference_plan,
     seeds_per_worker,
 )
-from accelopt.profiling.worker_protocol import ResourceLimits, WorkerJob
+from accelopt.profiling.worker_protocol import ModuleBinding, ResourceLimits, SiblingSource, WorkerJob
 
 # Above this much cached reference data per task, the cache lives in files mapped into memory
 # (the page cache keeps it warm; the process does not hold gigabytes per task).
@@ -162,22 +163,20 @@ class SimulatorBackend:
     # --- one evaluation ------------------------------------------------------------------------
 
     async def _evaluate(self, kernel: KernelSource, task: Task, options: EvaluationOptions) -> SimulatedRun:
-        runnable, slice_note = _runnable(kernel)
+        runnable = _runnable(kernel)
         try:
             run = await self._evaluate_runnable(kernel, runnable, task, options)
         except _Failed as failed:
-            if slice_note is not None:
-                failed.evaluation.notes.insert(0, slice_note)
+            failed.evaluation.notes[:0] = runnable.notes
             raise
-        if slice_note is not None:
-            run.evaluation.notes.insert(0, slice_note)
+        run.evaluation.notes[:0] = runnable.notes
         return run
 
     async def _evaluate_runnable(
-        self, kernel: KernelSource, runnable: KernelSource, task: Task, options: EvaluationOptions
+        self, kernel: KernelSource, runnable: _Runnable, task: Task, options: EvaluationOptions
     ) -> SimulatedRun:
         """`kernel` is the user's file; `runnable` the slice of it that runs (same lines)."""
-        _static_check(runnable)
+        _static_check(runnable.kernel)
         check = options.check_correctness
         tolerance = options.tolerance if options.tolerance is not None else task.tolerance
         cache = self._cache(task)
@@ -372,7 +371,7 @@ class SimulatorBackend:
         assert task.baseline is not None
         plan = self._kernel_plan(cache, len(seeds), True)
         outcome = await self._run(
-            _kernel_job(_runnable(task.baseline)[0], numerics=True),
+            _kernel_job(_runnable(task.baseline), numerics=True),
             timeout_s,
             [generated[s] for s in seeds],
             memory=plan,
@@ -500,15 +499,50 @@ class SimulatorBackend:
 # --- helpers (pure functions over validated data) --------------------------------------------
 
 
-def _runnable(kernel: KernelSource) -> tuple[KernelSource, str | None]:
-    """The part of the kernel's file that runs in the sandbox (`module_slice`) and the note
-    that says what was left out."""
+@dataclass
+class _Runnable:
+    """What runs for a kernel: the slice of its file (under its own path, on its own lines),
+    the slices of the modules beside it that it imports, and notes on what was left out."""
+
+    kernel: KernelSource
+    modules: list[SiblingSource]
+    bindings: list[ModuleBinding]
+    notes: list[str]
+
+
+def _bindings(sliced: ModuleSlice) -> list[ModuleBinding]:
+    return [ModuleBinding(target=i.target, module=i.module, attribute=i.attribute) for i in sliced.sibling_imports]
+
+
+def _runnable(kernel: KernelSource) -> _Runnable:
+    """The part of the kernel's file that runs in the sandbox (`module_slice`), with the
+    sibling modules it imports (`siblings`), each checked by the policy."""
     try:
-        sliced = cached_slice(kernel.text, kernel.name)
+        program = kernel_program(kernel)
     except SyntaxError as exc:
         raise _Failed(
             Evaluation(status="syntax_error", message=f"SyntaxError: {exc.msg}", line=exc.lineno)
         ) from None
+    except SiblingError as exc:
+        where = f"{exc.path}:{exc.line}: " if exc.path and exc.line else f"{exc.path}: " if exc.path else ""
+        status = "syntax_error" if exc.message.startswith("syntax error") else "runtime_error"
+        raise _Failed(Evaluation(status=status, message=f"{where}{exc.message}")) from None
+    sliced = program.kernel
+    modules = []
+    for module in program.modules:
+        try:
+            violation = check_source(module.sliced.text, "kernel")
+        except SyntaxError as exc:  # parsed once already: only a slice bug could get here
+            raise _Failed(Evaluation(status="syntax_error", message=f"{module.path}:{exc.lineno}: {exc.msg}")) from None
+        if violation is not None:
+            raise _Failed(
+                Evaluation(
+                    status="rejected", message=f"sandbox policy: {module.path}:{violation.line}: {violation.reason}"
+                )
+            )
+        modules.append(
+            SiblingSource(name=module.name, path=module.path, source=module.sliced.text, bindings=_bindings(module.sliced))
+        )
     if not sliced.defines(kernel.name):
         where = kernel.path or _KERNEL_PLACEHOLDER_PATH
         raise _Failed(
@@ -518,7 +552,7 @@ def _runnable(kernel: KernelSource) -> tuple[KernelSource, str | None]:
                 f"(functions: {', '.join(sliced.functions) or 'none'})",
             )
         )
-    return kernel.model_copy(update={"text": sliced.text}), sliced.note()
+    return _Runnable(kernel.model_copy(update={"text": sliced.text}), modules, _bindings(sliced), program.notes())
 
 
 def _static_check(kernel: KernelSource) -> None:
@@ -550,7 +584,8 @@ def _with_memory_advice(
     return failure.model_copy(update={"message": f"{text}. {advice}"})
 
 
-def _kernel_job(kernel: KernelSource, *, numerics: bool) -> WorkerJob:
+def _kernel_job(runnable: _Runnable, *, numerics: bool) -> WorkerJob:
+    kernel = runnable.kernel
     return WorkerJob(
         mode="kernel",
         policy="kernel",
@@ -558,6 +593,8 @@ def _kernel_job(kernel: KernelSource, *, numerics: bool) -> WorkerJob:
         source_path=kernel.path or _KERNEL_PLACEHOLDER_PATH,
         kernel_name=kernel.name,
         numerics=numerics,
+        modules=runnable.modules,
+        bindings=runnable.bindings,
     )
 
 

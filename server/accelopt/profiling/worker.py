@@ -98,7 +98,7 @@ def main(job_dir: str) -> int:
     namespaces = guard.namespace_snapshot(watched)
     guard.install(
         policy=job["policy"],
-        user_files=[source_path],
+        user_files=[source_path, *(m["path"] for m in job.get("modules", []))],
         trusted_roots=job["trusted_roots"],
         read_roots=job["read_roots"],
     )
@@ -117,6 +117,10 @@ def main(job_dir: str) -> int:
             _run_transform(job, npz, result, saved, np, arrays)
     except BaseException as exc:  # everything the untrusted code does is a result, not a crash
         result["failure"] = _describe_failure(exc, source_path)
+        sibling = _innermost_sibling(exc, source_path, [m["path"] for m in job.get("modules", [])])
+        if sibling is not None and result["failure"]["kind"] == "runtime_error":
+            # The kernel's line is where it called the helper; say where the helper failed.
+            result["failure"]["message"] = _clip(f"{result['failure']['message']} (at {sibling})")
     result["seconds"] = time.perf_counter() - started
     guard.check_unpatched(namespaces, watched)
     result["warnings"] = _describe_warnings(warned, source_path)
@@ -250,9 +254,22 @@ def _save_group(saved: dict[str, Any], prefix: str, values: list[Any], np: Any, 
     return refs
 
 
+def _bound(bindings, modules):
+    """The names a module's sibling imports would have bound, from the modules already run."""
+    return {
+        b["target"]: modules[b["module"]] if b["attribute"] is None else vars(modules[b["module"]])[b["attribute"]]
+        for b in bindings
+    }
+
+
 def _run_kernel(job, runtime, runs_inputs, result, saved, np, arrays):
     name = job["kernel_name"]
-    fn = runtime.load_kernel(job["source"], name, job["source_path"])
+    modules = {}
+    for sibling in job.get("modules", []):  # dependencies first (the parent ordered them)
+        modules[sibling["name"]] = runtime.load_module(
+            sibling["source"], sibling["path"], _bound(sibling["bindings"], modules)
+        )
+    fn = runtime.load_kernel(job["source"], name, job["source_path"], _bound(job.get("bindings", []), modules))
     trace = None
     for i, load_inputs in enumerate(runs_inputs):
         inputs = load_inputs()
@@ -415,6 +432,18 @@ def _describe_failure(exc: BaseException, source_path: str) -> dict[str, Any]:
             text = "<unprintable>"
         message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return {"kind": "runtime_error", "message": _clip(message), "exception": type(exc).__name__, "line": line}
+
+
+def _innermost_sibling(exc: BaseException, source_path: str, paths: list[str]) -> str | None:
+    """`helpers.py:12` when the innermost untrusted frame is in a module beside the kernel."""
+    where = None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        filename = frame.f_code.co_filename
+        if filename in paths:
+            where = f"{os.path.basename(filename)}:{lineno}"
+        elif filename == source_path:
+            where = None  # the kernel's own code is deeper: its line says it all
+    return where
 
 
 def _innermost_line(exc: BaseException, source_path: str) -> int | None:

@@ -41,12 +41,33 @@ class ResourceLimits(BaseModel):
     )
 
 
+class ModuleBinding(BaseModel):
+    """A name the worker binds in a module before running it: a sibling module (`attribute`
+    None) or one of its attributes (what `from helpers import add` would have bound)."""
+
+    target: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    module: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    attribute: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class SiblingSource(BaseModel):
+    """A module beside the kernel file, as it runs (its slice), dependencies first."""
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    path: str
+    source: str
+    bindings: list[ModuleBinding] = Field(default_factory=list)
+
+
 class WorkerJob(BaseModel):
     mode: JobMode
     policy: PolicyName
     source: str = Field(description="the untrusted module text (kernel or reference module)")
     source_path: str = Field(description="filename its code runs under: how its frames are recognised")
     kernel_name: str | None = None
+    # kernel mode: the modules beside the kernel file it imports, and the names they bind in it
+    modules: list[SiblingSource] = Field(default_factory=list)
+    bindings: list[ModuleBinding] = Field(default_factory=list)
     numerics: bool = True
     size: str = "full"
     size_argument: SizeArgument = "positional"
