@@ -77,8 +77,8 @@ def test_optimize_writes_best_kernel_report_and_events(chat_server, tmp_path: Pa
     assert "completed" in printed and WIDEN["title"] in printed and "simulated on trn1" in printed
     assert (
         "against the baseline" in printed
-        and "+            tile = nl.load(x[i * 128 : (i + 1) * 128, j * 512" in printed
-    )
+        and "+            tile = nl.load(x[i * 128 : (i + 1) * 128, j * 512 : (j + 1) * 512])\n" in printed
+    )  # the whole line: output that is not a terminal is not cut at 80 columns
     report = (out / "report.html").read_text()
     for fragment in (
         "Candidate tree",
