@@ -47,7 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="check outputs against the reference on random seeds (--no-check: trace-only, faster)",
     )
     parser.add_argument("--seeds", type=int, default=5, help="random inputs checked (default 5)")
-    parser.add_argument("--timeout", type=float, default=120.0, help="wall-clock limit in seconds")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="wall-clock limit per sandboxed run, in seconds (default 120; 1800 for a reference "
+        "module at its full size, as `accelopt bench` allows: each seed of a big task runs alone)",
+    )
     parser.add_argument("--json", action="store_true", help="print the Evaluation as JSON")
     parser.add_argument(
         "--trace-out", metavar="FILE", help="write the simulated schedule as Chrome/Perfetto JSON"
@@ -70,10 +76,13 @@ def run(args: argparse.Namespace) -> int:
         where = f"{exc.path}:{exc.line}: " if exc.path and exc.line else f"{exc.path}: " if exc.path else ""
         _error(f"{where}error: {exc.message}")
         return 2
+    timeout = args.timeout
+    if timeout is None:
+        timeout = 1800.0 if task.kind == "reference" and task.size == "full" else 120.0
     options = EvaluationOptions(
         hardware=args.hardware,
         seeds=max(1, args.seeds),
-        timeout_s=args.timeout,
+        timeout_s=timeout,
         check_correctness=args.check,
     )
     evaluation, trace, timeline = _evaluate(args.backend, kernel, task, options)
@@ -162,6 +171,8 @@ def render(evaluation: Evaluation, kernel: KernelSource, console: Console) -> No
     if not evaluation.ok:
         code = f" [{evaluation.error_code}]" if evaluation.error_code else ""
         print(f"{where}: {evaluation.status}{code}: {evaluation.message}")
+        if evaluation.status == "timeout":
+            print("note: --timeout SECONDS allows each sandboxed run more time")
         for note in evaluation.notes:
             print(f"note: {note}")
         return
