@@ -93,3 +93,47 @@ async def test_a_reference_that_cannot_fit_says_how_much_and_the_ways_out(tmp_pa
     message = evaluation.message
     assert "MemoryError" in message and "of address space" in message and "available" in message
     assert "--size small" in message and "--seeds 1" in message and "--no-check" in message
+
+
+PUBLISHED_COPY_REFERENCE = """
+import numpy as np
+
+def get_inputs():
+    return [np.random.normal(size=(128, 64)).astype(np.float32)]
+
+def forward(x):
+    return x.copy()
+
+def transform_to_nki_inputs(inputs):
+    return inputs
+
+def transform_nki_outputs(k_res, ref):
+    return [np.reshape(k_res, ref.shape)]
+"""
+
+
+async def test_seeds_one_worker_at_a_time_when_each_is_big(tmp_path, monkeypatch):
+    # A batch budget of one byte makes every seed "big": the path full-size tasks take.
+    reference = tmp_path / "copy_ref.py"
+    reference.write_text(PUBLISHED_COPY_REFERENCE, encoding="utf-8")
+    kernel = KernelSource(text=KERNEL, name="copy_kernel", path=str(tmp_path / "copy.py"))
+    task = task_for_kernel(kernel, str(reference))
+    backend = SimulatorBackend(max_workers=1, batch_bytes=1)
+    modes: list[str] = []
+    real_prepare = backend.sandbox.prepare
+    monkeypatch.setattr(
+        backend.sandbox, "prepare", lambda job, *a, **kw: modes.append(job.mode) or real_prepare(job, *a, **kw)
+    )
+    try:
+        options = EvaluationOptions(seeds=3, timeout_s=60)
+        evaluation = await backend.evaluate(kernel, task, options)
+        assert evaluation.status == "ok", evaluation.message
+        assert len(evaluation.seeds) == 3 and evaluation.max_error == 0.0
+        assert modes == ["reference"] * 3 + ["kernel", "transform"] * 3
+        wrong = kernel.model_copy(update={"text": KERNEL.replace("value=nl.load(x)", "value=nl.multiply(nl.load(x), 1.5)")})
+        evaluation = await backend.evaluate(wrong, task, options)
+        assert evaluation.status == "incorrect" and len(evaluation.seeds) == 3
+        assert f"seed {evaluation.seeds[0]}" in evaluation.message
+        assert modes[9:] == ["kernel", "transform"]  # references cached; the first wrong seed ends it
+    finally:
+        await backend.aclose()

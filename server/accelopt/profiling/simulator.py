@@ -114,14 +114,17 @@ class SimulatorBackend:
         fresh_seeds: bool = False,
         cached_tasks: int = 4,
         work_root: str | None = None,
+        batch_bytes: int = BATCH_BYTES,
     ) -> None:
         """`fresh_seeds=True` draws new secret seeds for every evaluation (one extra reference
         run each time); by default the seeds are drawn once per task and kept secret in this
-        process, so every candidate of a search is judged on the same unpredictable inputs."""
+        process, so every candidate of a search is judged on the same unpredictable inputs.
+        Seeds share a worker while their arrays stay under `batch_bytes` (`worker_memory`)."""
         self.sandbox = Sandbox(limits, isolate_network=isolate_network, work_root=work_root)
         self.fresh_seeds = fresh_seeds
         self._slots = asyncio.Semaphore(max_workers)
         self._max_workers = max_workers
+        self._batch_bytes = batch_bytes
         self._tasks: OrderedDict[str, _TaskCache] = OrderedDict()
         self._cached_tasks = cached_tasks
         self._spill_dir: str | None = None
@@ -190,7 +193,7 @@ class SimulatorBackend:
         # The references show the task's footprint; then as many seeds share a kernel worker as
         # fit (all of them for small tasks, one at a time at full size).
         references = await self._references(task, cache, seeds, need_outputs, options.timeout_s)
-        per_worker = seeds_per_worker(cache.footprint(), len(seeds))
+        per_worker = seeds_per_worker(cache.footprint(), len(seeds), self._batch_bytes)
         trace: Trace | None = None
         max_error: float | None = 0.0 if check else None
         for start in range(0, len(seeds), per_worker):
@@ -199,20 +202,25 @@ class SimulatorBackend:
             plan = self._kernel_plan(cache, len(batch), check)
             job = _kernel_job(runnable, numerics=check).model_copy(update={"return_trace": trace is None})
             outcome = await self._run(job, options.timeout_s, inputs, memory=plan)
-            failure = _outcome_failure(outcome, seeds, who=None)
+            failure = _outcome_failure(outcome, batch, who=None)
             if failure is not None:
+                failure = failure.model_copy(update={"seeds": seeds})
                 return SimulatedRun(_with_memory_advice(failure, plan, task, len(seeds)))
             assert outcome.result is not None
-            _check_inputs_untouched(outcome, inputs, batch)
-            if trace is None:
-                trace = _parse_trace(outcome)
+            try:
+                _check_inputs_untouched(outcome, inputs, batch)
+                if trace is None:
+                    trace = _parse_trace(outcome)
+                    if check:
+                        _check_no_input_writes(trace, seeds, outcome.result.runs[0].output_arguments)
                 if check:
-                    _check_no_input_writes(trace, seeds, outcome.result.runs[0].output_arguments)
-            if check:
-                error = await self._judge(
-                    task, outcome, references, batch, tolerance, is_baseline_itself, options
-                )
-                max_error = max(max_error or 0.0, error)
+                    error = await self._judge(
+                        task, outcome, references, batch, tolerance, is_baseline_itself, options
+                    )
+                    max_error = max(max_error or 0.0, error)
+            except _Failed as failed:
+                failed.evaluation.seeds = seeds  # the evaluation's seeds, not only this batch's
+                raise
             del outcome, inputs  # one batch of kernel outputs at a time
 
         work = task.work or cache.work
@@ -233,7 +241,13 @@ class SimulatorBackend:
 
     def _kernel_plan(self, cache: _TaskCache, seeds: int, numerics: bool) -> MemoryPlan:
         footprint = cache.footprint() if numerics else cache.input_bytes
-        return kernel_plan(self.sandbox.limits.memory_bytes, footprint, seeds, workers=self._max_workers)
+        return kernel_plan(
+            self.sandbox.limits.memory_bytes,
+            footprint,
+            seeds,
+            workers=self._max_workers,
+            big_bytes=self._batch_bytes,
+        )
 
     async def _judge(
         self,
@@ -322,7 +336,7 @@ class SimulatorBackend:
             size_argument=task.size_argument,
             seeds=seeds,
             inputs_only=not need_outputs,
-            max_run_bytes=BATCH_BYTES,
+            max_run_bytes=self._batch_bytes,
         )
         plan = reference_plan(self.sandbox.limits.memory_bytes)
         outcome = await self._run(job, timeout_s, memory=plan)
@@ -361,7 +375,7 @@ class SimulatorBackend:
         that fit one worker); returns how many were done."""
         if cache.input_bytes is None:
             cache.input_bytes = sum(a.nbytes for a in generate_inputs(task.inputs, seeds[0]))
-        seeds = seeds[: seeds_per_worker(cache.footprint(), len(seeds))]
+        seeds = seeds[: seeds_per_worker(cache.footprint(), len(seeds), self._batch_bytes)]
         generated = {s: generate_inputs(task.inputs, s) for s in seeds}
         if not need_outputs:
             for s in seeds:

@@ -41,11 +41,11 @@ def available_bytes() -> int | None:
     return None
 
 
-def seeds_per_worker(footprint: int | None, seeds: int) -> int:
+def seeds_per_worker(footprint: int | None, seeds: int, batch_bytes: int = BATCH_BYTES) -> int:
     """How many seeds one worker runs: all of them for small tasks, one at a time for big ones."""
     if footprint is None or footprint <= 0:
         return seeds
-    return max(1, min(seeds, BATCH_BYTES // footprint))
+    return max(1, min(seeds, batch_bytes // footprint))
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,7 @@ def kernel_plan(
     available: int | None = None,
     *,
     workers: int = 1,
+    big_bytes: int = BATCH_BYTES,
 ) -> MemoryPlan:
     """A kernel's worker running `seeds` seeds of a task whose one seed takes `footprint` bytes,
     one of `workers` that may run at once.
@@ -96,7 +97,7 @@ def kernel_plan(
     needed = WORKER_BASE_BYTES + KERNEL_FOOTPRINT_FACTOR * data
     cap = _cap(available)
     wanted = max(configured, needed)
-    if cap is not None and data >= BATCH_BYTES:
+    if cap is not None and data >= big_bytes:
         wanted = max(wanted, cap // max(workers, 1))
     # Never below the configured limit (what the sandbox always allowed), never above what is free.
     limit = wanted if cap is None else max(configured, min(wanted, cap))
