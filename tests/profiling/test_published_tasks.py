@@ -132,6 +132,9 @@ async def test_published_convention_with_scalar_inputs_and_a_warning(backend, tm
     assert evaluation.max_error is not None and evaluation.max_error < 1e-6
     assert any("overflow encountered in exp" in note and "line 15" in note for note in evaluation.notes)
 
+    small = await backend.evaluate(kernel, task_for_kernel(kernel, size="small"), OPTIONS)
+    assert small.status == "ok" and any("takes no size" in note for note in small.notes)
+
 
 async def test_scalar_input_is_really_used(backend, tmp_path):
     # The kernel ignores the 0-d `shift`: the comparison must see it.

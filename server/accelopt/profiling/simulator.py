@@ -346,6 +346,13 @@ class SimulatorBackend:
         if failure is not None:
             raise _Failed(_with_memory_advice(failure, plan, task, len(seeds), who="the reference module"))
         assert outcome.result is not None
+        if task.size_argument == "none" and task.size != "full":
+            note = (
+                f"the reference module's get_inputs() takes no size: its own shapes were used "
+                f"(size {task.size!r} does not apply)"
+            )
+            if note not in cache.notes:
+                cache.notes.append(note)
         for warning in outcome.result.warnings:
             where = f" (line {warning.line})" if warning.line else ""
             note = f"the reference module warned{where}: {warning.category}: {warning.message}"
