@@ -7,9 +7,13 @@ may run in the sandbox. So before the sandbox policy sees the file, it is cut do
 kernel reaches, read from the syntax tree (nothing runs):
 
 - the top-level statements that bind a name the kernel uses, and recursively the names *they*
-  use: imports (NKI, numpy, math), constants, helper functions and classes, other kernels it
+  use (as the compiler resolves them: `symtable`, so a local `args` never pulls in a host
+  `args = parser.parse_args()`): constants, helper functions and classes, other kernels it
   calls, undecorated functions its `@nki.jit` wrapper calls;
-- ``from __future__`` imports (they change how the rest compiles).
+- imports of numpy, math and the NKI names (harmless, and what kernels are made of), and
+  ``from __future__`` imports (they change how the rest compiles);
+- imports of modules beside the file are not run but recorded (`SiblingImport`): the worker
+  binds those names to the siblings' own slices (`accelopt.profiling.siblings`).
 
 Everything else (the ``__main__`` block, top-level calls, imports and functions nothing reaches)
 is left out, and `ModuleSlice.note` says what, with lines. The slice keeps every kept statement

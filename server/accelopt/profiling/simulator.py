@@ -11,6 +11,12 @@ One evaluation is up to three sandboxed runs, each in its own worker process:
 
 Each run has its own wall-clock limit (`EvaluationOptions.timeout_s`) and a matching CPU limit.
 
+Only the slice of the kernel's file that the kernel reaches runs (`module_slice`, `siblings`).
+Small tasks run every seed in one worker per step; at full size (a seed's arrays past
+`worker_memory.BATCH_BYTES`) each seed runs in a worker of its own, whose memory limit is sized
+from the task and the machine, the reference cache moves to memory-mapped files, and outputs are
+compared chunk by chunk, so neither side holds more than one seed's arrays at a time.
+
 The trusted parent compares outputs (`compare.py`) and times the trace
 (`accelopt.profiling.metrics.profile_trace`). Seeds are secret and drawn per task by this
 process (`secrets`), so a kernel cannot know its inputs in advance; the inputs' fingerprints are
