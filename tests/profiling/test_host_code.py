@@ -300,3 +300,20 @@ async def test_an_error_inside_a_sibling_helper_names_the_helper_file(backend, t
     assert evaluation.status == "runtime_error" and "undefined_helper" in evaluation.message
     assert f"(at tiling.py:{line_of(TILING, 'undefined_helper(src)')})" in evaluation.message
     assert evaluation.line == line_of(USES_SIBLING, "tiling.broken_copy(x, out)")
+
+
+async def test_a_candidate_may_not_import_a_file_the_users_kernel_does_not(backend, tmp_path):
+    # `secrets_store.py` sits beside the kernel; the user's file never imports it. A candidate
+    # (model-written text under the same path) that does is refused, not given its constants.
+    (tmp_path / "tiling.py").write_text(TILING, encoding="utf-8")
+    (tmp_path / "secrets_store.py").write_text('TOKEN = "do-not-leak"\n', encoding="utf-8")
+    path = tmp_path / "triple.py"
+    path.write_text(USES_SIBLING, encoding="utf-8")
+    candidate = USES_SIBLING.replace("import tiling\n", "import tiling\nfrom secrets_store import TOKEN\n").replace(
+        "    copy_scaled(x, out)\n", "    copy_scaled(x, out)\n    assert TOKEN == 0, TOKEN\n"
+    )
+    kernel = KernelSource(text=candidate, name="triple_kernel", path=str(path))
+    baseline = KernelSource(text=USES_SIBLING, name="triple_kernel", path=str(path))
+    evaluation = await backend.evaluate(kernel, task_for_kernel(baseline), OPTIONS)
+    assert evaluation.status == "rejected" and "secrets_store" in evaluation.message
+    assert "do-not-leak" not in evaluation.message

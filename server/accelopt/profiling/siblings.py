@@ -7,8 +7,11 @@ importer reaches, on its original lines), and the worker runs those slices as mo
 own, under their own file names, binding the imported names itself. So a sibling's host code
 never runs either, and an error inside a helper is reported in the helper's file.
 
-A module counts as a sibling when `<the kernel's folder>/<name>.py` exists and `name` is not
-one of the modules the sandbox provides.
+A module counts as a sibling when `<the kernel's folder>/<name>.py` exists, `name` is not one
+of the modules the sandbox provides, and the kernel's file *as saved on disk* imports it too. The
+last condition matters in a search: candidate kernels are written by a model, and without it a
+candidate could import any `.py` file beside the kernel (a `config.py` holding a key) and carry
+its constants out in an error message. Candidates may use the helpers the user's file uses.
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ def kernel_program(kernel: KernelSource) -> KernelProgram:
 
     Raises SyntaxError for the kernel's own file and SiblingError for a sibling's problem."""
     folder = _folder(kernel)
-    own = cached_slice(kernel.text, kernel.name, _siblings_of(kernel.text, folder, kernel.path))
+    allowed = _user_siblings(kernel, folder)
+    own = cached_slice(kernel.text, kernel.name, _siblings_of(kernel.text, folder, kernel.path) & allowed)
     if not own.sibling_names:
         return KernelProgram(own)
     assert folder is not None
@@ -98,6 +102,17 @@ def kernel_program(kernel: KernelSource) -> KernelProgram:
     return KernelProgram(
         own, tuple(SiblingModule(name, str(folder / f"{name}.py"), slices[name]) for name in order)
     )
+
+
+def _user_siblings(kernel: KernelSource, folder: Path | None) -> frozenset[str]:
+    """The siblings the kernel's file on disk imports (none when it cannot be read)."""
+    if folder is None or kernel.path is None:
+        return frozenset()
+    try:
+        saved = Path(kernel.path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return frozenset()
+    return _siblings_of(saved, folder, kernel.path)
 
 
 def _folder(kernel: KernelSource) -> Path | None:
