@@ -123,10 +123,12 @@ async def test_a_file_with_host_code_profiles_each_of_its_kernels(backend, tmp_p
     path.write_text(HOST_FILE, encoding="utf-8")
     for name in ("scale_kernel", "negate_kernel"):
         kernel = KernelSource(text=HOST_FILE, name=name, path=str(path))
-        other = kernel.model_copy(
-            update={"text": HOST_FILE.replace("value=_scaled(", "value=nl.multiply(nl.load(x), 0.0) if False else _scaled(")}
+        # a candidate (a different text) checked against the file's kernel as the oracle
+        variant = HOST_FILE.replace(
+            "return nl.multiply(tile, factor)", "return nl.multiply(nl.multiply(tile, 1.0), factor)"
         )
-        evaluation = await backend.evaluate(other, task_for_kernel(kernel), OPTIONS)
+        candidate = kernel.model_copy(update={"text": variant})
+        evaluation = await backend.evaluate(candidate, task_for_kernel(kernel), OPTIONS)
         assert evaluation.status == "ok", (name, evaluation.message)
         assert evaluation.notes and "import torch" in evaluation.notes[0]
     assert not (tmp_path / "result.txt").exists() and not (tmp_path / "logs").exists()
