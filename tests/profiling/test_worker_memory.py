@@ -137,3 +137,51 @@ async def test_seeds_one_worker_at_a_time_when_each_is_big(tmp_path, monkeypatch
         assert modes[9:] == ["kernel", "transform"]  # references cached; the first wrong seed ends it
     finally:
         await backend.aclose()
+
+
+BIG_INTERMEDIATE = """
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+
+# accelopt: inputs x=float32[128,64]
+@nki.jit
+def staged_copy(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    stage = nl.ndarray((2048, nl.par_dim(128), 1024), dtype=nl.float32, buffer=nl.sbuf)
+    stage[0, :, 0:64] = nl.load(x)
+    nl.store(out, value=stage[0, :, 0:64])
+    return out
+"""
+
+
+async def test_a_kernel_whose_intermediates_outgrow_the_estimate_gets_a_second_try(tmp_path, monkeypatch):
+    # Its inputs and outputs are tiny; its 1 GiB staging buffer is not. The first try runs
+    # within the (here: shrunk) estimate and runs out; the second has the worker's share of
+    # the free memory.
+    from accelopt.profiling import simulator, worker_memory
+
+    tight = 1 << 30
+    monkeypatch.setattr(
+        simulator,
+        "kernel_plan",
+        lambda configured, footprint, seeds, **kw: worker_memory.MemoryPlan(
+            tight, tight, worker_memory.available_bytes(), footprint
+        ),
+    )
+    backend = SimulatorBackend(max_workers=1)
+    limits: list[int] = []
+    real_prepare = backend.sandbox.prepare
+    monkeypatch.setattr(
+        backend.sandbox,
+        "prepare",
+        lambda job, *a, **kw: limits.append(kw.get("memory_bytes")) or real_prepare(job, *a, **kw),
+    )
+    kernel = KernelSource(text=BIG_INTERMEDIATE, name="staged_copy", path=str(tmp_path / "staged.py"))
+    candidate = kernel.model_copy(update={"text": BIG_INTERMEDIATE.replace("0:64] = nl.load(x)", "0:64] = nl.load(x[:, :])")})
+    try:
+        evaluation = await backend.evaluate(candidate, task_for_kernel(kernel), EvaluationOptions(seeds=1, timeout_s=60))
+    finally:
+        await backend.aclose()
+    assert evaluation.status == "ok", evaluation.message
+    assert limits[0] == tight and limits[1] > tight  # the oracle: a first try, then a wider one

@@ -56,6 +56,7 @@ from accelopt.profiling.worker_memory import (
     out_of_memory_advice,
     reference_plan,
     seeds_per_worker,
+    widened,
 )
 from accelopt.profiling.worker_protocol import ModuleBinding, ResourceLimits, SiblingSource, WorkerJob
 
@@ -207,7 +208,7 @@ class SimulatorBackend:
             inputs = [references[s].inputs for s in batch]
             plan = self._kernel_plan(cache, len(batch), check)
             job = _kernel_job(runnable, numerics=check).model_copy(update={"return_trace": trace is None})
-            outcome = await self._run(job, options.timeout_s, inputs, memory=plan)
+            outcome, plan = await self._run_kernel(job, options.timeout_s, inputs, plan)
             failure = _outcome_failure(outcome, batch, who=None)
             if failure is not None:
                 failure = failure.model_copy(update={"seeds": seeds})
@@ -397,11 +398,8 @@ class SimulatorBackend:
             return len(seeds)
         assert task.baseline is not None
         plan = self._kernel_plan(cache, len(seeds), True)
-        outcome = await self._run(
-            _kernel_job(_runnable(task.baseline), numerics=True),
-            timeout_s,
-            [generated[s] for s in seeds],
-            memory=plan,
+        outcome, plan = await self._run_kernel(
+            _kernel_job(_runnable(task.baseline), numerics=True), timeout_s, [generated[s] for s in seeds], plan
         )
         failure = _outcome_failure(outcome, seeds, who="baseline kernel (the correctness oracle)")
         if failure is not None:
@@ -465,6 +463,20 @@ class SimulatorBackend:
                 failure = failure.model_copy(update={"status": "incorrect"})
             raise _Failed(failure)
         return [(result.group(i, "kernel"), result.group(i, "reference")) for i in range(len(seeds))]
+
+    async def _run_kernel(
+        self, job: WorkerJob, timeout_s: float, input_sets: list[list[np.ndarray]], plan: MemoryPlan
+    ) -> tuple[WorkerOutcome, MemoryPlan]:
+        """A kernel's worker run; once more with the worker's share of the free memory when it
+        ran out of its estimated limit (`worker_memory.widened`)."""
+        outcome = await self._run(job, timeout_s, input_sets, memory=plan)
+        failure = outcome.result.failure if outcome.result is not None else None
+        if failure is not None and failure.exception == "MemoryError":
+            wider = widened(plan, workers=self._max_workers)
+            if wider is not None:
+                plan = wider
+                outcome = await self._run(job, timeout_s, input_sets, memory=plan)
+        return outcome, plan
 
     def _remember(self, cache: _TaskCache, seed: int, data: _SeedData) -> None:
         """Cache one seed's data; a big task's arrays go to files mapped into memory."""

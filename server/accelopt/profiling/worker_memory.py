@@ -104,6 +104,21 @@ def kernel_plan(
     return MemoryPlan(limit, needed, available, footprint)
 
 
+def widened(plan: MemoryPlan, *, workers: int = 1) -> MemoryPlan | None:
+    """The second try for a kernel that ran out of its estimated limit: its share of the free
+    memory (None when that is no more than it had). A kernel's intermediates can dwarf its
+    inputs and outputs (attention's score tiles, SBUF buffers declared as large as the whole
+    problem), which no footprint shows in advance; a first try within the estimate keeps a
+    runaway candidate from taking the machine's memory on every evaluation."""
+    cap = _cap(plan.available_bytes)
+    if cap is None:
+        return None
+    share = cap // max(workers, 1)
+    if share <= plan.limit_bytes:
+        return None
+    return MemoryPlan(share, plan.needed_bytes, plan.available_bytes, plan.footprint_bytes)
+
+
 def size_text(value: int | float | None) -> str:
     if value is None:
         return "unknown"
