@@ -12,6 +12,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -21,6 +22,11 @@ from rich.text import Text
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import Evaluation, KernelSource
 from accelopt.profiling.profile import Profile
+
+if TYPE_CHECKING:
+    from accelopt.nki.trace import Trace
+    from accelopt.profiling.task import Task
+    from accelopt.profiling.timeline import Timeline
 
 
 class UsageError(Exception):
@@ -35,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--reference", metavar="REF.py", help="reference module (overrides the `# accelopt:` directive)"
     )
-    parser.add_argument("--hardware", choices=["trn1", "trn2"], default="trn1")
+    parser.add_argument("--hardware", choices=["trn1", "trn2", "trn3"], default="trn1")
     parser.add_argument("--backend", choices=["simulator", "neuron"], default="simulator")
     parser.add_argument(
         "--size", choices=["full", "small"], default="full", help="input size of a reference module"
@@ -109,11 +115,14 @@ def _error(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _evaluate(backend_name: str, kernel: KernelSource, task, options: EvaluationOptions):
+def _evaluate(
+    backend_name: str, kernel: KernelSource, task: Task, options: EvaluationOptions
+) -> tuple[Evaluation, Trace | None, Timeline | None]:
     from accelopt.profiling.backends import get_backend
+    from accelopt.profiling.simulator import SimulatorBackend
 
     backend = get_backend(backend_name, max_workers=1)
-    if hasattr(backend, "evaluate_detailed"):
+    if isinstance(backend, SimulatorBackend):  # the simulator also hands back its trace and timeline
         run = backend.evaluate_sync(kernel, task, options)
         return run.evaluation, run.trace, run.timeline
 
@@ -181,6 +190,8 @@ def render(evaluation: Evaluation, kernel: KernelSource, console: Console) -> No
         if evaluation.max_error is not None
         else "not checked for correctness"
     )
+    if evaluation.verified:
+        checked += "; trace verified by a re-run on unseen inputs"
     console.print(f"[bold green]ok[/] {escape(kernel.name)}: {checked} ({evaluation.wall_time_s:.1f} s)")
     for note in evaluation.notes:
         console.print(Text(f"note: {note}", style="dim"))
@@ -249,7 +260,8 @@ def _ms(value: float) -> str:
     return f"{value * 1e3:.1f} µs" if value < 1 else f"{value:.3f} ms"
 
 
-def _bytes(value: int) -> str:
+def _bytes(count: int) -> str:
+    value = float(count)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if value < 1024 or unit == "GiB":
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"

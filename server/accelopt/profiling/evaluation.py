@@ -16,7 +16,7 @@ EvalStatus = Literal[
     "runtime_error",
     "incorrect",
     "timeout",
-    "rejected",  # sandbox policy
+    "rejected",  # sandbox policy, a trace that fails verification, or an implausible profile
 ]
 
 
@@ -49,6 +49,11 @@ class Evaluation(BaseModel):
         "sandboxed run, warnings the reference raised, a size the task could not apply",
     )
     profile: Profile | None = None
+    verified: bool = Field(
+        False,
+        description="the profile is of a trace a trusted re-run reproduced on inputs the kernel never "
+        "saw (False: a profile-only run, whose trace comes from the sandbox unverified)",
+    )
     wall_time_s: float = 0.0
 
     @property

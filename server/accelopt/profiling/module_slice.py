@@ -210,12 +210,11 @@ class _Statement:
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return cls(frozenset(), frozenset(), "docstring", docstring=True)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            uses = _definition_uses(node, scopes, lazy_annotations)
-            return cls(frozenset({node.name}), frozenset(uses), _label(node))
-        uses = frozenset(_loaded_names(node))
+            return cls(frozenset({node.name}), frozenset(_definition_uses(node, scopes, lazy_annotations)), _label(node))
+        loaded = frozenset(_loaded_names(node))
         if isinstance(node, ast.Expr):  # a top-level call (`main()`, `print(...)`): host code
-            return cls(frozenset(), uses, f"`{_one_line(node)}`")
-        return cls(frozenset(_bound_names(node)), uses, _label(node))
+            return cls(frozenset(), loaded, f"`{_one_line(node)}`")
+        return cls(frozenset(_bound_names(node)), loaded, _label(node))
 
 
 def _imports_only_kernel_modules(node: ast.stmt) -> bool:

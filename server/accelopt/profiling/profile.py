@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from accelopt.hardware.specs import hardware_label
 from accelopt.hardware.work import Work
 
 Bound = Literal["hbm", "tensor", "vector", "latency"]
@@ -87,6 +88,9 @@ class Profile(BaseModel):
 
     instruction_count: int = 0
     dma_transfer_count: int = 0
+    # physical NeuronCores the run used: an SPMD grid on a logical core of 2 uses 2 (then the
+    # engine busy fractions and the roofline peak are over both)
+    physical_cores: int = Field(1, ge=1)
 
     # Roofline view
     work: Work = Field(default_factory=Work)
@@ -101,9 +105,14 @@ class Profile(BaseModel):
 
     @property
     def label(self) -> str:
-        """How a number from this profile is to be introduced to a person."""
+        """How a number from this profile is to be introduced to a person. A simulated figure
+        for hardware the model knows only from its published specs says so."""
         kind = "simulated" if self.backend == "simulator" else "measured"
-        return f"{kind} on {self.hardware}"
+        where = self.hardware
+        if self.backend == "simulator":
+            where = hardware_label(self.hardware)
+        cores = f", {self.physical_cores} physical cores" if self.physical_cores > 1 else ""
+        return f"{kind} on {where}{cores}"
 
     def summary_fields(self) -> dict[str, float]:
         """The neuron-profile-style metric dictionary the agents read."""

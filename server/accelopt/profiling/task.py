@@ -28,6 +28,7 @@ from accelopt.profiling.inputs import (
     DirectiveError,
     InputSpec,
     find_directive,
+    find_grid,
     kernel_def_line,
     parse_input_specs,
     suggest_inputs_directive,
@@ -79,6 +80,11 @@ class Task(BaseModel):
     baseline: KernelSource | None = Field(
         None, description="baseline kind: the kernel whose outputs are the truth"
     )
+    grid: str | None = Field(
+        None,
+        description="the SPMD launch grid declared above the original kernel (`# accelopt: grid ...`); "
+        "a candidate that declares none is launched on it",
+    )
 
     def key(self) -> str:
         """Identity of the task's contents (what the backend caches reference results under)."""
@@ -87,9 +93,19 @@ class Task(BaseModel):
 
 def task_for_kernel(kernel: KernelSource, reference: str | None = None, size: Size = "full") -> Task:
     """The task for a kernel: an explicit reference module wins, then the directive above it.
+    The kernel's declared launch grid (if any) goes with the task.
 
     Raises TaskError (with file and line) when there is no way to get inputs or a reference is
     unusable; the message says how to declare one."""
+    try:
+        grid = find_grid(kernel.text, kernel.name)
+    except DirectiveError as exc:
+        raise TaskError(exc.message, kernel.path, exc.line) from None
+    task = _task_for_kernel(kernel, reference, size)
+    return task if grid is None else task.model_copy(update={"grid": grid})
+
+
+def _task_for_kernel(kernel: KernelSource, reference: str | None, size: Size) -> Task:
     if reference is not None:
         return reference_task(kernel, reference, size=size)
     try:
@@ -265,3 +281,54 @@ def transform_is_identity(reference_text: str) -> bool:
         )
 
     return passes_through(returned.elts[0], params[0]) and passes_through(returned.elts[1], params[1])
+
+
+# A hidden size costs one more numeric run of the candidate; past this many times the task's own
+# size (the product of the shape's dimensions) it is not checked (NKIBench's "full" sizes).
+HIDDEN_SIZE_MAX_RATIO = 16
+
+
+def offered_sizes(reference_text: str) -> dict[str, int]:
+    """The sizes a reference module offers in a literal ``SHAPES = {name: shape}`` (a dict of
+    dimensions or a tuple of them), each with the product of its dimensions. Read statically."""
+    try:
+        tree = ast.parse(reference_text)
+    except SyntaxError:
+        return {}
+    for node in tree.body:
+        if not (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "SHAPES" for t in node.targets)
+        ):
+            continue
+        try:
+            shapes = ast.literal_eval(node.value)
+        except ValueError:
+            return {}
+        if not isinstance(shapes, dict):
+            return {}
+        sizes: dict[str, int] = {}
+        for name, shape in shapes.items():
+            dims = list(shape.values()) if isinstance(shape, dict) else shape
+            if isinstance(dims, int):
+                dims = [dims]
+            if not isinstance(name, str) or not isinstance(dims, (list, tuple)):
+                continue
+            if all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
+                product = 1
+                for d in dims:
+                    product *= d
+                sizes[name] = product
+        return sizes
+    return {}
+
+
+def hidden_sizes(reference_text: str, size: Size) -> list[Size]:
+    """The other sizes of the module a candidate evaluated at `size` is also checked at (one
+    drawn secretly per evaluation): those no more than HIDDEN_SIZE_MAX_RATIO times larger."""
+    offered = offered_sizes(reference_text)
+    own = offered.get(size)
+    if own is None:
+        return []
+    names: tuple[Size, ...] = ("full", "small")
+    return [n for n in names if n != size and n in offered and offered[n] <= own * HIDDEN_SIZE_MAX_RATIO]

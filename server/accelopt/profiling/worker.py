@@ -24,6 +24,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 _MAX_MESSAGE = 1500
@@ -67,6 +68,10 @@ def main(job_dir: str) -> int:
 
         runtime = _runtime
         runtime.install_aliases()
+        if job.get("grid"):  # parsed while imports are trusted; the parent checked its form
+            from accelopt.nki.spmd import parse_grid
+
+            job["_grid"] = parse_grid(job["grid"])
 
     out_dir = os.path.join(job_dir, "out")
     status_file = open(os.path.join(out_dir, "status.json"), "w", encoding="utf-8")
@@ -85,7 +90,9 @@ def main(job_dir: str) -> int:
             for ref in run
         ]
 
-    runs_inputs = [functools.partial(run_inputs, run) for run in job.get("inputs", [])]
+    runs_inputs: list[Callable[[], list[Any]]] = [
+        functools.partial(run_inputs, run) for run in job.get("inputs", [])
+    ]
     npz = _load_npz(os.path.join(job_dir, "in", "outputs.npz")) if job["mode"] == "transform" else None
 
     # No more processes or threads from here on (kernel-enforced for non-root users).
@@ -117,6 +124,8 @@ def main(job_dir: str) -> int:
             _run_transform(job, npz, result, saved, np, arrays)
     except BaseException as exc:  # everything the untrusted code does is a result, not a crash
         result["failure"] = _describe_failure(exc, source_path)
+        if job["mode"] == "kernel":
+            result["failure"]["run"] = len(result["runs"])  # the input set it failed on
         sibling = _innermost_sibling(exc, source_path, [m["path"] for m in job.get("modules", [])])
         if sibling is not None and result["failure"]["kind"] == "runtime_error":
             # The kernel's line is where it called the helper; say where the helper failed.
@@ -242,7 +251,7 @@ def _kernel_argument(value: Any) -> Any:
     return value.item() if value.dtype.name in ("float64", "int64", "bool") else value[()]
 
 
-def _save_group(saved: dict[str, Any], prefix: str, values: list[Any], np: Any, arrays: Any) -> list[dict]:
+def _save_group(saved: _Archive, prefix: str, values: list[Any], np: Any, arrays: Any) -> list[dict[str, Any]]:
     refs = []
     for j, value in enumerate(values):
         array = value if type(value) is np.ndarray else np.asarray(value)
@@ -254,7 +263,7 @@ def _save_group(saved: dict[str, Any], prefix: str, values: list[Any], np: Any, 
     return refs
 
 
-def _bound(bindings, modules):
+def _bound(bindings: list[dict[str, Any]], modules: dict[str, Any]) -> dict[str, Any]:
     """The names a module's sibling imports would have bound, from the modules already run."""
     return {
         b["target"]: modules[b["module"]] if b["attribute"] is None else vars(modules[b["module"]])[b["attribute"]]
@@ -262,9 +271,23 @@ def _bound(bindings, modules):
     }
 
 
-def _run_kernel(job, runtime, runs_inputs, result, saved, np, arrays):
+# The job is plain JSON (no pydantic here, see above); numpy, the emulator's runtime and the
+# array transport come in as modules, imported by `main` in the trusted phase.
+Job = dict[str, Any]
+
+
+def _run_kernel(
+    job: Job,
+    runtime: Any,
+    runs_inputs: list[Callable[[], list[Any]]],
+    result: dict[str, Any],
+    saved: _Archive,
+    np: Any,
+    arrays: Any,
+) -> Any:
     name = job["kernel_name"]
-    modules = {}
+    grid = job.get("_grid")
+    modules: dict[str, Any] = {}
     for sibling in job.get("modules", []):  # dependencies first (the parent ordered them)
         modules[sibling["name"]] = runtime.load_module(
             sibling["source"], sibling["path"], _bound(sibling["bindings"], modules)
@@ -279,19 +302,23 @@ def _run_kernel(job, runtime, runs_inputs, result, saved, np, arrays):
             numerics=job["numerics"],
             kernel_name=name,
             source_path=job["source_path"],
+            grid=grid,
+            target=job.get("hardware") or None,
+            record_calls=i == 0 and bool(job.get("record_calls")),
         )
         if trace is None:
             trace = run.trace
         outputs = list(run.outputs)
         structure = "single" if getattr(run, "single", len(outputs) == 1) else "tuple"
+        groups: dict[str, list[dict[str, Any]]] = {}
         record = {
             "structure": structure,
-            "groups": {},
+            "groups": groups,
             "input_fingerprints": [arrays.fingerprint(a) for a in inputs],
             "output_arguments": bool(getattr(run, "output_arguments", False)),
         }
         if job["numerics"]:
-            record["groups"]["outputs"] = _save_group(saved, f"r{i}_out", outputs, np, arrays)
+            groups["outputs"] = _save_group(saved, f"r{i}_out", outputs, np, arrays)
         result["runs"].append(record)
         del run, outputs, inputs  # one seed's arrays at a time
         if saved.full():
@@ -299,7 +326,7 @@ def _run_kernel(job, runtime, runs_inputs, result, saved, np, arrays):
     return trace
 
 
-def _load_reference_module(job):
+def _load_reference_module(job: Job) -> Any:
     import types
 
     module = types.ModuleType("accelopt_reference")
@@ -309,7 +336,7 @@ def _load_reference_module(job):
     return module
 
 
-def _get_inputs(module, job):
+def _get_inputs(module: Any, job: Job) -> Any:
     """`get_inputs()` as the module defines it: with the size by keyword or position, or with
     no argument at all (the published NKIBench modules fix their shapes at module level)."""
     call = job.get("size_argument", "positional")
@@ -320,23 +347,21 @@ def _get_inputs(module, job):
     return module.get_inputs()
 
 
-def _run_reference(job, result, saved, np, arrays):
+def _run_reference(job: Job, result: dict[str, Any], saved: _Archive, np: Any, arrays: Any) -> None:
     module = _load_reference_module(job)
     for i, seed in enumerate(job["seeds"]):
         np.random.seed(seed)
         raw = list(_get_inputs(module, job))
         # Copies: forward() may reuse or modify its arguments in place.
         nki_inputs = [np.array(a, copy=True) for a in module.transform_to_nki_inputs(raw)]
-        record = {
-            "structure": "list",
-            "groups": {"inputs": _save_group(saved, f"r{i}_in", nki_inputs, np, arrays)},
-        }
+        groups = {"inputs": _save_group(saved, f"r{i}_in", nki_inputs, np, arrays)}
+        record: dict[str, Any] = {"structure": "list", "groups": groups}
         if i == 0 and callable(getattr(module, "work", None)):
             result["work"] = {str(k): float(v) for k, v in dict(module.work(*raw)).items()}
         if not job.get("inputs_only"):
             ref, structure = _as_list(module.forward(*raw))
             record["structure"] = structure
-            record["groups"]["outputs"] = _save_group(saved, f"r{i}_ref", ref, np, arrays)
+            groups["outputs"] = _save_group(saved, f"r{i}_ref", ref, np, arrays)
             del ref
         result["runs"].append(record)
         del raw, nki_inputs  # one seed's arrays at a time
@@ -344,10 +369,13 @@ def _run_reference(job, result, saved, np, arrays):
             break
 
 
-def _run_transform(job, npz, result, saved, np, arrays):
+def _run_transform(
+    job: Job, npz: dict[str, Any] | None, result: dict[str, Any], saved: _Archive, np: Any, arrays: Any
+) -> None:
     module = _load_reference_module(job)
+    assert npz is not None  # a transform job comes with the outputs to transform
 
-    def rebuild(refs):
+    def rebuild(refs: list[dict[str, Any]]) -> list[Any]:
         return [arrays.from_transport(npz[r["name"]], r["dtype"]) for r in refs]
 
     for i, (k_refs, r_refs) in enumerate(zip(job["kernel_outputs"], job["reference_outputs"])):

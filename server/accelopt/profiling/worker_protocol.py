@@ -69,6 +69,10 @@ class WorkerJob(BaseModel):
     modules: list[SiblingSource] = Field(default_factory=list)
     bindings: list[ModuleBinding] = Field(default_factory=list)
     numerics: bool = True
+    # kernel mode: the hardware the run is for (nisa.get_nc_version) and the SPMD launch grid
+    # (`# accelopt: grid ...` text, read by accelopt.nki.spmd.parse_grid; None: no grid)
+    hardware: str = "trn1"
+    grid: str | None = None
     size: str = "full"
     size_argument: SizeArgument = "positional"
     # reference mode: one run per seed (np.random.seed(seed) before get_inputs)
@@ -85,6 +89,7 @@ class WorkerJob(BaseModel):
         description="stop after the run whose arrays bring the total past this many bytes: the "
         "result then has fewer runs than asked for, and the parent asks again for the rest",
     )
+    record_calls: bool = False  # kernel mode: the first run logs its API calls (verification)
     limits: ResourceLimits = Field(default_factory=ResourceLimits)
     parent_pid: int = 0
     trusted_roots: list[str] = Field(default_factory=list)
@@ -98,6 +103,7 @@ class WorkerFailure(BaseModel):
     error_code: str | None = None
     line: int | None = None
     path: str | None = None
+    run: int | None = Field(None, description="kernel mode: the input set (run) it failed on")
 
 
 class RunResult(BaseModel):
