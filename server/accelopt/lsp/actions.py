@@ -16,6 +16,8 @@ from accelopt.search.speedup_words import speedup_words
 
 APPLY_COMMAND = "accelopt.applyCandidate"
 REJECT_COMMAND = "accelopt.rejectCandidate"
+HUNKS_COMMAND = "accelopt.candidateHunks"
+APPLY_HUNKS_COMMAND = "accelopt.applyHunks"
 
 
 def optimize_action(uri: str, kernel: KernelInfo) -> types.CodeAction:
