@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help="wall-clock limit per sandboxed run, in seconds (default 120; 1800 for a reference "
-        "module at its full size, as `accelopt bench` allows: each seed of a big task runs alone)",
+        "module at its full size, as `accelopt bench` allows: full-size emulation takes minutes per seed)",
     )
     parser.add_argument("--json", action="store_true", help="print the Evaluation as JSON")
     parser.add_argument(

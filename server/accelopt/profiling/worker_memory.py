@@ -4,8 +4,9 @@ A fixed address-space limit either refuses full-size tasks (an fp32 matmul 4096x
 5120x12288 has 512 MiB of inputs and outputs per seed; a batched softmax 16x4096x4096 has a
 1 GiB output) or lets a small task's runaway kernel take the machine. So the limit follows the
 task: its *footprint* (bytes of one seed's kernel inputs plus reference outputs, measured on the
-first reference run) decides how many seeds share a worker and how large that worker's limit is,
-capped by what the machine has free (`MemAvailable`). When even one seed cannot fit, the
+first reference run) decides how many seeds share a reference worker and how large a kernel
+worker's limit is, capped by what the machine has free (`MemAvailable`). Workers hold one seed's
+arrays at a time (they stream results to disk). When even one seed cannot fit, the
 evaluation says so with the numbers and the ways out instead of dying in a `MemoryError`.
 """
 
@@ -15,7 +16,9 @@ from dataclasses import dataclass
 
 GiB = 1 << 30
 MiB = 1 << 20
-# Seeds share one worker while their data stays under this; above it each seed runs alone.
+# Seeds share a reference worker while their data stays under this; above it each seed gets
+# its own. A task whose one seed passes it is "big": its kernel worker gets its share of the
+# free memory.
 BATCH_BYTES = 256 * MiB
 # What the worker needs before any task data: the interpreter, numpy, the emulator, BLAS
 # buffers, measured as address space (RLIMIT_AS counts reservations, not only resident pages).
