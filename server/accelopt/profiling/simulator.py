@@ -63,6 +63,7 @@ from accelopt.profiling.verification import VerificationFailed, rerun_returned_c
 from accelopt.profiling.worker_memory import (
     BATCH_BYTES,
     MemoryPlan,
+    available_bytes,
     kernel_plan,
     out_of_memory_advice,
     reference_plan,
@@ -303,11 +304,16 @@ class SimulatorBackend:
     def _rerun_max_bytes(self, cache: _TaskCache, plan: MemoryPlan) -> int:
         """Tensor memory the trusted re-run of a call log may allocate here: a few MB suffice at
         correctness sizes (a forged log must not take the server's memory), but a full-size
-        task's re-run needs what its kernel needed (the worker's share of the free memory)."""
+        task's re-run needs more. It runs in this process, whose memory the machine needs too: a
+        re-run of the full-size matmul allowed the worker's whole share reached 24 GB resident
+        and was killed by the kernel's OOM killer, so it gets at most a third of what is free."""
         small = min(self.sandbox.limits.memory_bytes, RERUN_MAX_BYTES)
         big = (cache.footprint() or 0) >= self._batch_bytes
         widened_run = plan.limit_bytes > max(self.sandbox.limits.memory_bytes, plan.needed_bytes)
-        return max(small, plan.limit_bytes) if big or widened_run else small
+        if not (big or widened_run):
+            return small
+        free = available_bytes()
+        return max(small, plan.limit_bytes if free is None else min(plan.limit_bytes, free // 3))
 
     def _kernel_plan(self, cache: _TaskCache, numerics: bool) -> MemoryPlan:
         footprint = cache.footprint() if numerics else cache.input_bytes
