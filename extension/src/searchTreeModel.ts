@@ -32,7 +32,7 @@ const COLORS = {
   root: '#4e79a7',
 };
 
-function shortTitle(title: string, max = 48): string {
+function shortTitle(title: string, max = 36): string {
   return title.length <= max ? title : `${title.slice(0, max - 1)}…`;
 }
 

@@ -47,7 +47,9 @@ export class SearchTreePanels implements vscode.Disposable {
       this.panels.set(searchId, panel);
       panel.onDidDispose(() => this.panels.delete(searchId));
       panel.webview.onDidReceiveMessage((message: { type?: string; candidateId?: string }) => {
-        if (message.type === 'open' && message.candidateId) {
+        if (message.type === 'ready') {
+          void this.refresh(searchId); // a model posted before the page listened was lost
+        } else if (message.type === 'open' && message.candidateId) {
           void this.open(searchId, message.candidateId);
         }
       });

@@ -32,6 +32,9 @@ export class TimelinePanels implements vscode.Disposable {
     isWholeLine: true,
   });
   private readonly hot = new Map<string, HotLine[]>();
+  /** The last model of each panel, sent again when its page says it is ready (a message
+   * posted before the page listened is lost). */
+  private readonly models = new Map<string, TimelineViewModel>();
 
   constructor(
     private readonly extensionUri: vscode.Uri,
@@ -55,9 +58,16 @@ export class TimelinePanels implements vscode.Disposable {
         },
       );
       this.panels.set(key, panel);
-      panel.onDidDispose(() => this.panels.delete(key));
-      panel.webview.onDidReceiveMessage((message: { type?: string; line?: number }) => {
-        if (message.type === 'reveal' && typeof message.line === 'number') {
+      panel.onDidDispose(() => {
+        this.panels.delete(key);
+        this.models.delete(key);
+      });
+      const webview = panel.webview;
+      webview.onDidReceiveMessage((message: { type?: string; line?: number }) => {
+        const model = this.models.get(key);
+        if (message.type === 'ready' && model) {
+          void webview.postMessage({ type: 'model', model });
+        } else if (message.type === 'reveal' && typeof message.line === 'number') {
           void revealLine(uri, message.line);
         }
       });
@@ -67,6 +77,7 @@ export class TimelinePanels implements vscode.Disposable {
       );
     }
     const model = await this.model(uri, kernelName);
+    this.models.set(key, model);
     await panel.webview.postMessage({ type: 'model', model });
     this.hot.set(uri.toString(), model.hotLines);
     this.decorate();

@@ -8,19 +8,11 @@ import { GridComponent, TitleComponent, TooltipComponent } from 'echarts/compone
 import * as echarts from 'echarts/core';
 import { CanvasRenderer } from 'echarts/renderers';
 
+import { host, serve, themeColor } from './page';
+
 import type { SearchViewModel } from '../src/searchTreeModel';
 
 echarts.use([LineChart, TreeChart, GridComponent, TitleComponent, TooltipComponent, CanvasRenderer]);
-
-interface VsCodeApi {
-  postMessage(message: unknown): void;
-}
-declare function acquireVsCodeApi(): VsCodeApi;
-const vscode = acquireVsCodeApi();
-
-function themeColor(name: string, fallback: string): string {
-  return getComputedStyle(document.body).getPropertyValue(name).trim() || fallback;
-}
 
 const treeChart = echarts.init(document.getElementById('tree') as HTMLDivElement);
 const bestChart = echarts.init(document.getElementById('best') as HTMLDivElement);
@@ -42,9 +34,9 @@ function draw(model: SearchViewModel): void {
           type: 'tree',
           data: model.root ? [model.root] : [],
           top: 8,
-          left: 240, // inner nodes' labels sit to their left
+          left: '22%', // inner nodes' labels sit to their left, leaves' to their right
           bottom: 8,
-          right: 320,
+          right: '34%',
           symbolSize: 10,
           initialTreeDepth: -1,
           expandAndCollapse: false,
@@ -87,19 +79,8 @@ function draw(model: SearchViewModel): void {
 treeChart.on('click', (params) => {
   const id = (params.data as { id?: string } | null)?.id;
   if (id) {
-    vscode.postMessage({ type: 'open', candidateId: id });
+    host.postMessage({ type: 'open', candidateId: id });
   }
-});
-
-window.addEventListener('message', (event: MessageEvent) => {
-  const message = event.data as { type?: string; model?: SearchViewModel };
-  if (message.type === 'model' && message.model) {
-    draw(message.model);
-  }
-});
-window.addEventListener('resize', () => {
-  treeChart.resize();
-  bestChart.resize();
 });
 
 /** For end-to-end tests: how many candidates are drawn (the root excluded). */
@@ -107,4 +88,4 @@ window.addEventListener('resize', () => {
   nodeCount: () => current?.counts.total ?? 0,
 };
 
-vscode.postMessage({ type: 'ready' });
+serve<SearchViewModel>(draw, [treeChart, bestChart]);

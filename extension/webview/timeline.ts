@@ -9,6 +9,8 @@ import { DataZoomComponent, GridComponent, TitleComponent, TooltipComponent } fr
 import * as echarts from 'echarts/core';
 import { CanvasRenderer } from 'echarts/renderers';
 
+import { host, serve, themeColor } from './page';
+
 import type { TimelineViewModel } from '../src/timelineModel';
 
 echarts.use([
@@ -21,17 +23,6 @@ echarts.use([
   TooltipComponent,
   CanvasRenderer,
 ]);
-
-interface VsCodeApi {
-  postMessage(message: unknown): void;
-}
-declare function acquireVsCodeApi(): VsCodeApi;
-
-const vscode = acquireVsCodeApi();
-
-function themeColor(name: string, fallback: string): string {
-  return getComputedStyle(document.body).getPropertyValue(name).trim() || fallback;
-}
 
 function theme(): { fg: string; muted: string; grid: string; accent: string } {
   return {
@@ -190,20 +181,10 @@ function draw(model: TimelineViewModel): void {
 timelineChart.on('click', (params: { value?: unknown }) => {
   const value = params.value as number[] | undefined;
   if (value && typeof value[3] === 'number') {
-    vscode.postMessage({ type: 'reveal', line: value[3] });
+    host.postMessage({ type: 'reveal', line: value[3] });
   }
 });
 
-window.addEventListener('message', (event: MessageEvent) => {
-  const message = event.data as { type?: string; model?: TimelineViewModel };
-  if (message.type === 'model' && message.model) {
-    draw(message.model);
-  }
-});
-window.addEventListener('resize', () => {
-  timelineChart.resize();
-  rooflineChart.resize();
-});
 // A new theme: redraw in its colours.
 new MutationObserver(() => current && draw(current)).observe(document.body, {
   attributes: true,
@@ -215,7 +196,19 @@ new MutationObserver(() => current && draw(current)).observe(document.body, {
   barCount: () => current?.bars.length ?? 0,
   barAt(
     index: number,
-  ): { x: number; y: number; line: number; inChartX: number; inChartY: number; width: number } | undefined {
+  ):
+    | {
+        x: number;
+        y: number;
+        line: number;
+        inChartX: number;
+        inChartY: number;
+        width: number;
+        lane: number;
+        start: number;
+        end: number;
+      }
+    | undefined {
     const bar = current?.bars[index];
     if (!bar) {
       return undefined;
@@ -227,8 +220,18 @@ new MutationObserver(() => current && draw(current)).observe(document.body, {
     const [left] = timelineChart.convertToPixel({ gridIndex: 0 }, [bar.start, bar.lane]) as number[];
     const [right] = timelineChart.convertToPixel({ gridIndex: 0 }, [bar.end, bar.lane]) as number[];
     const box = (document.getElementById('timeline') as HTMLElement).getBoundingClientRect();
-    return { x: box.left + x, y: box.top + y, line: bar.line, inChartX: x, inChartY: y, width: right - left };
+    return {
+      x: box.left + x,
+      y: box.top + y,
+      line: bar.line,
+      inChartX: x,
+      inChartY: y,
+      width: right - left,
+      lane: bar.lane,
+      start: bar.start,
+      end: bar.end,
+    };
   },
 };
 
-vscode.postMessage({ type: 'ready' });
+serve<TimelineViewModel>(draw, [timelineChart, rooflineChart]);

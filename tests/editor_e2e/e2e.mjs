@@ -208,13 +208,19 @@ try {
       SERVER_READY_MS,
     );
     const count = await timelineFrame.evaluate(() => globalThis.acceloptTimeline.barCount());
-    // the longest bar: the easiest to hit, and one a person would click first
+    // The widest compute-engine bar that no other bar of its lane overlaps (a DMA queue's
+    // transfers can overlap, and a click hits the one drawn on top): easy to hit, unambiguous.
     clicked = await timelineFrame.evaluate((n) => {
       const api = globalThis.acceloptTimeline;
+      const bars = Array.from({ length: n }, (_, i) => api.barAt(i)).filter(Boolean);
+      const clear = (bar) =>
+        !bars.some(
+          (other) =>
+            other !== bar && other.lane === bar.lane && other.start < bar.end && bar.start < other.end,
+        );
       let best;
-      for (let i = 0; i < n; i += 1) {
-        const bar = api.barAt(i);
-        if (bar && (!best || bar.width > best.width)) {
+      for (const bar of bars) {
+        if (bar.lane < 4 && clear(bar) && (!best || bar.width > best.width)) {
           best = bar;
         }
       }
