@@ -180,3 +180,15 @@ async def test_workspace_configuration_overrides_the_initialization_options(edit
     while not await on_trn2():
         assert time.monotonic() < deadline, "the new hardware setting never reached the profiles"
         await asyncio.sleep(0.1)
+
+
+async def test_a_file_with_host_code_offers_and_profiles_each_kernel(editor: Editor):
+    uri = editor.open("host_code.py")
+    lenses = await editor.client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+    offered = [lens.command.arguments[1] for lens in lenses if lens.command and lens.command.title == "Optimize"]
+    assert offered == ["double_kernel", "square_kernel"]
+    card = await editor.profiled_hover(uri, "square_kernel")
+    assert re.search(HEADLINE, card, re.MULTILINE), card  # profiled: the torch import never ran
+    assert "Note: ran only what the kernel reaches" in card and "`import torch`" in card

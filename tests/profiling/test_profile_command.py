@@ -97,3 +97,29 @@ def test_usage_errors_name_the_file_and_line(tmp_path):
     assert undeclared.returncode == 2
     assert f"{tmp_path / 'undeclared.py'}:6: error: no way to get inputs" in undeclared.stderr
     assert "# accelopt: inputs x=float32[128,512]" in undeclared.stderr
+
+
+def test_syntax_error_without_kernel_name_gives_the_line(tmp_path):
+    (tmp_path / "broken.py").write_text(HAND_WRITTEN.replace("t = nl.load(x)", "t = nl.load(x"))
+    done = accelopt("broken.py", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "broken.py:10: error: syntax error:" in done.stderr, done.stderr
+
+
+def test_hottest_lines_keep_slices_and_long_lines_whole(tmp_path):
+    long_comment = "# " + "the whole row block, " * 6
+    text = HAND_WRITTEN.replace(
+        "    t = nl.load(x)\n", f"    r0 = 0\n    t = nl.load(x[r0 : r0 + 128, 0:256])  {long_comment.strip()}\n"
+    )
+    (tmp_path / "sliced.py").write_text(text)
+    done = accelopt("sliced.py", "--seeds", "1", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"t = nl.load(x[r0 : r0 + 128, 0:256])  {long_comment.strip()}" in done.stdout
+
+
+def test_host_code_is_left_out_with_a_note(tmp_path):
+    text = "import argparse\n" + HAND_WRITTEN + '\nif __name__ == "__main__":\n    argparse.ArgumentParser().parse_args()\n'
+    (tmp_path / "harness.py").write_text(text)
+    done = accelopt("harness.py", "--seeds", "1", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "note: ran only what the kernel reaches" in done.stdout and "line 1 (`import argparse`)" in done.stdout

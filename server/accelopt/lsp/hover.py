@@ -90,7 +90,9 @@ def outcome_markdown(name: str, outcome: ProfileOutcome) -> str:
         return f"**`{name}`** · profiling failed: {outcome.error}"
     evaluation = outcome.evaluation
     assert evaluation is not None
+    # What the user should know about the run (host code left out, a warning in the reference).
+    notes = "".join(f"\n\n*Note: {note}*" for note in evaluation.notes)
     if evaluation.profile is not None and evaluation.status in ("ok", "incorrect"):
-        return profile_markdown(name, evaluation.profile)
+        return profile_markdown(name, evaluation.profile) + notes
     where = f" (line {evaluation.line})" if evaluation.line else ""
-    return f"**`{name}`** · {evaluation.status}{where}: {evaluation.message}"
+    return f"**`{name}`** · {evaluation.status}{where}: {evaluation.message}" + notes

@@ -52,6 +52,9 @@ class KernelRun:
     trace: Trace
     # True when the kernel returned one tensor (not a tuple/list): `simulate` returns it bare.
     single: bool = True
+    # True when the kernel returned nothing and its outputs are the arguments it stored into
+    # (`def k(a, out)`): writing those inputs is then its job, not a fault.
+    output_arguments: bool = False
 
 
 # --- module aliasing -------------------------------------------------------------------------
@@ -92,12 +95,10 @@ def install_aliases() -> None:
 # --- loading kernel text ---------------------------------------------------------------------
 
 
-def load_kernel(text: str, name: str, path: str = "<kernel>") -> Callable[..., Any]:
-    """Execute kernel source as a fresh module and return its kernel function `name`.
-
-    SyntaxError propagates unchanged (callers report it as a syntax error); a missing or
-    non-callable `name` raises ValueError.
-    """
+def load_module(text: str, path: str, namespace: dict[str, Any] | None = None) -> types.ModuleType:
+    """Execute kernel-side source (a kernel file, or a helper module beside it) as a fresh
+    module. `namespace` holds names bound before it runs (what its imports of sibling modules
+    give it, bound by the caller instead of imported)."""
     install_aliases()
     code = compile(text, path, "exec")
     module_name = f"accelopt_kernel_{next(_MODULE_COUNTER)}"
@@ -105,6 +106,7 @@ def load_kernel(text: str, name: str, path: str = "<kernel>") -> Callable[..., A
     module.__file__ = path
     # Plain `range` loops in the kernel are recorded in the trace as sequential loops.
     module.__dict__["range"] = KernelRange
+    module.__dict__.update(namespace or {})
     linecache.cache[path] = (len(text), None, text.splitlines(keepends=True), path)
     sys.modules[module_name] = module
     try:
@@ -114,6 +116,18 @@ def load_kernel(text: str, name: str, path: str = "<kernel>") -> Callable[..., A
         if converted is None:
             raise
         raise converted from exc
+    return module
+
+
+def load_kernel(
+    text: str, name: str, path: str = "<kernel>", namespace: dict[str, Any] | None = None
+) -> Callable[..., Any]:
+    """Execute kernel source as a fresh module and return its kernel function `name`.
+
+    SyntaxError propagates unchanged (callers report it as a syntax error); a missing or
+    non-callable `name` raises ValueError.
+    """
+    module = load_module(text, path, namespace)
     if name not in module.__dict__:
         functions = sorted(
             k for k, v in module.__dict__.items() if inspect.isfunction(v) or isinstance(v, Kernel)
@@ -228,6 +242,7 @@ def run_kernel(
         finally:
             ctx._call_log = None
         returned, single = _flatten(result)
+        output_arguments = not returned
         if not returned:
             # kernels that write into their (output) arguments and return nothing
             returned = [a for a in args if isinstance(a, Tensor) and a._written and _was_stored(ctx, a)]
@@ -236,7 +251,9 @@ def run_kernel(
             log.returned(returned, single)
             ctx.trace.calls = log.entries
             ctx.trace.calls_failure = log.failure
-        return finish_run(ctx, returned, single, line)
+        run = finish_run(ctx, returned, single, line)
+        run.output_arguments = output_arguments
+        return run
 
 
 def blas_single_thread() -> Any:

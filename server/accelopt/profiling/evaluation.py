@@ -43,6 +43,11 @@ class Evaluation(BaseModel):
     line: int | None = Field(None, description="1-based line in the kernel's own source")
     max_error: float | None = Field(None, description="worst relative L2 error over outputs and seeds")
     seeds: list[int] = Field(default_factory=list)
+    notes: list[str] = Field(
+        default_factory=list,
+        description="what the user should know that is not a failure: host code left out of the "
+        "sandboxed run, warnings the reference raised, a size the task could not apply",
+    )
     profile: Profile | None = None
     verified: bool = Field(
         False,

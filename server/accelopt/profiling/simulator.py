@@ -22,12 +22,20 @@ of a secret seed it never received; the re-run must reproduce the reference and 
 trace, and only the re-run's trace is timed. When the reference module offers another size, the
 candidate also runs on inputs of a size drawn secretly (one more input set in the same worker).
 Every profile must be plausible (`plausibility.py`): no faster than the roofline of the work.
+
+Only the slice of the kernel's file that the kernel reaches runs (`module_slice`, `siblings`).
+Workers hold one seed's arrays at a time (they stream each run's results to disk); a reference
+worker stops once its arrays pass `worker_memory.BATCH_BYTES` and the next seeds go to another,
+memory limits are sized from the task and the machine (`worker_memory`), a big task's cached
+reference data moves to memory-mapped files, and outputs are compared chunk by chunk.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
+import shutil
+import tempfile
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -41,22 +49,43 @@ from accelopt.nki.trace import Trace
 from accelopt.profiling import arrays
 from accelopt.profiling.backend import EvaluationOptions, assumed, resolved_hardware
 from accelopt.profiling.compare import compare_outputs
-from accelopt.profiling.evaluation import Evaluation, KernelSource
+from accelopt.profiling.evaluation import EvalStatus, Evaluation, KernelSource
 from accelopt.profiling.inputs import DirectiveError, find_grid, generate_inputs
 from accelopt.profiling.metrics import profile_trace
+from accelopt.profiling.module_slice import ModuleSlice
 from accelopt.profiling.plausibility import implausibility
 from accelopt.profiling.policy import check_source
 from accelopt.profiling.profile import Profile
 from accelopt.profiling.sandbox import Sandbox, WorkerOutcome
+from accelopt.profiling.siblings import SiblingError, kernel_program
 from accelopt.profiling.task import Size, Task, hidden_sizes, transform_is_identity
 from accelopt.profiling.timeline import Timeline
 from accelopt.profiling.verification import VerificationFailed, rerun_returned_calls
-from accelopt.profiling.worker_protocol import ArrayRef, OutputStructure, ResourceLimits, WorkerJob
+from accelopt.profiling.worker_memory import (
+    BATCH_BYTES,
+    MemoryPlan,
+    available_bytes,
+    kernel_plan,
+    out_of_memory_advice,
+    reference_plan,
+    widened,
+)
+from accelopt.profiling.worker_protocol import (
+    ArrayRef,
+    ModuleBinding,
+    OutputStructure,
+    ResourceLimits,
+    SiblingSource,
+    WorkerJob,
+)
 
 _KERNEL_PLACEHOLDER_PATH = "<kernel>"
 # Tensor memory a trusted re-run of a call log may allocate in this process (the correctness
 # sizes need a few MB; a forged log must not take the server's memory).
 RERUN_MAX_BYTES = 1 << 30
+# Above this much cached reference data per task, the cache lives in files mapped into memory
+# (the page cache keeps it warm; the process does not hold gigabytes per task).
+_CACHE_IN_MEMORY_BYTES = 1 << 30
 
 
 @dataclass
@@ -91,6 +120,16 @@ class _TaskCache:
     verification_seed: int | None = None
     work: Work | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # one seed's kernel inputs and reference outputs, in bytes (None until a run has shown them)
+    input_bytes: int | None = None
+    output_bytes: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def footprint(self) -> int | None:
+        """Bytes of one seed's data; before the outputs are known, guessed as the inputs again."""
+        if self.input_bytes is None:
+            return None
+        return self.input_bytes + (self.output_bytes if self.output_bytes is not None else self.input_bytes)
 
 
 class _Failed(Exception):
@@ -113,13 +152,18 @@ class SimulatorBackend:
         fresh_seeds: bool = False,
         cached_tasks: int = 8,
         work_root: str | None = None,
+        batch_bytes: int = BATCH_BYTES,
     ) -> None:
         """`fresh_seeds=True` draws new secret seeds for every evaluation (one extra reference
         run each time); by default the seeds are drawn once per task and kept secret in this
-        process, so every candidate of a search is judged on the same unpredictable inputs."""
+        process, so every candidate of a search is judged on the same unpredictable inputs.
+        A reference worker stops once its seeds' arrays pass `batch_bytes` (`worker_memory`)."""
         self.sandbox = Sandbox(limits, isolate_network=isolate_network, work_root=work_root)
         self.fresh_seeds = fresh_seeds
         self._slots = asyncio.Semaphore(max_workers)
+        self._max_workers = max_workers
+        self._batch_bytes = batch_bytes
+        self._spill_dir: str | None = None
         self._tasks: OrderedDict[str, _TaskCache] = OrderedDict()
         self._cached_tasks = cached_tasks
 
@@ -130,6 +174,10 @@ class SimulatorBackend:
 
     async def aclose(self) -> None:
         await self.sandbox.aclose()
+        if self._spill_dir is not None:
+            self._tasks.clear()  # the mapped files go with the cache
+            shutil.rmtree(self._spill_dir, ignore_errors=True)
+            self._spill_dir = None
 
     def evaluate_sync(self, kernel: KernelSource, task: Task, options: EvaluationOptions) -> SimulatedRun:
         """For the command line: run one evaluation on a private event loop."""
@@ -160,7 +208,20 @@ class SimulatorBackend:
     # --- one evaluation ------------------------------------------------------------------------
 
     async def _evaluate(self, kernel: KernelSource, task: Task, options: EvaluationOptions) -> SimulatedRun:
-        _static_check(kernel)
+        runnable = _runnable(kernel)
+        try:
+            run = await self._evaluate_runnable(kernel, runnable, task, options)
+        except _Failed as failed:
+            failed.evaluation.notes[:0] = runnable.notes
+            raise
+        run.evaluation.notes[:0] = runnable.notes
+        return run
+
+    async def _evaluate_runnable(
+        self, kernel: KernelSource, runnable: _Runnable, task: Task, options: EvaluationOptions
+    ) -> SimulatedRun:
+        """`kernel` is the user's file; `runnable` the slice of it that runs (same lines)."""
+        _static_check(runnable.kernel)
         check = options.check_correctness
         tolerance = options.tolerance if options.tolerance is not None else task.tolerance
         cache = self._cache(task)
@@ -183,17 +244,20 @@ class SimulatorBackend:
             if hidden is not None:
                 input_sets.append(hidden.data.inputs)
 
-        outcome = await self._run(
-            _kernel_job(kernel, numerics=check, hardware=hardware, grid=task.grid),
+        # The worker runs the input sets one after another, holding one set's arrays at a time.
+        plan = self._kernel_plan(cache, check)
+        outcome, plan = await self._run_kernel(
+            _kernel_job(runnable, numerics=check, hardware=hardware, grid=task.grid),
             options.timeout_s,
             input_sets,
+            plan,
         )
         failure = _outcome_failure(outcome, seeds, who=None, runs=len(input_sets))
         if failure is not None:
             failed = outcome.result.failure if outcome.result is not None else None
             if hidden is not None and failed is not None and failed.run == len(seeds):
                 failure = failure.model_copy(update={"message": _at_hidden_size(hidden, failure.message)})
-            return SimulatedRun(failure)
+            return SimulatedRun(_with_memory_advice(failure, plan, task, len(seeds)))
         assert outcome.result is not None
         _check_inputs_untouched(outcome, input_sets, seeds)
 
@@ -201,7 +265,7 @@ class SimulatorBackend:
         max_error: float | None = None
         verified = False
         if check:
-            _check_no_input_writes(trace, seeds)
+            _check_no_input_writes(trace, seeds, outcome.result.runs[0].output_arguments)
             assert verification_seed is not None
             if verification_seed not in references:
                 references |= await self._references(
@@ -218,6 +282,7 @@ class SimulatorBackend:
                 tolerance,
                 is_baseline_itself,
                 options,
+                self._rerun_max_bytes(cache, plan),
             )
             verified = True
 
@@ -238,8 +303,43 @@ class SimulatorBackend:
             seeds=seeds,
             profile=profile,
             verified=verified,
+            notes=list(cache.notes),
         )
         return SimulatedRun(evaluation, trace, timeline)
+
+    def _rerun_max_bytes(self, cache: _TaskCache, plan: MemoryPlan) -> int:
+        """Tensor memory the trusted re-run of a call log may allocate here: a few MB suffice at
+        correctness sizes (a forged log must not take the server's memory), but a full-size
+        task's re-run needs more. It runs in this process, whose memory the machine needs too: a
+        re-run of the full-size matmul allowed the worker's whole share reached 24 GB resident
+        and was killed by the kernel's OOM killer, so it gets at most a third of what is free."""
+        small = min(self.sandbox.limits.memory_bytes, RERUN_MAX_BYTES)
+        big = (cache.footprint() or 0) >= self._batch_bytes
+        widened_run = plan.limit_bytes > max(self.sandbox.limits.memory_bytes, plan.needed_bytes)
+        if not (big or widened_run):
+            return small
+        free = available_bytes()
+        return max(small, plan.limit_bytes if free is None else min(plan.limit_bytes, free // 3))
+
+    def _kernel_plan(self, cache: _TaskCache, numerics: bool) -> MemoryPlan:
+        footprint = cache.footprint() if numerics else cache.input_bytes
+        return kernel_plan(
+            self.sandbox.limits.memory_bytes, footprint, 1, workers=self._max_workers, big_bytes=self._batch_bytes
+        )
+
+    async def _run_kernel(
+        self, job: WorkerJob, timeout_s: float, input_sets: list[list[np.ndarray]], plan: MemoryPlan
+    ) -> tuple[WorkerOutcome, MemoryPlan]:
+        """A kernel's worker run; once more with the worker's share of the free memory when it
+        ran out of its estimated limit (`worker_memory.widened`)."""
+        outcome = await self._run(job, timeout_s, input_sets, memory=plan)
+        failure = outcome.result.failure if outcome.result is not None else None
+        if failure is not None and failure.exception == "MemoryError":
+            wider = widened(plan, workers=self._max_workers)
+            if wider is not None:
+                plan = wider
+                outcome = await self._run(job, timeout_s, input_sets, memory=plan)
+        return outcome, plan
 
     async def _judge(
         self,
@@ -253,6 +353,7 @@ class SimulatorBackend:
         tolerance: float,
         is_baseline_itself: bool,
         options: EvaluationOptions,
+        rerun_max_bytes: int = RERUN_MAX_BYTES,
     ) -> tuple[float, Trace]:
         """Judge the candidate's outputs on the check seeds and at the hidden size, and verify
         its trace; returns the worst error and the verified trace. All pairs that need the
@@ -281,9 +382,10 @@ class SimulatorBackend:
                 rerun_run = await asyncio.to_thread(
                     rerun_returned_calls,
                     trace,
-                    verification[1].inputs,
+                    # the arrays only: scalar arguments are constants in the call log
+                    [a for a in verification[1].inputs if np.ndim(a) > 0],
                     timeout_s=options.timeout_s,
-                    max_bytes=min(self.sandbox.limits.memory_bytes, RERUN_MAX_BYTES),
+                    max_bytes=rerun_max_bytes,
                 )
             except VerificationFailed as exc:
                 verify_failure = exc.message
@@ -400,11 +502,15 @@ class SimulatorBackend:
             missing = [
                 s for s in seeds if s not in cache.seeds or (need_outputs and cache.seeds[s].outputs is None)
             ]
-            if missing:
+            while missing:
+                # A reference worker stops once its arrays pass the batch budget: small tasks
+                # need one run for every seed, big ones one run per seed.
                 if task.kind == "reference":
-                    await self._run_reference_module(task, cache, missing, need_outputs, timeout_s)
+                    done = await self._run_reference_module(task, cache, missing, need_outputs, timeout_s)
                 else:
                     await self._run_baseline(task, cache, missing, need_outputs, timeout_s, hardware)
+                    done = len(missing)
+                missing = missing[done:]
             found = {s: cache.seeds[s] for s in seeds}
             if self.fresh_seeds:
                 for s in seeds:
@@ -413,32 +519,56 @@ class SimulatorBackend:
 
     async def _run_reference_module(
         self, task: Task, cache: _TaskCache, seeds: list[int], need_outputs: bool, timeout_s: float
-    ) -> None:
+    ) -> int:
+        """Run the reference for `seeds` (or the first of them that fit one worker); returns
+        how many were done."""
         job = WorkerJob(
             mode="reference",
             policy="reference",
             source=task.reference_text or "",
             source_path=task.reference_path or "<reference>",
             size=task.size,
+            size_argument=task.size_argument,
             seeds=seeds,
             inputs_only=not need_outputs,
+            max_run_bytes=self._batch_bytes,
         )
-        outcome = await self._run(job, timeout_s)
+        plan = reference_plan(self.sandbox.limits.memory_bytes)
+        outcome = await self._run(job, timeout_s, memory=plan)
+        if outcome.result is not None and outcome.result.failure is None and outcome.result.runs:
+            seeds = seeds[: len(outcome.result.runs)]
         failure = _outcome_failure(outcome, seeds, who="reference module")
         if failure is not None:
-            raise _Failed(failure)
+            raise _Failed(_with_memory_advice(failure, plan, task, len(seeds), who="the reference module"))
         assert outcome.result is not None
+        if task.size_argument == "none" and task.size != "full":
+            note = (
+                f"the reference module's get_inputs() takes no size: its own shapes were used "
+                f"(size {task.size!r} does not apply)"
+            )
+            if note not in cache.notes:
+                cache.notes.append(note)
+        for warning in outcome.result.warnings:
+            where = f" (line {warning.line})" if warning.line else ""
+            note = f"the reference module warned{where}: {warning.category}: {warning.message}"
+            if note not in cache.notes:
+                cache.notes.append(note)
         for i, seed in enumerate(seeds):
-            cache.seeds[seed] = _SeedData(
-                inputs=outcome.group(i, "inputs"),
-                outputs=outcome.group(i, "outputs") if need_outputs else None,
-                structure=outcome.result.runs[i].structure,
+            self._remember(
+                cache,
+                seed,
+                _SeedData(
+                    inputs=outcome.group(i, "inputs"),
+                    outputs=outcome.group(i, "outputs") if need_outputs else None,
+                    structure=outcome.result.runs[i].structure,
+                ),
             )
         if outcome.result.work is not None and cache.work is None:
             try:
                 cache.work = Work(**outcome.result.work, source="task")
             except (TypeError, ValueError):
                 cache.work = None
+        return len(seeds)
 
     async def _run_baseline(
         self,
@@ -450,25 +580,36 @@ class SimulatorBackend:
         hardware: str = "trn1",
     ) -> None:
         generated = {s: generate_inputs(task.inputs, s) for s in seeds}
+        if cache.input_bytes is None:
+            cache.input_bytes = sum(a.nbytes for a in generated[seeds[0]])
         if not need_outputs:
             for s in seeds:
-                cache.seeds.setdefault(s, _SeedData(inputs=generated[s], outputs=None))
+                if s not in cache.seeds:
+                    self._remember(cache, s, _SeedData(inputs=generated[s], outputs=None))
             return
         assert task.baseline is not None
-        outcome = await self._run(
-            _kernel_job(task.baseline, numerics=True, hardware=hardware, grid=task.grid),
+        plan = self._kernel_plan(cache, True)
+        outcome, plan = await self._run_kernel(
+            _kernel_job(_runnable(task.baseline), numerics=True, hardware=hardware, grid=task.grid),
             timeout_s,
             [generated[s] for s in seeds],
+            plan,
         )
         failure = _outcome_failure(outcome, seeds, who="baseline kernel (the correctness oracle)")
         if failure is not None:
-            raise _Failed(failure)
+            raise _Failed(
+                _with_memory_advice(failure, plan, task, len(seeds), who="the baseline kernel (the oracle)")
+            )
         assert outcome.result is not None
         for i, s in enumerate(seeds):
-            cache.seeds[s] = _SeedData(
-                inputs=generated[s],
-                outputs=outcome.group(i, "outputs"),
-                structure=outcome.result.runs[i].structure,
+            self._remember(
+                cache,
+                s,
+                _SeedData(
+                    inputs=generated[s],
+                    outputs=outcome.group(i, "outputs"),
+                    structure=outcome.result.runs[i].structure,
+                ),
             )
         if cache.work is None and outcome.trace_json is not None:
             try:
@@ -508,7 +649,7 @@ class SimulatorBackend:
             kernel_structures=structures,
             reference_outputs=ref_refs,
         )
-        result = await self._run(job, timeout_s, bundle=bundle)
+        result = await self._run(job, timeout_s, bundle=bundle, memory=reference_plan(self.sandbox.limits.memory_bytes))
         failure = _outcome_failure(result, seeds, who="reference module's transform_nki_outputs")
         if failure is not None:
             if result.result is not None and result.result.failure is not None:
@@ -516,6 +657,30 @@ class SimulatorBackend:
                 failure = failure.model_copy(update={"status": "incorrect"})
             raise _Failed(failure)
         return [(result.group(i, "kernel"), result.group(i, "reference")) for i in range(len(references))]
+
+    def _remember(self, cache: _TaskCache, seed: int, data: _SeedData) -> None:
+        """Cache one seed's data; a big task's arrays go to files mapped into memory."""
+        if cache.input_bytes is None or (data.outputs is not None and cache.output_bytes is None):
+            cache.input_bytes = sum(a.nbytes for a in data.inputs)
+            if data.outputs is not None:
+                cache.output_bytes = sum(a.nbytes for a in data.outputs)
+        if (cache.footprint() or 0) * max(len(cache.pool), 1) > _CACHE_IN_MEMORY_BYTES:
+            data = _SeedData(
+                inputs=[self._spill(a) for a in data.inputs],
+                outputs=None if data.outputs is None else [self._spill(a) for a in data.outputs],
+                structure=data.structure,
+            )
+        cache.seeds[seed] = data
+
+    def _spill(self, array: np.ndarray) -> np.ndarray:
+        if array.ndim == 0 or array.dtype.kind not in "biuf":
+            return array  # scalars and ml_dtypes arrays stay in memory (.npy cannot map the latter)
+        if self._spill_dir is None:
+            self._spill_dir = tempfile.mkdtemp(prefix="accelopt-reference-cache-")
+        handle, path = tempfile.mkstemp(suffix=".npy", dir=self._spill_dir)
+        with open(handle, "wb") as f:
+            np.save(f, array, allow_pickle=False)
+        return np.load(path, mmap_mode="r", allow_pickle=False)
 
     # --- running a worker ----------------------------------------------------------------------
 
@@ -526,6 +691,7 @@ class SimulatorBackend:
         input_sets: list[list[np.ndarray]] | None = None,
         *,
         bundle: dict[str, np.ndarray] | None = None,
+        memory: MemoryPlan | None = None,
     ) -> WorkerOutcome:
         """One sandboxed worker run, holding one of the backend's worker slots. `input_sets` are
         the kernel's inputs, one list per run (seed)."""
@@ -538,11 +704,77 @@ class SimulatorBackend:
         ]
         job = job.model_copy(update={"inputs": refs or job.inputs})
         async with self._slots:
-            files = await asyncio.to_thread(self.sandbox.prepare, job, arrays_in, bundle, timeout_s=timeout_s)
+            files = await asyncio.to_thread(
+                self.sandbox.prepare,
+                job,
+                arrays_in,
+                bundle,
+                timeout_s=timeout_s,
+                memory_bytes=None if memory is None else memory.limit_bytes,
+            )
             return await self.sandbox.run(files, timeout_s)
 
 
 # --- helpers (pure functions over validated data) --------------------------------------------
+
+
+@dataclass
+class _Runnable:
+    """What runs for a kernel: the slice of its file (under its own path, on its own lines),
+    the slices of the modules beside it that it imports, and notes on what was left out."""
+
+    kernel: KernelSource
+    modules: list[SiblingSource]
+    bindings: list[ModuleBinding]
+    notes: list[str]
+    original: KernelSource  # the file as written (its comments: the grid directive)
+
+
+def _bindings(sliced: ModuleSlice) -> list[ModuleBinding]:
+    return [ModuleBinding(target=i.target, module=i.module, attribute=i.attribute) for i in sliced.sibling_imports]
+
+
+def _runnable(kernel: KernelSource) -> _Runnable:
+    """The part of the kernel's file that runs in the sandbox (`module_slice`), with the
+    sibling modules it imports (`siblings`), each checked by the policy."""
+    try:
+        program = kernel_program(kernel)
+    except SyntaxError as exc:
+        raise _Failed(
+            Evaluation(status="syntax_error", message=f"SyntaxError: {exc.msg}", line=exc.lineno)
+        ) from None
+    except SiblingError as exc:
+        where = f"{exc.path}:{exc.line}: " if exc.path and exc.line else f"{exc.path}: " if exc.path else ""
+        status: EvalStatus = "syntax_error" if exc.message.startswith("syntax error") else "runtime_error"
+        raise _Failed(Evaluation(status=status, message=f"{where}{exc.message}")) from None
+    sliced = program.kernel
+    modules = []
+    for module in program.modules:
+        try:
+            violation = check_source(module.sliced.text, "kernel")
+        except SyntaxError as exc:  # parsed once already: only a slice bug could get here
+            raise _Failed(Evaluation(status="syntax_error", message=f"{module.path}:{exc.lineno}: {exc.msg}")) from None
+        if violation is not None:
+            raise _Failed(
+                Evaluation(
+                    status="rejected", message=f"sandbox policy: {module.path}:{violation.line}: {violation.reason}"
+                )
+            )
+        modules.append(
+            SiblingSource(name=module.name, path=module.path, source=module.sliced.text, bindings=_bindings(module.sliced))
+        )
+    if not sliced.defines(kernel.name):
+        where = kernel.path or _KERNEL_PLACEHOLDER_PATH
+        raise _Failed(
+            Evaluation(
+                status="runtime_error",
+                message=f"ValueError: kernel {kernel.name!r} is not defined in {where} "
+                f"(functions: {', '.join(sliced.functions) or 'none'})",
+            )
+        )
+    return _Runnable(
+        kernel.model_copy(update={"text": sliced.text}), modules, _bindings(sliced), program.notes(), kernel
+    )
 
 
 def _static_check(kernel: KernelSource) -> None:
@@ -558,12 +790,12 @@ def _static_check(kernel: KernelSource) -> None:
         )
 
 
-def _kernel_job(
-    kernel: KernelSource, *, numerics: bool, hardware: str, grid: str | None = None
-) -> WorkerJob:
-    """A kernel run in a worker; the kernel's own `# accelopt: grid` wins over the task's `grid`."""
+def _kernel_job(runnable: _Runnable, *, numerics: bool, hardware: str, grid: str | None = None) -> WorkerJob:
+    """A kernel run in a worker; the kernel's own `# accelopt: grid` wins over the task's `grid`
+    (read from the file as written: the slice that runs keeps no comments)."""
+    kernel = runnable.kernel
     try:
-        grid = find_grid(kernel.text, kernel.name) or grid
+        grid = find_grid(runnable.original.text, kernel.name) or grid
     except DirectiveError as exc:
         raise _Failed(Evaluation(status="compile_error", message=exc.message, line=exc.line)) from None
     return WorkerJob(
@@ -576,7 +808,25 @@ def _kernel_job(
         record_calls=numerics,  # numeric runs are verified: their first run logs its calls
         hardware=hardware,
         grid=grid,
+        modules=runnable.modules,
+        bindings=runnable.bindings,
     )
+
+
+def _with_memory_advice(
+    failure: Evaluation, plan: MemoryPlan, task: Task, seeds: int, who: str = "the kernel"
+) -> Evaluation:
+    """A run that ran out of memory says how much it had and what to do about it."""
+    text = failure.message
+    if "MemoryError" not in text and "out of memory" not in text:
+        return failure
+    advice = out_of_memory_advice(
+        plan,
+        seeds=seeds,
+        size_adjustable=task.kind == "reference" and task.size_argument != "none",
+        who=f"the sandboxed worker running {who}",
+    )
+    return failure.model_copy(update={"message": f"{text}. {advice}"})
 
 
 def _at_hidden_size(hidden: _Hidden, message: str) -> str:
@@ -631,12 +881,18 @@ def _check_inputs_untouched(outcome: WorkerOutcome, inputs: list[list[np.ndarray
             )
 
 
-def _check_no_input_writes(trace: Trace | None, seeds: list[int]) -> None:
+def _check_no_input_writes(trace: Trace | None, seeds: list[int], output_arguments: bool = False) -> None:
     """A kernel that writes into an input tensor fails, whatever its outputs (the emulator
-    works on copies, so the check reads the trace rather than the arrays)."""
+    works on copies, so the check reads the trace rather than the arrays). A kernel that
+    returns nothing and stores into some of its arguments (`def k(a, out)`, the output-argument
+    style) has those arguments as its outputs: writing them is its job."""
     if trace is None:
         return
-    inputs = {tid: info for tid, info in trace.tensors.items() if info.is_input}
+    inputs = {
+        tid: info
+        for tid, info in trace.tensors.items()
+        if info.is_input and not (output_arguments and info.is_output)
+    }
     for record in trace.records:
         for region in record.writes:
             if region.tensor_id in inputs:
