@@ -134,10 +134,12 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
+        warming = asyncio.create_task(asyncio.to_thread(_warm_imports))
         try:
             yield None
         finally:
             await tools.aclose()
+            await asyncio.gather(warming, return_exceptions=True)
 
     server: MCPServer[Any] = MCPServer(
         "accelopt",
@@ -450,6 +452,14 @@ def _lessons(settings: McpSettings, kernel: KernelSource, hardware: str, limit: 
             for exp in found
         ],
     )
+
+
+def _warm_imports() -> None:
+    """Import what the first profile and the first search need (numpy, the simulator, the offline
+    agents with libcst: a second or two) while the agent is still reading the tool list."""
+    import accelopt.agents.offline
+    import accelopt.profiling.simulator
+    import accelopt.search.beam  # noqa: F401
 
 
 def _version() -> str:
