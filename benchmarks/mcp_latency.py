@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 REPO = Path(__file__).resolve().parents[1]

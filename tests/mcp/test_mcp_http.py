@@ -8,10 +8,9 @@ import sys
 from pathlib import Path
 
 import anyio
-from mcp_client import EXAMPLES, ROOT, server_parameters, structured
-
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp_client import EXAMPLES, ROOT, server_parameters, structured
 
 
 def _free_port() -> int:
