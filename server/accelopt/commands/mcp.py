@@ -31,6 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-memory", action="store_true", help="searches neither read nor write the memory")
     parser.add_argument("--workers", type=int, metavar="W", help="concurrent evaluations per search (default 2)")
     parser.add_argument(
+        "--llm-base-url", metavar="URL", help="OpenAI-compatible endpoint for --agents llm (wins over [llm] base_url)"
+    )
+    parser.add_argument("--llm-model", metavar="MODEL", help="model every agent role uses")
+    parser.add_argument(
+        "--llm-api-key-env", metavar="NAME", help="environment variable holding the endpoint's API key"
+    )
+    parser.add_argument(
         "--log-level",
         default="WARNING",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -51,6 +58,16 @@ def settings_from(args: argparse.Namespace) -> Any:
     for key, value in (("agents", args.agents), ("backend", args.backend), ("memory", args.memory)):
         if value is not None:
             updates[key] = value
+    llm = run_config.llm.model_dump() if run_config.llm is not None else {}
+    for key, value in (
+        ("base_url", args.llm_base_url),
+        ("model", args.llm_model),
+        ("api_key_env", args.llm_api_key_env),
+    ):
+        if value is not None:
+            llm[key] = value
+    if llm:
+        updates["llm"] = llm
     run = type(run_config).model_validate({**run_config.model_dump(), **updates})
     return McpSettings(run=run, use_memory=not args.no_memory, size=args.size)
 
