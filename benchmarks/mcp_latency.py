@@ -12,6 +12,8 @@ Figures (wall-clock, client side, median over the runs; a fresh server per run):
   answer              from calling optimize_kernel to its result
   cancel -> stopped   from cancelling a second, longer search (after its first candidate) until
                       get_search reports it stopped
+  call during search  answer time of those get_search polls (the search shares the server's
+                      interpreter: its CPU work delays other calls)
 
 Offline agents, the simulator backend, a scratch optimization memory.
 """
@@ -72,6 +74,7 @@ async def _one_run(kernel: Path, size: str, iterations: int) -> dict[str, float]
 
                 first_progress: list[float] = []
                 first_candidate: list[float] = []
+                polls: list[float] = []
                 finished = anyio.Event()
 
                 async def on_progress(value: float, total: float | None, message: str | None) -> None:
@@ -79,9 +82,15 @@ async def _one_run(kernel: Path, size: str, iterations: int) -> dict[str, float]
                         first_progress.append(time.perf_counter() - started)
 
                 async def watch() -> None:
-                    while not finished.is_set() and not first_candidate:
+                    while not finished.is_set():
+                        asked = time.perf_counter()
                         state = await session.call_tool("get_search", {})
-                        if not state.is_error and (state.structured_content or {}).get("candidates"):
+                        polls.append(time.perf_counter() - asked)
+                        if (
+                            not first_candidate
+                            and not state.is_error
+                            and (state.structured_content or {}).get("candidates")
+                        ):
                             first_candidate.append(time.perf_counter() - started)
                         await anyio.sleep(0.05)
 
@@ -103,6 +112,9 @@ async def _one_run(kernel: Path, size: str, iterations: int) -> dict[str, float]
                     figures["first_progress_s"] = first_progress[0]
                 if first_candidate:
                     figures["first_candidate_s"] = first_candidate[0]
+                if polls:
+                    figures["call_during_search_p50_s"] = statistics.median(polls)
+                    figures["call_during_search_p95_s"] = sorted(polls)[int(0.95 * (len(polls) - 1))]
 
                 figures.update(await _cancel_figure(session, kernel))
     return figures
@@ -148,6 +160,8 @@ async def _main(args: argparse.Namespace) -> None:
         "first_candidate_s": "optimize -> first candidate",
         "answer_s": f"optimize -> answer ({args.iterations} it.)",
         "cancel_to_stopped_s": "cancel -> search stopped",
+        "call_during_search_p50_s": "get_search during a search, p50",
+        "call_during_search_p95_s": "get_search during a search, p95",
     }
     for key, label in labels.items():
         if key in medians:
