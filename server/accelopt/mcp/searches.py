@@ -49,6 +49,9 @@ def _iteration_share(evaluated: int, planned: int) -> float:
     return _PLANNED_SHARE + (1 - _PLANNED_SHARE) * (1 - planned / evaluated)
 
 
+Progress = tuple[float, float, str]  # progress, total, message: an MCP progress notification
+
+
 class UnknownSearch(KernelInputError):
     """No search (or candidate) by that id in this server."""
 
@@ -73,7 +76,7 @@ class SearchRun:
     best_speedup: float | None = None
     started_at: float = field(default_factory=time.monotonic)
     task: asyncio.Task[None] | None = None
-    _listeners: list[asyncio.Queue[SearchEvent | None]] = field(default_factory=list)
+    _listeners: list[asyncio.Queue[Progress | None]] = field(default_factory=list)
     _reported: float | None = None
 
     @property
@@ -82,17 +85,24 @@ class SearchRun:
 
     # -- following the search -----------------------------------------------------------------
 
-    async def follow(self) -> AsyncIterator[SearchEvent]:
-        """The events from now on, until the search ends."""
-        queue: asyncio.Queue[SearchEvent | None] = asyncio.Queue()
+    def follow(self) -> AsyncIterator[Progress]:
+        """The search's progress from this call on, one step per event that moved it, until it
+        ends. Each step is taken when its event is folded in, so a slow reader still sees every
+        one; the queue is registered here, not at the first iteration, so none is missed."""
+        queue: asyncio.Queue[Progress | None] = asyncio.Queue()
         if not self.running:
-            return
-        self._listeners.append(queue)
+            queue.put_nowait(None)
+        else:
+            self._listeners.append(queue)
+        return self._drain(queue)
+
+    async def _drain(self, queue: asyncio.Queue[Progress | None]) -> AsyncIterator[Progress]:
         try:
-            while (event := await queue.get()) is not None:
-                yield event
+            while (step := await queue.get()) is not None:
+                yield step
         finally:
-            self._listeners.remove(queue)
+            if queue in self._listeners:
+                self._listeners.remove(queue)
 
     def apply(self, event: SearchEvent) -> None:
         if event.kind == "started":
@@ -113,14 +123,16 @@ class SearchRun:
             self.lessons += 1
         elif event.kind == "finished":
             self.finished = event
-        for queue in self._listeners:
-            queue.put_nowait(event)
+        step = self.progress()
+        if step is not None:
+            for queue in self._listeners:
+                queue.put_nowait(step)
 
     def close_listeners(self) -> None:
         for queue in self._listeners:
             queue.put_nowait(None)
 
-    def progress(self) -> tuple[float, float, str] | None:
+    def progress(self) -> Progress | None:
         """(progress, total, message) in iterations, or None when the progress has not moved
         since the last call (MCP progress must increase with every notification)."""
         total = float(max(self.config.iterations, 1))

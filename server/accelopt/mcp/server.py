@@ -288,10 +288,13 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
             run = await tools.searches.start(found, task, config, agents or settings.run.agents)
         except KernelInputError as exc:
             raise ToolError(str(exc)) from None
-        await _report(ctx, run.progress())
+        steps = run.follow()
+        first = run.progress()
         try:
-            async for _event in run.follow():
-                await _report(ctx, run.progress())
+            if first is not None:
+                await ctx.report_progress(*first)
+            async for step in steps:
+                await ctx.report_progress(*step)
             if run.task is not None:
                 await asyncio.shield(run.task)
         except asyncio.CancelledError:
@@ -404,11 +407,6 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
         return resources.files("accelopt.mcp").joinpath("nki_rules.md").read_text(encoding="utf-8")
 
     return server
-
-
-async def _report(ctx: Context, progress: tuple[float, float, str] | None) -> None:
-    if progress is not None:
-        await ctx.report_progress(*progress)
 
 
 def _add_spec_sheet(server: MCPServer[Any], name: str) -> None:
