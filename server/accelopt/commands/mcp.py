@@ -46,8 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> Any:
+    from accelopt.commands.run_config import load_run_config
     from accelopt.mcp.settings import McpSettings
-    from accelopt.search.run_config import load_run_config
 
     run_config = load_run_config(args.config)
     search = run_config.search.model_dump()
@@ -69,13 +69,21 @@ def settings_from(args: argparse.Namespace) -> Any:
     if llm:
         updates["llm"] = llm
     run = type(run_config).model_validate({**run_config.model_dump(), **updates})
-    return McpSettings(run=run, use_memory=not args.no_memory, size=args.size)
+    return McpSettings(
+        agents=run.agents,
+        backend=run.backend,
+        memory=run.memory,
+        search=run.search,
+        llm=run.llm,
+        use_memory=not args.no_memory,
+        size=args.size,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from accelopt.search.run_config import ConfigError
+    from accelopt.commands.run_config import ConfigError
 
     logging.basicConfig(
         stream=sys.stderr, level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s"

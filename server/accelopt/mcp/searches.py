@@ -278,13 +278,13 @@ class Searches:
         from accelopt.profiling.backends import get_backend
 
         try:
-            agents = make_agents(self.settings.run.llm, kind=agents_kind, seed=config.seed)  # type: ignore[arg-type]
+            agents = make_agents(self.settings.llm, kind=agents_kind, seed=config.seed)  # type: ignore[arg-type]
         except AgentsUnavailable as exc:
             raise KernelInputError(str(exc)) from exc
         try:
-            backend = get_backend(self.settings.run.backend, max_workers=config.max_concurrent_evaluations)
+            backend = get_backend(self.settings.backend, max_workers=config.max_concurrent_evaluations)
         except (ValueError, RuntimeError) as exc:
-            raise KernelInputError(f"backend {self.settings.run.backend!r}: {exc}") from exc
+            raise KernelInputError(f"backend {self.settings.backend!r}: {exc}") from exc
         search_id = config.search_id or uuid.uuid4().hex[:12]
         config = config.model_copy(update={"search_id": search_id})
         run = SearchRun(id=search_id, kernel=kernel, config=config, agents=agents.name, backend=backend.name)
@@ -323,7 +323,7 @@ class Searches:
         from accelopt.search.memory import Memory, MemoryUnavailable
 
         try:
-            return Memory(self.settings.run.memory)
+            return Memory(self.settings.memory)
         except (MemoryUnavailable, OSError) as exc:
             log.warning("optimization memory unavailable, searching without it: %s", exc)
             return None
