@@ -156,6 +156,7 @@ async def test_check_reports_a_broken_rule_at_its_line(memory: Path, silu: Path)
         )
         assert verdict["passed"] is False and verdict["status"] == "incorrect"
         assert verdict["correctness"]["correct"] is False and verdict["diagnostics"] == []
+        assert "error" in verdict["message"], verdict["message"]
 
 
 async def test_small_offline_optimize_reports_progress_and_returns_edits(memory: Path, silu: Path) -> None:

@@ -86,6 +86,7 @@ class CheckResult(BaseModel):
     path: str | None
     passed: bool = Field(description="no NKI rule broken and the outputs match the reference")
     status: str
+    message: str = Field("", description="why it did not pass (e.g. which output differs, by how much)")
     diagnostics: list[Diagnostic]
     correctness: Correctness
     backend_label: str

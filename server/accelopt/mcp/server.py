@@ -208,6 +208,7 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
             path=found.path,
             passed=evaluation.status == "ok",
             status=evaluation.status,
+            message=evaluation.message,
             diagnostics=diagnostics(evaluation, found),
             correctness=verdict,
             backend_label=(
