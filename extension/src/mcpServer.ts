@@ -161,6 +161,13 @@ export function registerMcpServer(
     return undefined;
   }
   const provider = new AcceloptMcpProvider(deps);
-  const registration = lm.registerMcpServerDefinitionProvider(MCP_PROVIDER_ID, provider);
-  return { provider, registration };
+  try {
+    const registration = lm.registerMcpServerDefinitionProvider(MCP_PROVIDER_ID, provider);
+    return { provider, registration };
+  } catch (error) {
+    // An editor whose agent features are off or broken must not cost us the language server.
+    deps.output.appendLine(`[mcp] registering the MCP server failed: ${String(error)}`);
+    provider.dispose();
+    return undefined;
+  }
 }

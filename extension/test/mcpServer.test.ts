@@ -133,10 +133,20 @@ describe('the MCP server definition', () => {
     assert.ok(error.text.includes(bare));
   });
 
-  it('registers nothing in an editor without the MCP API', () => {
+  it('registers nothing in an editor without the MCP API, or one that refuses it', () => {
     const module = vscodeMock as unknown as { lm: unknown };
     const saved = module.lm;
     module.lm = undefined;
+    try {
+      assert.equal(registerMcpServer(deps({})), undefined);
+    } finally {
+      module.lm = saved;
+    }
+    module.lm = {
+      registerMcpServerDefinitionProvider: () => {
+        throw new Error('chat is disabled');
+      },
+    };
     try {
       assert.equal(registerMcpServer(deps({})), undefined);
     } finally {
