@@ -199,6 +199,8 @@ async def test_small_offline_optimize_reports_progress_and_returns_edits(memory:
         values = [value for value, _, _ in progress]
         assert values == sorted(set(values)), values
         assert progress[-1][0] == progress[-1][1] == 1.0
+        assert "finished (completed)" in (progress[-1][2] or "")
+        assert all(value < 1.0 for value in values[:-1])
         assert all(result["search_id"] in (message or "") for _, _, message in progress)
 
         detail = structured(

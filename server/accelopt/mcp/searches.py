@@ -41,6 +41,11 @@ _BASELINE_SHARE = 0.05
 _PLANNED_SHARE = 0.9
 
 
+# The last part of the bar, left for the search's wind-down (lessons, final ranking), so that its
+# end is always a notification of its own, saying how it finished.
+_WIND_DOWN_SHARE = 0.01
+
+
 def _iteration_share(evaluated: int, planned: int) -> float:
     """Strictly increasing in `evaluated`, below 1 however many evaluations an iteration takes."""
     planned = max(planned, 1)
@@ -142,7 +147,7 @@ class SearchRun:
             planned = self.beam_size * self.config.plans_per_kernel * self.config.samples_per_plan
             judged = 0.0 if self.baseline_id is None or self.iteration > 0 else _BASELINE_SHARE
             within = judged + (1 - judged) * _iteration_share(self.evaluated - self.evaluated_before_iteration, planned)
-            done = min(self.iteration + within, total)
+            done = min(self.iteration + within, total - _WIND_DOWN_SHARE)
         if self._reported is not None and done <= self._reported:
             return None
         self._reported = done
