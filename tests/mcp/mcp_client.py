@@ -16,12 +16,13 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "kernels_examples"
 
 
-def server_parameters(memory: Path, *extra: str) -> StdioServerParameters:
+def server_parameters(memory: Path, *extra: str, env: dict[str, str] | None = None) -> StdioServerParameters:
     env = {
         **os.environ,
         "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1",
         "ACCELOPT_MEMORY": str(memory),
+        **(env or {}),
     }
     return StdioServerParameters(
         command=sys.executable,
@@ -32,8 +33,10 @@ def server_parameters(memory: Path, *extra: str) -> StdioServerParameters:
 
 
 @asynccontextmanager
-async def mcp_session(memory: Path, *extra: str) -> AsyncIterator[ClientSession]:
-    async with stdio_client(server_parameters(memory, *extra)) as (read, write):
+async def mcp_session(
+    memory: Path, *extra: str, env: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
+    async with stdio_client(server_parameters(memory, *extra, env=env)) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             yield session
