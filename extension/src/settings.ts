@@ -40,6 +40,8 @@ export interface ServerConfiguration {
     /** Only the roles the user set: the server's `models` holds strings, never null. */
     models: Partial<Record<AgentRole, string>>;
     apiKeyEnv: string;
+    /** The CLI's configuration file, whose [llm] (and [search]) the server reads too. */
+    configFile: string | null;
   };
   search: {
     beamWidth: number;
@@ -53,6 +55,8 @@ export interface ServerConfiguration {
   };
   memoryPath: string | null;
   maxCandidates: number;
+  /** Evaluations as Ray tasks: 'local' or a cluster address; null evaluates locally. */
+  ray: string | null;
 }
 
 export interface ClientSettings {
@@ -130,6 +134,7 @@ export function apiKeyEnvVarName(value: unknown): string {
 export function readSettings(config: ConfigurationReader, paths: PathContext): ClientSettings {
   const pythonPath = text(config.get('pythonPath'));
   const memoryPath = text(config.get('memory.path'));
+  const configFile = text(config.get('llm.configFile'));
   const models: Partial<Record<AgentRole, string>> = {};
   for (const role of AGENT_ROLES) {
     const model = text(config.get(`llm.models.${role}`));
@@ -150,6 +155,7 @@ export function readSettings(config: ConfigurationReader, paths: PathContext): C
         model: text(config.get('llm.model')),
         models,
         apiKeyEnv: apiKeyEnvVarName(config.get('llm.apiKeyEnvVar')),
+        configFile: configFile === null ? null : expandPath(configFile, paths),
       },
       search: {
         beamWidth: positiveInt(config.get('search.beamWidth'), 6),
@@ -163,6 +169,7 @@ export function readSettings(config: ConfigurationReader, paths: PathContext): C
       },
       memoryPath: memoryPath === null ? null : expandPath(memoryPath, paths),
       maxCandidates: positiveInt(config.get('maxCandidates'), 5),
+      ray: text(config.get('rayAddress')),
     },
   };
 }
