@@ -3,7 +3,8 @@
  * so Copilot's agent finds AccelOpt's tools (profile, check, optimize...) with no setup.
  *
  * The server runs on the same interpreter as the language server and with the same settings
- * (backend, hardware, input size, agents, LLM endpoint, memory), passed as flags. The API key,
+ * (backend, hardware, input size, agents, LLM endpoint and configuration file, memory, Ray),
+ * passed as flags. The API key,
  * when one is stored, is added to the server's environment only when the editor starts it
  * (`resolveMcpServerDefinition`), never in the definition the editor lists. Editors without the
  * API (older VS Code, some forks) skip the registration: the README shows the manual config.
@@ -49,8 +50,14 @@ export function mcpServerArgs(settings: ClientSettings): string[] {
     '--agents',
     server.agents.mode,
   ];
+  if (server.agents.configFile) {
+    args.push('--config', server.agents.configFile); // the flags below win over the file
+  }
   if (server.memoryPath) {
     args.push('--memory', server.memoryPath);
+  }
+  if (server.ray) {
+    args.push('--ray', server.ray);
   }
   if (server.agents.mode === 'llm') {
     if (server.agents.baseUrl) {

@@ -82,6 +82,8 @@ describe('the MCP server definition', () => {
         'llm.model': 'qwen',
         'llm.apiKeyEnvVar': 'MY_KEY',
         'memory.path': '${workspaceFolder}/.accelopt/memory.sqlite',
+        'llm.configFile': '~/accelopt.toml',
+        rayAddress: 'local',
       }),
     );
     assert.deepEqual(llm.slice(3), [
@@ -93,8 +95,12 @@ describe('the MCP server definition', () => {
       'small',
       '--agents',
       'llm',
+      '--config',
+      '/home/u/accelopt.toml',
       '--memory',
       `${REPO}/.accelopt/memory.sqlite`,
+      '--ray',
+      'local',
       '--llm-base-url',
       'http://localhost:8000/v1',
       '--llm-model',

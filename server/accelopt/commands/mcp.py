@@ -31,6 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-memory", action="store_true", help="searches neither read nor write the memory")
     parser.add_argument("--workers", type=int, metavar="W", help="concurrent evaluations per search (default 2)")
     parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="searches evaluate as Ray tasks: on a private local cluster, or on the cluster at ADDRESS",
+    )
+    parser.add_argument(
         "--llm-base-url", metavar="URL", help="OpenAI-compatible endpoint for --agents llm (wins over [llm] base_url)"
     )
     parser.add_argument("--llm-model", metavar="MODEL", help="model every agent role uses")
@@ -46,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> Any:
-    from accelopt.commands.run_config import load_run_config
+    from accelopt.agents.run_config import load_run_config
     from accelopt.mcp.settings import McpSettings
 
     run_config = load_run_config(args.config)
@@ -55,7 +62,12 @@ def settings_from(args: argparse.Namespace) -> Any:
         if value is not None:
             search[key] = value
     updates: dict[str, Any] = {"search": search}
-    for key, value in (("agents", args.agents), ("backend", args.backend), ("memory", args.memory)):
+    for key, value in (
+        ("agents", args.agents),
+        ("backend", args.backend),
+        ("memory", args.memory),
+        ("ray", args.ray),
+    ):
         if value is not None:
             updates[key] = value
     llm = run_config.llm.model_dump() if run_config.llm is not None else {}
@@ -69,21 +81,13 @@ def settings_from(args: argparse.Namespace) -> Any:
     if llm:
         updates["llm"] = llm
     run = type(run_config).model_validate({**run_config.model_dump(), **updates})
-    return McpSettings(
-        agents=run.agents,
-        backend=run.backend,
-        memory=run.memory,
-        search=run.search,
-        llm=run.llm,
-        use_memory=not args.no_memory,
-        size=args.size,
-    )
+    return McpSettings(run=run, use_memory=not args.no_memory, size=args.size)
 
 
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from accelopt.commands.run_config import ConfigError
+    from accelopt.agents.run_config import ConfigError
 
     logging.basicConfig(
         stream=sys.stderr, level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s"

@@ -280,16 +280,18 @@ class Searches:
     async def start(self, kernel: KernelSource, task: Task, config: SearchConfig, agents_kind: str) -> SearchRun:
         """Refused (KernelInputError) when the agents or the backend cannot be made."""
         from accelopt.agents.factory import AgentsUnavailable, make_agents
-        from accelopt.profiling.backends import get_backend
+        from accelopt.profiling.ray_backend import backend_for
 
         try:
-            agents = make_agents(self.settings.llm, kind=agents_kind, seed=config.seed)  # type: ignore[arg-type]
+            agents = make_agents(self.settings.run.llm, kind=agents_kind, seed=config.seed)  # type: ignore[arg-type]
         except AgentsUnavailable as exc:
             raise KernelInputError(str(exc)) from exc
         try:
-            backend = get_backend(self.settings.backend, max_workers=config.max_concurrent_evaluations)
+            backend = backend_for(
+                self.settings.run.backend, max_workers=config.max_concurrent_evaluations, ray=self.settings.run.ray
+            )
         except (ValueError, RuntimeError) as exc:
-            raise KernelInputError(f"backend {self.settings.backend!r}: {exc}") from exc
+            raise KernelInputError(f"backend {self.settings.run.backend!r}: {exc}") from exc
         search_id = config.search_id or uuid.uuid4().hex[:12]
         config = config.model_copy(update={"search_id": search_id})
         run = SearchRun(id=search_id, kernel=kernel, config=config, agents=agents.name, backend=backend.name)
@@ -328,7 +330,7 @@ class Searches:
         from accelopt.search.memory import Memory, MemoryUnavailable
 
         try:
-            return Memory(self.settings.memory)
+            return Memory(self.settings.run.memory)
         except (MemoryUnavailable, OSError) as exc:
             log.warning("optimization memory unavailable, searching without it: %s", exc)
             return None

@@ -88,13 +88,13 @@ class AccelOptTools:
             from accelopt.profiling.backends import get_backend
 
             try:
-                self._backend = get_backend(self.settings.backend, max_workers=self.settings.profile_workers)
+                self._backend = get_backend(self.settings.run.backend, max_workers=self.settings.profile_workers)
             except (ValueError, RuntimeError) as exc:
-                raise ToolError(f"backend {self.settings.backend!r}: {exc}") from exc
+                raise ToolError(f"backend {self.settings.run.backend!r}: {exc}") from exc
         return self._backend
 
     def hardware(self, requested: str | None) -> str:
-        return requested or self.settings.search.hardware
+        return requested or self.settings.run.search.hardware
 
     async def kernel_and_task(
         self,
@@ -116,7 +116,7 @@ class AccelOptTools:
     ) -> Evaluation:
         options = EvaluationOptions(
             hardware=hardware,  # type: ignore[arg-type]
-            seeds=seeds or self.settings.search.seeds,
+            seeds=seeds or self.settings.run.search.seeds,
             timeout_s=self.settings.profile_timeout_s,
             check_correctness=check,
         )
@@ -255,7 +255,7 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
         max_candidates: Annotated[int, Field(ge=1, le=50, description="candidates in the answer")] = 5,
     ) -> OptimizeResult:
         found, task = await tools.kernel_and_task(path, source, kernel, reference, size)
-        base = settings.search
+        base = settings.run.search
         overrides: dict[str, Any] = {
             "iterations": iterations,
             "beam_width": beam_width,
@@ -286,7 +286,7 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
         except ValidationError as exc:
             raise ToolError(f"invalid search options: {exc}") from None
         try:
-            run = await tools.searches.start(found, task, config, agents or settings.agents)
+            run = await tools.searches.start(found, task, config, agents or settings.run.agents)
         except KernelInputError as exc:
             raise ToolError(str(exc)) from None
         steps = run.follow()
@@ -391,7 +391,7 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
         return TargetsResult(
             targets=[target_info(name) for name in TARGETS],
             backends=list(BACKENDS),
-            default_backend=settings.backend,
+            default_backend=settings.run.backend,
         )
 
     for name in TARGETS:
@@ -426,7 +426,7 @@ def _lessons(settings: McpSettings, kernel: KernelSource, hardware: str, limit: 
     from accelopt.search.memory import Memory, MemoryUnavailable
 
     try:
-        memory = Memory(settings.memory)
+        memory = Memory(settings.run.memory)
     except (MemoryUnavailable, OSError) as exc:
         raise ToolError(f"the optimization memory cannot be read: {exc}") from None
     with memory:
