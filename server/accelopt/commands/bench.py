@@ -75,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
     parser.add_argument("--tasks", help="comma-separated task names (default: the whole suite)")
-    parser.add_argument("--hardware", choices=("trn1", "trn2"), default="trn1")
+    parser.add_argument("--hardware", choices=("trn1", "trn2", "trn3"), default="trn1")
     parser.add_argument("--backend", choices=("simulator", "neuron"), default="simulator")
     parser.add_argument(
         "--ray",

@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--config", metavar="FILE", help="TOML or JSON: [search], [llm], agents, backend, memory"
     )
     parser.add_argument("--backend", metavar="NAME", help="profiling backend (default simulator)")
-    parser.add_argument("--hardware", choices=["trn1", "trn2"])
+    parser.add_argument("--hardware", choices=["trn1", "trn2", "trn3"])
     parser.add_argument("--iterations", "-T", type=int, metavar="T", help="T (default 16)")
     parser.add_argument("--beam", "-B", type=int, metavar="B", help="beam width B (default 6)")
     parser.add_argument("--plans", "-N", type=int, metavar="N", help="plans per beam kernel N (default 12)")

@@ -43,7 +43,7 @@ class SearchSettings(SearchOptions):
 
 class ServerSettings(WireModel):
     backend: Literal["simulator", "neuron"] = "simulator"
-    hardware: Literal["trn1", "trn2"] = "trn1"
+    hardware: Literal["trn1", "trn2", "trn3"] = "trn1"
     input_size: Literal["full", "small"] = Field(
         "full", description="input shapes for profiles and searches (reference modules define both)"
     )
