@@ -11,6 +11,7 @@ import anyio
 import pytest
 from mcp_client import EXAMPLES, error_text, mcp_session, structured
 
+from accelopt.hardware.specs import HARDWARE_NAMES
 from accelopt.mcp.edits import apply_line_edits
 from accelopt.profiling.profile import BOUND_WORDS
 
@@ -75,7 +76,7 @@ async def test_tools_and_resources_are_listed_with_their_schemas(memory: Path) -
         assert listed["profile_kernel"].annotations.read_only_hint is True
 
         uris = {str(r.uri) for r in (await session.list_resources()).resources}
-        assert {"accelopt://hardware/trn1", "accelopt://hardware/trn2", "accelopt://notes/nki-rules"} <= uris
+        assert {f"accelopt://hardware/{name}" for name in HARDWARE_NAMES} | {"accelopt://notes/nki-rules"} <= uris
         rules = (await session.read_resource("accelopt://notes/nki-rules")).contents[0].text
         assert "err_num_partition_exceed_arch_limit" in rules and "err_unexpected_output_dependencies" in rules
         sheet = (await session.read_resource("accelopt://hardware/trn2")).contents[0].text
@@ -83,7 +84,7 @@ async def test_tools_and_resources_are_listed_with_their_schemas(memory: Path) -
 
         targets = structured(await session.call_tool("list_targets", {}))
         by_name = {t["name"]: t for t in targets["targets"]}
-        assert set(by_name) == {"trn1", "trn2"}
+        assert set(by_name) == set(HARDWARE_NAMES) >= {"trn1", "trn2"}
         assert by_name["trn1"]["partitions"] == 128
         assert by_name["trn1"]["tensor_clock_ghz"] == pytest.approx(2.8)
         assert targets["default_backend"] == "simulator"

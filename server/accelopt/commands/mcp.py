@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="TOML or JSON, as for `accelopt optimize`")
     parser.add_argument("--agents", choices=["auto", "llm", "offline"], help="default: the config file's, else auto")
     parser.add_argument("--backend", choices=["simulator", "neuron"], help="profiling backend (default simulator)")
-    parser.add_argument("--hardware", choices=["trn1", "trn2"], help="default target (default trn1)")
+    parser.add_argument("--hardware", choices=["trn1", "trn2", "trn3"], help="default target (default trn1)")
     parser.add_argument(
         "--size", choices=["full", "small"], default="full", help="default input shapes of reference modules"
     )

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-Hardware = Literal["trn1", "trn2"]
+Hardware = Literal["trn1", "trn2", "trn3"]  # hardware/specs.py HARDWARE_NAMES
 
 
 class EngineBusy(BaseModel):

@@ -3,13 +3,14 @@ and the roofline use; each is cited where it is defined), as a tool result and a
 
 from __future__ import annotations
 
-from accelopt.hardware.specs import HardwareSpec, get_hardware
+from accelopt.hardware.specs import HARDWARE_NAMES, HardwareSpec, get_hardware
 from accelopt.mcp.models import TargetInfo
 
-TARGETS = ("trn1", "trn2")
+TARGETS = HARDWARE_NAMES
 DESCRIPTIONS = {
     "trn1": "AWS Trainium (first generation), one NeuronCore-v2",
     "trn2": "AWS Trainium2, one NeuronCore-v3",
+    "trn3": "AWS Trainium3, one NeuronCore-v4 (figures from the published specs only)",
 }
 
 
