@@ -21,9 +21,10 @@ from __future__ import annotations
 import builtins
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import FrameType
+from types import FrameType, ModuleType
+from typing import NoReturn
 
 from accelopt.profiling.policy import PolicyName, module_allowed
 
@@ -243,15 +244,24 @@ class _Guard:
             raise self._refuse(f"reading '{path}' is not allowed", caller)
 
     def _readable(self, path: object) -> bool:
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            return False
         try:
-            real = os.path.realpath(os.fsdecode(path))  # type: ignore[arg-type]
+            real = os.path.realpath(os.fsdecode(path))
         except (TypeError, ValueError):
             return False
         return any(real == root or real.startswith(root + os.sep) for root in self.read_roots)
 
     # --- the import wrapper ------------------------------------------------------------------
 
-    def guarded_import(self, name, globals=None, locals=None, fromlist=(), level=0):
+    def guarded_import(
+        self,
+        name: str,
+        globals: Mapping[str, object] | None = None,
+        locals: Mapping[str, object] | None = None,
+        fromlist: Sequence[str] | None = (),
+        level: int = 0,
+    ) -> ModuleType:
         if self.active:
             caller = sys._getframe(1)
             if not self._is_trusted_file(caller.f_code.co_filename):
@@ -271,7 +281,7 @@ class _Guard:
 _GUARD = _Guard()
 
 
-def _refuse_socket(*args, **kwargs):
+def _refuse_socket(*args: object, **kwargs: object) -> NoReturn:
     raise _GUARD._refuse("opening a socket is not allowed", sys._getframe(1))
 
 
@@ -294,16 +304,11 @@ def install(
     _GUARD.trusted_roots = tuple(sorted(r + os.sep for r in roots))
     _GUARD.read_roots = tuple(os.path.realpath(r) for r in read_roots)
     socket.socket = _refuse_socket  # type: ignore[misc,assignment]
-    socket.create_connection = _refuse_socket  # type: ignore[assignment]
-    socket.socketpair = _refuse_socket  # type: ignore[assignment]
+    socket.create_connection = _refuse_socket
+    socket.socketpair = _refuse_socket
     builtins.__import__ = _GUARD.guarded_import
     sys.addaudithook(_GUARD.audit)
     _GUARD.active = True
-
-
-def add_user_file(filename: str) -> None:
-    """Mark another source file as untrusted (e.g. the reference module loaded after install)."""
-    _GUARD.user_files = _GUARD.user_files | {filename}
 
 
 def namespace_snapshot(module_names: Iterable[str]) -> dict[tuple[str, str], int]:
