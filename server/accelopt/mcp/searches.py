@@ -30,7 +30,6 @@ from accelopt.profiling.task import Task
 from accelopt.search.candidate import Candidate
 from accelopt.search.config import SearchConfig
 from accelopt.search.events import Finished, SearchEvent
-from accelopt.search.selection import rank
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +70,7 @@ class SearchRun:
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
     candidates: dict[str, Candidate] = field(default_factory=dict)
     baseline_id: str | None = None
+    ranking: list[str] = field(default_factory=list)  # the search's ranking: candidate ids, fastest first
     finished: Finished | None = None
     failure: str | None = None
     lessons: int = 0
@@ -116,9 +116,10 @@ class SearchRun:
         elif event.kind == "candidate":
             candidate = event.candidate
             self.candidates[candidate.id] = candidate
+            self.ranking = event.ranking
             if candidate.status != "pending":
                 self.evaluated += 1
-            if self._counts(candidate) and (candidate.speedup or 0.0) > 1.0:
+            if candidate.id in self.ranking and candidate.id != self.baseline_id and (candidate.speedup or 0.0) > 1.0:
                 self.best_speedup = max(self.best_speedup or 0.0, candidate.speedup or 0.0)
         elif event.kind == "iteration":
             self.iteration = event.iteration
@@ -128,6 +129,9 @@ class SearchRun:
             self.lessons += 1
         elif event.kind == "finished":
             self.finished = event
+            for item in event.ranked:
+                self.candidates[item.candidate.id] = item.candidate
+            self.ranking = [item.candidate.id for item in event.ranked]
         step = self.progress()
         if step is not None:
             for queue in self._listeners:
@@ -167,25 +171,10 @@ class SearchRun:
 
     # -- results ------------------------------------------------------------------------------
 
-    def _counts(self, candidate: Candidate) -> bool:
-        """A result worth showing: correct, timed, not the original kernel, not a duplicate."""
-        baseline = self.candidates.get(self.baseline_id or "")
-        return (
-            candidate.status == "ok"
-            and candidate.speedup is not None
-            and candidate.id != self.baseline_id
-            and candidate.duplicate_of is None
-            and (baseline is None or candidate.kernel.text != baseline.kernel.text)
-            and candidate.kernel.text != self.kernel.text
-        )
-
     def ranked(self) -> list[Candidate]:
-        """The engine's ranking (the final one once finished), results worth showing only."""
-        if self.finished is not None:
-            order = [item.candidate for item in self.finished.ranked]
-        else:
-            order = [item.candidate for item in rank(list(self.candidates.values()), self.config.ranked_limit)]
-        return [c for c in order if self._counts(c)]
+        """The search's own ranking (the latest an event carried; the final one once finished),
+        without the original kernel."""
+        return [self.candidates[cid] for cid in self.ranking if cid != self.baseline_id and cid in self.candidates]
 
     def rank_of(self, candidate_id: str) -> int | None:
         return next((i for i, c in enumerate(self.ranked(), start=1) if c.id == candidate_id), None)
