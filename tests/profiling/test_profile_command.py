@@ -26,7 +26,7 @@ def test_table_json_and_trace_out(tmp_path):
     table = accelopt("double.py", "--seeds", "1", "--trace-out", "trace.json", cwd=tmp_path)
     assert table.returncode == 0, table.stderr
     out = table.stdout
-    assert "ok double_kernel: correct on 1 seed(s)" in out
+    assert "ok double_kernel: correct on 1 seed(s)" in out and "trace verified by a re-run on unseen inputs" in out
     assert "Profile (simulated on trn1)" in out and "percent of peak" in out and "Hottest lines" in out
     assert "nl.store(out, value=nl.multiply(t, 2.0))" in out  # hottest lines show their source
     events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
@@ -35,7 +35,7 @@ def test_table_json_and_trace_out(tmp_path):
     as_json = accelopt("double.py", "--no-check", "--json", "--hardware", "trn2", cwd=tmp_path)
     assert as_json.returncode == 0, as_json.stderr
     evaluation = json.loads(as_json.stdout)
-    assert evaluation["status"] == "ok" and evaluation["max_error"] is None
+    assert evaluation["status"] == "ok" and evaluation["max_error"] is None and not evaluation["verified"]
     assert evaluation["profile"]["hardware"] == "trn2" and evaluation["profile"]["latency_ms"] > 0
 
 

@@ -169,6 +169,8 @@ def render(evaluation: Evaluation, kernel: KernelSource, console: Console) -> No
         if evaluation.max_error is not None
         else "not checked for correctness"
     )
+    if evaluation.verified:
+        checked += "; trace verified by a re-run on unseen inputs"
     console.print(f"[bold green]ok[/] {kernel.name}: {checked} ({evaluation.wall_time_s:.1f} s)")
     if evaluation.profile is None:
         console.print(f"no profile: {evaluation.message or 'no timing model available'}")

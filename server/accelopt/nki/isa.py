@@ -847,5 +847,9 @@ _replay.make_replayable(
         "bn_stats",
         "bn_aggr",
         "dma_copy",
+        # trn3 (accelopt.nki.mx), bound here as nisa.*
+        "activate2",
+        "nc_matmul_mx",
+        "quantize_mx",
     ),
 )

@@ -7,12 +7,12 @@ Engine, tile-tile arithmetic and reductions on the Vector Engine, matmuls on the
 from __future__ import annotations
 
 import builtins as _builtins
-import sys as _sys
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from accelopt.nki import calllog as _calllog
 from accelopt.nki import compiler as _compiler
 from accelopt.nki import dtypes as _dt
 from accelopt.nki import ops as _ops
@@ -982,8 +982,7 @@ def loop_reduce(
     frames = ctx.frames
     first = _builtins.all(f.iteration == 0 for f in frames if f.loop_id in loop_ids)
     outer = tuple(f for f in frames if f.loop_id not in loop_ids)
-    caller = _sys._getframe(1)
-    key = (id(caller.f_code), caller.f_lasti, outer)  # code objects hash slowly
+    key = (*ctx.call_site(), outer)  # the calling kernel statement (a re-run: the recorded one)
     acc: _Tensor | None = ctx.loop_reduce_state.get(key)
     out_dtype = _dt.as_dtype(dtype) if dtype is not None else view._tensor.dtype
     minfo = _resolve_mask(ctx, mask, view.shape)
@@ -1078,5 +1077,12 @@ _replay.make_replayable(
         "matmul",
         "transpose",
         "broadcast_to",
+        # trn3 (accelopt.nki.mx), bound here as nl.*
+        "abs_max",
+        "abs_min",
     ),
 )
+bitwise_not = invert  # the wrapped function, like its other name
+
+# Verified runs log these too (calllog.py); the ones above are logged by their replay wrapper.
+_calllog.logged(globals(), ("loop_reduce", "shared_constant", "reshape", "_apply_op"))

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from accelopt.nki.calllog import CallLog
 from accelopt.nki.context import KernelContext, activate, active_context
 from accelopt.nki.errors import NkiError
 from accelopt.nki.instructions import SHARED_HBM
@@ -162,10 +163,13 @@ def run_kernel(
     grid: Any = None,
     target: str | None = None,
     fast_paths: bool = True,
+    record_calls: bool = False,
 ) -> KernelRun:
     """Run a kernel on numpy inputs. With ``numerics=False`` only shapes and regions are traced
     (outputs are NaN arrays of the right shape and dtype). ``fast_paths=False`` runs every
     statement through the semantic core (accelopt.nki.fast: the same trace, more slowly).
+    ``record_calls`` (numeric runs) also logs every API call into ``trace.calls`` so a trusted
+    process can re-run it (calllog.py).
 
     `grid` is an SPMD launch grid (``2``, ``(2, 2)``, ``(nl.nc(2), 2)``): every program instance
     runs, in launch order, on the same inputs and shared outputs (accelopt.nki.spmd). `target`
@@ -176,10 +180,11 @@ def run_kernel(
     ctx.target = ctx.trace.target = kernel_target(_KERNEL_OPTIONS.get(fn, {}), target, path, fn)
     ctx.trace.compiler_flags = tuple(_KERNEL_OPTIONS.get(fn, {}).get("compiler_flags", ()))
     launch = Grid.of(grid) if grid is not None else None
+    log = CallLog() if record_calls and numerics else None
     params = list(inspect.signature(fn).parameters)
     line = fn.__code__.co_firstlineno
     # Tile-sized matmuls run fastest on one BLAS thread (threads thrash on 128x512 tiles).
-    blas = _BLAS_THREADS.limit(limits=1, user_api="blas") if numerics else contextlib.nullcontext()
+    blas = blas_single_thread() if numerics else contextlib.nullcontext()
     # Trace-only runs allocate a few small objects per instruction and keep the trace growing;
     # the cyclic collector's passes over them cost as much as the emulation itself. They create
     # no reference cycles (see Tensor._full_view), so reference counting frees their garbage.
@@ -191,33 +196,47 @@ def run_kernel(
             else x
             for i, x in enumerate(inputs)
         ]
-        if launch is None:
-            result = fn(*args)
-        else:
-            result = _run_grid(ctx, fn, args, launch)
+        if log is not None:
+            log.inputs([(i, a) for i, a in enumerate(args) if isinstance(a, Tensor)])
+            ctx._call_log = log
+        try:
+            result = fn(*args) if launch is None else _run_grid(ctx, fn, args, launch)
+        finally:
+            ctx._call_log = None
         returned, single = _flatten(result)
         if not returned:
             # kernels that write into their (output) arguments and return nothing
             returned = [a for a in args if isinstance(a, Tensor) and a._written and _was_stored(ctx, a)]
             single = len(returned) == 1
-        for tensor in returned:
-            info = ctx.info(tensor._tid)
-            if info is not None:
-                info.is_output = True
-            if (
-                tensor.memory is Memory.HBM
-                and not (tensor if tensor._root is None else tensor._root)._written
-            ):
-                raise NkiError(
-                    "err_tensor_output_not_written_to",
-                    f"output tensor '{info.name if info else tensor._tid}' is returned but never written "
-                    "(store into it with nl.store)",
-                    path,
-                    info.line if info else line,
-                )
-        # inside the paused collector: finishing builds a TensorInfo per kept tile
-        trace = ctx.finish()
-    outputs = [_output_array(t, numerics) for t in returned]
+        if log is not None:
+            log.returned(returned, single)
+            ctx.trace.calls = log.entries
+            ctx.trace.calls_failure = log.failure
+        return finish_run(ctx, returned, single, line)
+
+
+def blas_single_thread() -> Any:
+    """A context in which BLAS uses one thread (what numeric runs of tile-sized work want)."""
+    return _BLAS_THREADS.limit(limits=1, user_api="blas")
+
+
+def finish_run(ctx: KernelContext, returned: list[Tensor], single: bool, line: int) -> KernelRun:
+    """Mark the returned tensors as outputs, check each was written, finish the trace and read
+    the outputs (inside the run's context: finishing builds a TensorInfo per kept tile)."""
+    for tensor in returned:
+        info = ctx.info(tensor._tid)
+        if info is not None:
+            info.is_output = True
+        if tensor.memory is Memory.HBM and not (tensor if tensor._root is None else tensor._root)._written:
+            raise NkiError(
+                "err_tensor_output_not_written_to",
+                f"output tensor '{info.name if info else tensor._tid}' is returned but never written "
+                "(store into it with nl.store)",
+                ctx.kernel_path,
+                info.line if info else line,
+            )
+    trace = ctx.finish()
+    outputs = [_output_array(t, ctx.numerics) for t in returned]
     return KernelRun(outputs=outputs, trace=trace, single=single)
 
 
@@ -243,6 +262,8 @@ def _run_grid(ctx: KernelContext, fn: Callable[..., Any], args: list[Any], launc
         ctx.program_index = index
         ctx.shared_cursor = 0
         ctx.loop_reduce_state = {}  # keyed by loop frames, which every instance repeats
+        if ctx._call_log is not None:
+            ctx._call_log.program(index, ids, core, launch.sizes)
         first = len(ctx.trace.records)
         returned = fn(*args)
         if index == 0:

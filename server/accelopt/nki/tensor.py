@@ -1004,6 +1004,11 @@ def _compose(base: View, offsets, terms, arrays, vshape) -> View:
 
 def new_data(shape: tuple[int, ...], dtype: np.dtype, fill: Any = None) -> np.ndarray:
     """Backing storage for a new tensor; uninitialised memory reads as NaN."""
+    ctx = _context._ACTIVE
+    if ctx is not None and ctx._alloc_budget is not None:  # a re-run of an untrusted log
+        ctx._alloc_budget -= _prod(shape) * dtype.itemsize
+        if ctx._alloc_budget < 0:
+            raise MemoryError("the call log allocates more tensor memory than a re-run may use")
     data = np.empty(shape, dtype=dtype)
     data.fill(nan_fill(dtype) if fill is None else fill)
     return data

@@ -16,7 +16,7 @@ EvalStatus = Literal[
     "runtime_error",
     "incorrect",
     "timeout",
-    "rejected",  # sandbox policy
+    "rejected",  # sandbox policy, a trace that fails verification, or an implausible profile
 ]
 
 
@@ -44,6 +44,11 @@ class Evaluation(BaseModel):
     max_error: float | None = Field(None, description="worst relative L2 error over outputs and seeds")
     seeds: list[int] = Field(default_factory=list)
     profile: Profile | None = None
+    verified: bool = Field(
+        False,
+        description="the profile is of a trace a trusted re-run reproduced on inputs the kernel never "
+        "saw (False: a profile-only run, whose trace comes from the sandbox unverified)",
+    )
     wall_time_s: float = 0.0
 
     @property

@@ -15,6 +15,13 @@ The trusted parent compares outputs (`compare.py`) and times the trace
 (`accelopt.profiling.metrics.profile_trace`). Seeds are secret and drawn per task by this
 process (`secrets`), so a kernel cannot know its inputs in advance; the inputs' fingerprints are
 checked after the run so a kernel cannot pass by editing them.
+
+A checked evaluation is also verified (`verification.py`, SECURITY.md "Verified evaluations"):
+the candidate's recorded API calls are re-run in this process, without its code, on the inputs
+of a secret seed it never received; the re-run must reproduce the reference and the returned
+trace, and only the re-run's trace is timed. When the reference module offers another size, the
+candidate also runs on inputs of a size drawn secretly (one more input set in the same worker).
+Every profile must be plausible (`plausibility.py`): no faster than the roofline of the work.
 """
 
 from __future__ import annotations
@@ -36,14 +43,19 @@ from accelopt.profiling.compare import compare_outputs
 from accelopt.profiling.evaluation import Evaluation, KernelSource
 from accelopt.profiling.inputs import DirectiveError, find_grid, generate_inputs
 from accelopt.profiling.metrics import profile_trace
+from accelopt.profiling.plausibility import implausibility
 from accelopt.profiling.policy import check_source
 from accelopt.profiling.profile import Profile
 from accelopt.profiling.sandbox import Sandbox, WorkerOutcome
-from accelopt.profiling.task import Task, transform_is_identity
+from accelopt.profiling.task import Size, Task, hidden_sizes, transform_is_identity
 from accelopt.profiling.timeline import Timeline
-from accelopt.profiling.worker_protocol import ArrayRef, ResourceLimits, WorkerJob
+from accelopt.profiling.verification import VerificationFailed, rerun_returned_calls
+from accelopt.profiling.worker_protocol import ArrayRef, OutputStructure, ResourceLimits, WorkerJob
 
 _KERNEL_PLACEHOLDER_PATH = "<kernel>"
+# Tensor memory a trusted re-run of a call log may allocate in this process (the correctness
+# sizes need a few MB; a forged log must not take the server's memory).
+RERUN_MAX_BYTES = 1 << 30
 
 
 @dataclass
@@ -63,9 +75,19 @@ class _SeedData:
 
 
 @dataclass
+class _Hidden:
+    """The reference at a size the kernel cannot know in advance."""
+
+    size: Size
+    seed: int
+    data: _SeedData
+
+
+@dataclass
 class _TaskCache:
     seeds: dict[int, _SeedData] = field(default_factory=dict)
     pool: list[int] = field(default_factory=list)
+    verification_seed: int | None = None
     work: Work | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -88,7 +110,7 @@ class SimulatorBackend:
         limits: ResourceLimits | None = None,
         isolate_network: bool = True,
         fresh_seeds: bool = False,
-        cached_tasks: int = 4,
+        cached_tasks: int = 8,
         work_root: str | None = None,
     ) -> None:
         """`fresh_seeds=True` draws new secret seeds for every evaluation (one extra reference
@@ -144,37 +166,72 @@ class SimulatorBackend:
             and task.baseline.normalized_hash() == kernel.normalized_hash()
         )
         need_outputs = check and not is_baseline_itself
-        references = await self._references(
-            task, cache, seeds, need_outputs, options.timeout_s, options.hardware
-        )
+        # The verification seed's reference comes with the others (one reference run per task).
+        verification_seed = self._verification_seed(cache, seeds) if check else None
+        wanted = [*seeds, verification_seed] if need_outputs and verification_seed is not None else seeds
+        references = await self._references(task, cache, wanted, need_outputs, options.timeout_s, options.hardware)
+        input_sets = [references[s].inputs for s in seeds]
+        hidden: _Hidden | None = None
+        if check:
+            hidden = await self._hidden_size_reference(task, options.timeout_s, options.hardware)
+            if hidden is not None:
+                input_sets.append(hidden.data.inputs)
 
         outcome = await self._run(
             _kernel_job(kernel, numerics=check, hardware=options.hardware, grid=task.grid),
             options.timeout_s,
-            [references[s].inputs for s in seeds],
+            input_sets,
         )
-        failure = _outcome_failure(outcome, seeds, who=None)
+        failure = _outcome_failure(outcome, seeds, who=None, runs=len(input_sets))
         if failure is not None:
+            failed = outcome.result.failure if outcome.result is not None else None
+            if hidden is not None and failed is not None and failed.run == len(seeds):
+                failure = failure.model_copy(update={"message": _at_hidden_size(hidden, failure.message)})
             return SimulatedRun(failure)
         assert outcome.result is not None
-        _check_inputs_untouched(outcome, [references[s].inputs for s in seeds], seeds)
+        _check_inputs_untouched(outcome, input_sets, seeds)
 
         trace = _parse_trace(outcome)
         max_error: float | None = None
+        verified = False
         if check:
             _check_no_input_writes(trace, seeds)
-            max_error = await self._judge(
-                task, outcome, references, seeds, tolerance, is_baseline_itself, options
+            assert verification_seed is not None
+            if verification_seed not in references:
+                references |= await self._references(
+                    task, cache, [verification_seed], True, options.timeout_s, options.hardware
+                )
+            max_error, trace = await self._judge(
+                task,
+                outcome,
+                trace,
+                [references[s] for s in seeds],
+                seeds,
+                hidden,
+                (verification_seed, references[verification_seed]),
+                tolerance,
+                is_baseline_itself,
+                options,
             )
+            verified = True
 
         work = task.work or cache.work
         if work is None and task.kind == "baseline" and is_baseline_itself:
             work = await asyncio.to_thread(_work_from_trace, trace)
             cache.work = work
         profile, timeline = await asyncio.to_thread(_profile, trace, options.hardware, work, kernel.text)
+        if profile is not None and trace is not None:
+            reason = implausibility(profile, trace)
+            if reason is not None:
+                raise _Failed(Evaluation(status="rejected", message=f"implausible profile: {reason}", seeds=seeds))
         message = "" if profile is not None else "the worker returned no instruction trace to time"
         evaluation = Evaluation(
-            status="ok", message=message, max_error=max_error, seeds=seeds, profile=profile
+            status="ok",
+            message=message,
+            max_error=max_error,
+            seeds=seeds,
+            profile=profile,
+            verified=verified,
         )
         return SimulatedRun(evaluation, trace, timeline)
 
@@ -182,37 +239,102 @@ class SimulatorBackend:
         self,
         task: Task,
         outcome: WorkerOutcome,
-        references: dict[int, _SeedData],
+        trace: Trace | None,
+        references: list[_SeedData],
         seeds: list[int],
+        hidden: _Hidden | None,
+        verification: tuple[int, _SeedData],
         tolerance: float,
         is_baseline_itself: bool,
         options: EvaluationOptions,
-    ) -> float:
+    ) -> tuple[float, Trace]:
+        """Judge the candidate's outputs on the check seeds and at the hidden size, and verify
+        its trace; returns the worst error and the verified trace. All pairs that need the
+        reference module's `transform_nki_outputs` go to one sandboxed worker.
+
+        Verification: the returned call log is re-run here, with no kernel code, on the inputs
+        of a secret seed no candidate's process ever receives; its outputs must match the
+        reference's and its trace must be the returned one. A wrong kernel is `incorrect` (with
+        its error) before verification is looked at; a failed verification is `rejected`."""
         assert outcome.result is not None
-        kernel_outputs = [outcome.group(i, "outputs") for i in range(len(seeds))]
-        single = all(run.structure == "single" for run in outcome.result.runs) and all(
-            len(k) == 1 and len(references[s].outputs or []) == 1 for k, s in zip(kernel_outputs, seeds)
-        )
-        if task.kind == "reference" and single and transform_is_identity(task.reference_text or ""):
-            # The module pairs outputs as they are: no need to run its code once more.
-            pairs = [(k, references[s].outputs or []) for k, s in zip(kernel_outputs, seeds)]
-        elif task.kind == "reference":
-            pairs = await self._transform(task, outcome, kernel_outputs, references, seeds, options.timeout_s)
-        elif is_baseline_itself:  # the kernel is its own oracle: only NaN/unwritten checks apply
-            pairs = [(k, k) for k in kernel_outputs]
+        runs = outcome.result.runs
+        count = len(seeds)
+        kernel_outputs = [outcome.group(i, "outputs") for i in range(count)]
+        structures = [run.structure for run in runs[:count]]
+        batch: list[tuple[list[np.ndarray], OutputStructure, _SeedData, int]] = []
+        if not is_baseline_itself:  # (else the kernel is its own oracle: only NaN/unwritten checks)
+            batch += [(k, st, r, s) for k, st, r, s in zip(kernel_outputs, structures, references, seeds)]
+        if hidden is not None:
+            batch.append((outcome.group(count, "outputs"), runs[count].structure, hidden.data, hidden.seed))
+        verify_failure: str | None = None
+        rerun_run = None
+        if trace is None:
+            verify_failure = "the sandbox returned no trace to verify"
         else:
-            pairs = [(k, references[s].outputs or []) for k, s in zip(kernel_outputs, seeds)]
-        worst = 0.0
-        for (k, r), seed in zip(pairs, seeds):
-            verdict = await asyncio.to_thread(compare_outputs, k, r, tolerance, seed=seed)
-            if not verdict.ok:
-                raise _Failed(
-                    Evaluation(
-                        status="incorrect", message=verdict.message, max_error=verdict.max_error, seeds=seeds
-                    )
+            try:
+                rerun_run = await asyncio.to_thread(
+                    rerun_returned_calls,
+                    trace,
+                    verification[1].inputs,
+                    timeout_s=options.timeout_s,
+                    max_bytes=min(self.sandbox.limits.memory_bytes, RERUN_MAX_BYTES),
                 )
-            worst = max(worst, verdict.max_error or 0.0)
-        return worst
+            except VerificationFailed as exc:
+                verify_failure = exc.message
+        if rerun_run is not None:
+            structure: OutputStructure = "single" if rerun_run.single else "tuple"
+            batch.append((rerun_run.outputs, structure, verification[1], verification[0]))
+        pairs = await self._pairs(
+            task, [b[0] for b in batch], [b[1] for b in batch], [b[2] for b in batch], [b[3] for b in batch],
+            options.timeout_s,
+        )
+        if is_baseline_itself:
+            pairs = [(k, k) for k in kernel_outputs] + pairs
+        worst = 0.0
+        for i, (k, r) in enumerate(pairs):
+            is_check, is_hidden = i < count, hidden is not None and i == count
+            verdict = await asyncio.to_thread(
+                compare_outputs, k, r, tolerance, seed=seeds[i] if is_check else None
+            )
+            if verdict.ok:
+                if is_check:
+                    worst = max(worst, verdict.max_error or 0.0)
+                continue
+            if is_check or is_hidden:
+                message = verdict.message
+                if is_hidden:
+                    assert hidden is not None
+                    message = _at_hidden_size(hidden, message)
+                raise _Failed(
+                    Evaluation(status="incorrect", message=message, max_error=verdict.max_error, seeds=seeds)
+                )
+            verify_failure = (
+                "re-running the kernel's recorded calls on fresh inputs does not reproduce the reference "
+                f"({verdict.message}); the outputs it returned were not computed by the calls it recorded"
+            )
+        if verify_failure is not None or rerun_run is None:
+            raise _Failed(
+                Evaluation(status="rejected", message=f"verification: {verify_failure}", seeds=seeds)
+            )
+        return worst, rerun_run.trace
+
+    async def _pairs(
+        self,
+        task: Task,
+        kernel_outputs: list[list[np.ndarray]],
+        structures: list[OutputStructure],
+        references: list[_SeedData],
+        seeds: list[int],
+        timeout_s: float,
+    ) -> list[tuple[list[np.ndarray], list[np.ndarray]]]:
+        """(kernel outputs, reference outputs) per run, as the task pairs them."""
+        single = all(s == "single" for s in structures) and all(
+            len(k) == 1 and len(r.outputs or []) == 1 for k, r in zip(kernel_outputs, references)
+        )
+        if task.kind == "reference" and not (single and transform_is_identity(task.reference_text or "")):
+            return await self._transform(task, kernel_outputs, structures, references, seeds, timeout_s)
+        # The module pairs outputs as they are (or the task is a baseline): no code to run.
+        return [(k, r.outputs or []) for k, r in zip(kernel_outputs, references)]
 
     # --- seeds and the reference cache ---------------------------------------------------------
 
@@ -223,6 +345,34 @@ class SimulatorBackend:
         while len(self._tasks) > self._cached_tasks:
             self._tasks.popitem(last=False)
         return cache
+
+    def _verification_seed(self, cache: _TaskCache, seeds: list[int]) -> int:
+        """A secret seed whose inputs no candidate's process ever receives: only the trusted
+        re-run of a call log sees them (one per task, or per evaluation with `fresh_seeds`)."""
+        if cache.verification_seed is None or self.fresh_seeds:
+            seed = secrets.randbelow(2**31)
+            while seed in seeds or seed in cache.pool:
+                seed = secrets.randbelow(2**31)
+            if self.fresh_seeds:
+                return seed
+            cache.verification_seed = seed
+        return cache.verification_seed
+
+    async def _hidden_size_reference(self, task: Task, timeout_s: float, hardware: str = "trn1") -> _Hidden | None:
+        """Inputs and reference outputs at a size the reference module offers besides the
+        task's, drawn secretly by this process (None if the module offers no other size small
+        enough to check numerically; see `task.hidden_sizes`)."""
+        if task.kind != "reference":
+            return None
+        sizes = hidden_sizes(task.reference_text or "", task.size)
+        if not sizes:
+            return None
+        size = sizes[secrets.randbelow(len(sizes))]
+        hidden_task = task.model_copy(update={"size": size})
+        cache = self._cache(hidden_task)
+        seed = self._seeds(cache, 1)[0]
+        data = (await self._references(hidden_task, cache, [seed], True, timeout_s, hardware))[seed]
+        return _Hidden(size=size, seed=seed, data=data)
 
     def _seeds(self, cache: _TaskCache, count: int) -> list[int]:
         if self.fresh_seeds:
@@ -300,7 +450,9 @@ class SimulatorBackend:
             return
         assert task.baseline is not None
         outcome = await self._run(
-            _kernel_job(task.baseline, numerics=True, hardware=hardware, grid=task.grid), timeout_s, [generated[s] for s in seeds]
+            _kernel_job(task.baseline, numerics=True, hardware=hardware, grid=task.grid),
+            timeout_s,
+            [generated[s] for s in seeds],
         )
         failure = _outcome_failure(outcome, seeds, who="baseline kernel (the correctness oracle)")
         if failure is not None:
@@ -321,23 +473,22 @@ class SimulatorBackend:
     async def _transform(
         self,
         task: Task,
-        outcome: WorkerOutcome,
         kernel_outputs: list[list[np.ndarray]],
-        references: dict[int, _SeedData],
+        structures: list[OutputStructure],
+        references: list[_SeedData],
         seeds: list[int],
         timeout_s: float,
     ) -> list[tuple[list[np.ndarray], list[np.ndarray]]]:
-        assert outcome.result is not None
         bundle: dict[str, np.ndarray] = {}
         kernel_refs: list[list[ArrayRef]] = []
         ref_refs: list[list[ArrayRef]] = []
-        for i, seed in enumerate(seeds):
+        for i, reference in enumerate(references):
             k_names: list[ArrayRef] = []
             r_names: list[ArrayRef] = []
             for j, a in enumerate(kernel_outputs[i]):
                 bundle[f"k{i}_{j}"] = arrays.to_transport(a)
                 k_names.append(ArrayRef(name=f"k{i}_{j}", dtype=arrays.dtype_name(a), shape=a.shape))
-            for j, a in enumerate(references[seed].outputs or []):
+            for j, a in enumerate(reference.outputs or []):
                 bundle[f"r{i}_{j}"] = arrays.to_transport(a)
                 r_names.append(ArrayRef(name=f"r{i}_{j}", dtype=arrays.dtype_name(a), shape=a.shape))
             kernel_refs.append(k_names)
@@ -348,7 +499,7 @@ class SimulatorBackend:
             source=task.reference_text or "",
             source_path=task.reference_path or "<reference>",
             kernel_outputs=kernel_refs,
-            kernel_structures=[run.structure for run in outcome.result.runs],
+            kernel_structures=structures,
             reference_outputs=ref_refs,
         )
         result = await self._run(job, timeout_s, bundle=bundle)
@@ -358,7 +509,7 @@ class SimulatorBackend:
                 # The transform choked on what the kernel returned: the kernel's outputs are wrong.
                 failure = failure.model_copy(update={"status": "incorrect"})
             raise _Failed(failure)
-        return [(result.group(i, "kernel"), result.group(i, "reference")) for i in range(len(seeds))]
+        return [(result.group(i, "kernel"), result.group(i, "reference")) for i in range(len(references))]
 
     # --- running a worker ----------------------------------------------------------------------
 
@@ -416,12 +567,20 @@ def _kernel_job(
         source_path=kernel.path or _KERNEL_PLACEHOLDER_PATH,
         kernel_name=kernel.name,
         numerics=numerics,
+        record_calls=numerics,  # numeric runs are verified: their first run logs its calls
         hardware=hardware,
         grid=grid,
     )
 
 
-def _outcome_failure(outcome: WorkerOutcome, seeds: list[int], who: str | None) -> Evaluation | None:
+def _at_hidden_size(hidden: _Hidden, message: str) -> str:
+    shapes = ", ".join("x".join(str(d) for d in a.shape) for a in hidden.data.inputs)
+    return f"at another input size ({shapes}), not known to the kernel in advance: {message}"
+
+
+def _outcome_failure(
+    outcome: WorkerOutcome, seeds: list[int], who: str | None, runs: int | None = None
+) -> Evaluation | None:
     prefix = f"{who}: " if who else ""
     if outcome.kind == "timeout":
         return Evaluation(status="timeout", message=prefix + outcome.message, seeds=seeds)
@@ -429,10 +588,11 @@ def _outcome_failure(outcome: WorkerOutcome, seeds: list[int], who: str | None) 
         return Evaluation(status="runtime_error", message=prefix + outcome.message, seeds=seeds)
     failure = outcome.result.failure
     if failure is None:
-        if len(outcome.result.runs) != len(seeds) and outcome.result.runs:
+        expected = len(seeds) if runs is None else runs
+        if len(outcome.result.runs) != expected and outcome.result.runs:
             return Evaluation(
                 status="runtime_error",
-                message=f"{prefix}the worker reported {len(outcome.result.runs)} runs for {len(seeds)} seeds",
+                message=f"{prefix}the worker reported {len(outcome.result.runs)} runs for {expected} input sets",
                 seeds=seeds,
             )
         return None

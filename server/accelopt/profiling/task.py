@@ -254,3 +254,54 @@ def transform_is_identity(reference_text: str) -> bool:
         )
 
     return passes_through(returned.elts[0], params[0]) and passes_through(returned.elts[1], params[1])
+
+
+# A hidden size costs one more numeric run of the candidate; past this many times the task's own
+# size (the product of the shape's dimensions) it is not checked (NKIBench's "full" sizes).
+HIDDEN_SIZE_MAX_RATIO = 16
+
+
+def offered_sizes(reference_text: str) -> dict[str, int]:
+    """The sizes a reference module offers in a literal ``SHAPES = {name: shape}`` (a dict of
+    dimensions or a tuple of them), each with the product of its dimensions. Read statically."""
+    try:
+        tree = ast.parse(reference_text)
+    except SyntaxError:
+        return {}
+    for node in tree.body:
+        if not (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "SHAPES" for t in node.targets)
+        ):
+            continue
+        try:
+            shapes = ast.literal_eval(node.value)
+        except ValueError:
+            return {}
+        if not isinstance(shapes, dict):
+            return {}
+        sizes: dict[str, int] = {}
+        for name, shape in shapes.items():
+            dims = list(shape.values()) if isinstance(shape, dict) else shape
+            if isinstance(dims, int):
+                dims = [dims]
+            if not isinstance(name, str) or not isinstance(dims, (list, tuple)):
+                continue
+            if all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
+                product = 1
+                for d in dims:
+                    product *= d
+                sizes[name] = product
+        return sizes
+    return {}
+
+
+def hidden_sizes(reference_text: str, size: Size) -> list[Size]:
+    """The other sizes of the module a candidate evaluated at `size` is also checked at (one
+    drawn secretly per evaluation): those no more than HIDDEN_SIZE_MAX_RATIO times larger."""
+    offered = offered_sizes(reference_text)
+    own = offered.get(size)
+    if own is None:
+        return []
+    names: tuple[Size, ...] = ("full", "small")
+    return [n for n in names if n != size and n in offered and offered[n] <= own * HIDDEN_SIZE_MAX_RATIO]

@@ -100,6 +100,8 @@ def main(job_dir: str) -> int:
             _run_transform(job, npz, result, saved, np, arrays)
     except BaseException as exc:  # everything the untrusted code does is a result, not a crash
         result["failure"] = _describe_failure(exc, source_path)
+        if job["mode"] == "kernel":
+            result["failure"]["run"] = len(result["runs"])  # the input set it failed on
     result["seconds"] = time.perf_counter() - started
     guard.check_unpatched(namespaces, watched)
 
@@ -232,6 +234,7 @@ def _run_kernel(
             source_path=job["source_path"],
             grid=grid,
             target=job.get("hardware") or None,
+            record_calls=i == 0 and bool(job.get("record_calls")),
         )
         if trace is None:
             trace = run.trace

@@ -59,6 +59,7 @@ class WorkerJob(BaseModel):
     kernel_structures: list[OutputStructure] = Field(default_factory=list)
     reference_outputs: list[list[ArrayRef]] = Field(default_factory=list)
     return_trace: bool = True
+    record_calls: bool = False  # kernel mode: the first run logs its API calls (verification)
     limits: ResourceLimits = Field(default_factory=ResourceLimits)
     parent_pid: int = 0
     trusted_roots: list[str] = Field(default_factory=list)
@@ -72,6 +73,7 @@ class WorkerFailure(BaseModel):
     error_code: str | None = None
     line: int | None = None
     path: str | None = None
+    run: int | None = Field(None, description="kernel mode: the input set (run) it failed on")
 
 
 class RunResult(BaseModel):
