@@ -16,6 +16,8 @@ import { MemoryTreeProvider } from './memoryTree';
 import { onPythonInterpreterChange, pythonExtensionInterpreter } from './pythonExtension';
 import { ServerConnection } from './serverConnection';
 import { ServerLauncher, type ServerState } from './serverLauncher';
+import { SearchTreePanels } from './searchTreePanel';
+import { TimelinePanels } from './timelinePanel';
 import { changeEffect, readSettings, type ClientSettings } from './settings';
 
 let launcher: ServerLauncher | undefined;
@@ -64,6 +66,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     context.subscriptions.push(mcp.provider, mcp.registration);
   }
 
+  const timelines = new TimelinePanels(context.extensionUri, {
+    timeline: (params) => connection.timeline(params),
+    candidates: (uri, kernelName) => store.kernel(uri, kernelName)?.candidates.map((c) => c.info) ?? [],
+  });
+  const searchTrees = new SearchTreePanels(context.extensionUri, store, (searchId) =>
+    connection.searchTree(searchId),
+  );
   const candidates = new CandidatesTreeProvider(store);
   const memory = new MemoryTreeProvider(() => connection.memory());
   const memoryView = vscode.window.createTreeView('accelopt.memory', { treeDataProvider: memory });
@@ -79,6 +88,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(
     output,
     connection,
+    timelines,
+    searchTrees,
+    vscode.window.onDidChangeVisibleTextEditors(() => timelines.decorate()),
     candidates,
     memory,
     memoryView,
@@ -97,6 +109,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       memory,
       apiKeys,
       output,
+      timelines,
+      searchTrees,
       readSettings: currentSettings,
     }),
     serverLauncher.onDidChangeState((state) => {

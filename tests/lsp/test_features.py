@@ -86,6 +86,8 @@ async def test_code_lens_shows_percent_of_peak_and_optimize(editor: Editor):
     optimize = next(lens.command for lens in lenses if lens.command and lens.command.title == "Optimize")
     assert optimize.command == "accelopt.optimize"
     assert list(optimize.arguments) == [uri, "silu_kernel"]
+    timeline = next(lens.command for lens in lenses if lens.command and lens.command.title == "Timeline")
+    assert timeline.command == "accelopt.showTimeline" and list(timeline.arguments) == [uri, "silu_kernel"]
     assert all(lens.range.start.line == editor.line_of(uri, "@nki.jit") for lens in lenses)
 
 

@@ -177,7 +177,7 @@ export const mock = {
   extensions: new Map<string, unknown>(),
   configuration: {} as Record<string, unknown>,
   inputBoxAnswer: undefined as string | undefined,
-  quickPickAnswer: undefined as string | undefined,
+  quickPickAnswer: undefined as string | string[] | undefined,
   activeTextEditor: undefined as unknown,
   treeViews: new Map<string, unknown>(),
   outputs: new Map<string, string[]>(),
@@ -260,8 +260,23 @@ export const window = {
   async showInputBox(): Promise<string | undefined> {
     return mock.inputBoxAnswer;
   },
-  async showQuickPick<T extends { label: string }>(items: T[]): Promise<T | undefined> {
-    return items.find((item) => item.label === mock.quickPickAnswer);
+  async showQuickPick<T extends { label: string }>(
+    items: T[],
+    options?: { canPickMany?: boolean },
+  ): Promise<T | T[] | undefined> {
+    const answer = mock.quickPickAnswer;
+    if (options?.canPickMany) {
+      const labels = Array.isArray(answer) ? answer : answer === undefined ? [] : [answer];
+      return answer === undefined ? undefined : items.filter((item) => labels.includes(item.label));
+    }
+    return items.find((item) => item.label === answer);
+  },
+  visibleTextEditors: [] as unknown[],
+  onDidChangeVisibleTextEditors(): Disposable {
+    return new Disposable(() => undefined);
+  },
+  createTextEditorDecorationType() {
+    return { dispose: () => undefined };
   },
 };
 

@@ -15,6 +15,8 @@ from accelopt.lsp.optimize import SearchSession
 
 APPLY_COMMAND = "accelopt.applyCandidate"
 REJECT_COMMAND = "accelopt.rejectCandidate"
+HUNKS_COMMAND = "accelopt.candidateHunks"
+APPLY_HUNKS_COMMAND = "accelopt.applyHunks"
 
 
 def optimize_action(uri: str, kernel: KernelInfo) -> types.CodeAction:

@@ -34,6 +34,8 @@ from accelopt.lsp.protocol import (
     SearchOptions,
     SearchPhase,
     SearchStateNotification,
+    SearchTree,
+    TreeNode,
 )
 from accelopt.lsp.search_process import SearchProcesses, search_events
 from accelopt.profiling.evaluation import KernelSource
@@ -119,6 +121,8 @@ class SearchSession:
     running: bool = True
     iteration: int = 0
     total_iterations: int = 0
+    beam: list[str] = field(default_factory=list)  # the latest iteration's survivors
+    best_by_iteration: list[float] = field(default_factory=list)
     best_speedup: float | None = None
     dollars: float = 0.0
     agent_calls: str | None = None
@@ -160,6 +164,32 @@ class SearchSession:
             diff=self._diffs[candidate.id],
             backend=candidate.profile.backend if candidate.profile else self.backend,
             hardware=candidate.profile.hardware if candidate.profile else self.hardware,
+        )
+
+    def tree(self) -> SearchTree:
+        beam = set(self.beam)
+        nodes = [
+            TreeNode(
+                id=c.id,
+                parent_id=c.parent_id,
+                iteration=c.iteration,
+                title=c.plan.title if c.plan else "baseline",
+                status=str(c.status),
+                speedup=c.speedup,
+                in_beam=c.id in beam,
+                duplicate_of=c.duplicate_of,
+            )
+            for c in self.candidates.values()
+            if c.id not in self.rejected
+        ]
+        return SearchTree(
+            search_id=self.id,
+            kernel_name=self.kernel_name,
+            running=self.running,
+            iteration=self.iteration,
+            total_iterations=self.total_iterations,
+            nodes=nodes,
+            best_by_iteration=list(self.best_by_iteration),
         )
 
     def notification(self) -> CandidatesNotification:
@@ -368,6 +398,8 @@ class SearchManager:
                 host.notify(CANDIDATES, _wire(session.notification()))
             self._report(session)
         elif isinstance(event, IterationEvent):
+            session.beam = list(event.beam)
+            session.best_by_iteration.append(event.best_speedup)
             session.iteration = event.iteration
             session.total_iterations = event.total_iterations
             session.evaluations = max(session.evaluations, event.evaluations)
