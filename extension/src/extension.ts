@@ -11,6 +11,7 @@ import { CandidateStore } from './candidateStore';
 import { CandidatesTreeProvider } from './candidatesTree';
 import { registerCommands } from './commands';
 import { CANDIDATE_SCHEME, CandidateContentProvider } from './diffProvider';
+import { registerMcpServer } from './mcpServer';
 import { MemoryTreeProvider } from './memoryTree';
 import { onPythonInterpreterChange, pythonExtensionInterpreter } from './pythonExtension';
 import { ServerConnection } from './serverConnection';
@@ -50,6 +51,20 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     attach: (client) => connection.attach(client),
   });
   launcher = serverLauncher;
+
+  // Agent mode's MCP servers: `accelopt mcp` on the same interpreter, with the same settings.
+  const mcp = registerMcpServer({
+    output,
+    readSettings: currentSettings,
+    storedApiKey: () => apiKeys.get(),
+    pythonExtensionInterpreter: () =>
+      pythonExtensionInterpreter(vscode.window.activeTextEditor?.document.uri),
+    workspaceFolder,
+    version: String(context.extension?.packageJSON?.version ?? '0'),
+  });
+  if (mcp) {
+    context.subscriptions.push(mcp.provider, mcp.registration);
+  }
 
   const timelines = new TimelinePanels(context.extensionUri, {
     timeline: (params) => connection.timeline(params),
@@ -115,6 +130,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       searchesRunning = running;
     }),
     vscode.workspace.onDidChangeConfiguration((event) => {
+      if (event.affectsConfiguration('accelopt')) {
+        mcp?.provider.refresh();
+      }
       const effect = changeEffect((section) => event.affectsConfiguration(section));
       if (effect === 'restart') {
         void restartAfterSettingsChange(serverLauncher, store);
@@ -122,10 +140,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         void serverLauncher.reloadConfiguration();
       }
     }),
-    apiKeys.onDidChange(() => void restartAfterSettingsChange(serverLauncher, store)),
+    apiKeys.onDidChange(() => {
+      mcp?.provider.refresh();
+      void restartAfterSettingsChange(serverLauncher, store);
+    }),
   );
   const interpreterWatch = await onPythonInterpreterChange(() => {
     if (!currentSettings().pythonPath) {
+      mcp?.provider.refresh();
       void restartAfterSettingsChange(serverLauncher, store);
     }
   });

@@ -184,6 +184,8 @@ export const mock = {
   contentProviders: new Map<string, unknown>(),
   configurationListeners: new EventEmitter<{ affectsConfiguration(section: string): boolean }>(),
   workspaceFolders: [] as { uri: URI }[],
+  /** MCP server definition providers registered through `lm`, by id. */
+  mcpProviders: new Map<string, unknown>(),
   reset(): void {
     this.messages = [];
     this.answers = [];
@@ -202,6 +204,7 @@ export const mock = {
     this.contentProviders.clear();
     this.configurationListeners = new EventEmitter();
     this.workspaceFolders = [];
+    this.mcpProviders.clear();
   },
 };
 
@@ -312,5 +315,23 @@ export const workspace = {
 export const extensions = {
   getExtension(id: string): unknown {
     return mock.extensions.get(id);
+  },
+};
+
+export class McpStdioServerDefinition {
+  cwd?: URI;
+  constructor(
+    readonly label: string,
+    public command: string,
+    public args: string[] = [],
+    public env: Record<string, string | number | null> = {},
+    public version?: string,
+  ) {}
+}
+
+export const lm = {
+  registerMcpServerDefinitionProvider(id: string, provider: unknown): Disposable {
+    mock.mcpProviders.set(id, provider);
+    return new Disposable(() => mock.mcpProviders.delete(id));
   },
 };

@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 from accelopt.lsp.engine import ProfileOutcome
-from accelopt.profiling.profile import Profile
+from accelopt.profiling.profile import BOUND_WORDS, Profile, bound_in_words
 
 PROFILING = "profiling…"
 
-# What limited the run, in the words a person uses (the Profile's `bound` is an internal token).
-BOUND_LABELS = {
-    "hbm": "HBM-bandwidth bound",
-    "tensor": "Tensor Engine bound",
-    "vector": "Vector/Scalar bound",
-    "latency": "latency bound",
-}
+BOUND_LABELS = BOUND_WORDS  # the engine's wording (profiling/profile.py)
 # Markdown hard line break: keeps the headline figures on consecutive lines without the
 # paragraph spacing that made the card taller than VS Code lets a hover be.
 _BREAK = "  \n"
 _SNIPPET_CHARS = 60  # a costliest line longer than this would wrap and push the others out of view
 
 
-def bound_label(bound: str) -> str:
-    return BOUND_LABELS.get(bound, f"{bound} bound")
+bound_label = bound_in_words
 
 
 def format_time(ms: float) -> str:

@@ -14,6 +14,19 @@ from accelopt.hardware.specs import hardware_label
 from accelopt.hardware.work import Work
 
 Bound = Literal["hbm", "tensor", "vector", "latency"]
+# What limited a run, in the words a person uses (`Bound` is an internal token). The hover, the
+# code lens and the MCP tools all say it this way.
+BOUND_WORDS: dict[str, str] = {
+    "hbm": "HBM-bandwidth bound",
+    "tensor": "Tensor Engine bound",
+    "vector": "Vector/Scalar bound",
+    "latency": "latency bound",
+}
+
+
+def bound_in_words(bound: str) -> str:
+    return BOUND_WORDS.get(bound, f"{bound} bound")
+
 BackendName = Literal["simulator", "neuron"]
 
 # The summary-json metrics a Profile carries under neuron-profile's own names: byte and flop
