@@ -194,9 +194,7 @@ new MutationObserver(() => current && draw(current)).observe(document.body, {
 /** Where the i-th bar is drawn, in page pixels (for end-to-end tests that click a bar). */
 (window as unknown as { acceloptTimeline: object }).acceloptTimeline = {
   barCount: () => current?.bars.length ?? 0,
-  barAt(
-    index: number,
-  ):
+  barAt(index: number):
     | {
         x: number;
         y: number;
