@@ -37,19 +37,12 @@ export interface McpServerDeps {
 /** `python -m accelopt mcp ...` with the editor's AccelOpt settings as flags. */
 export function mcpServerArgs(settings: ClientSettings): string[] {
   const server = settings.server;
-  const args = [
-    '-m',
-    'accelopt',
-    'mcp',
-    '--backend',
-    server.backend,
-    '--hardware',
-    server.hardware,
-    '--size',
-    server.inputSize,
-    '--agents',
-    server.agents.mode,
-  ];
+  const args = ['-m', 'accelopt', 'mcp', '--backend', server.backend];
+  if (server.hardware !== 'auto') {
+    // 'auto' (the default) lets each kernel's API generation choose; only a chosen target is a flag
+    args.push('--hardware', server.hardware);
+  }
+  args.push('--size', server.inputSize, '--agents', server.agents.mode);
   if (server.agents.configFile) {
     args.push('--config', server.agents.configFile); // the flags below win over the file
   }

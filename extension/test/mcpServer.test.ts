@@ -60,14 +60,13 @@ describe('the MCP server definition', () => {
   });
 
   it('passes the editor settings as flags of `accelopt mcp`', () => {
+    // the default hardware, 'auto', is no flag: each kernel's API generation chooses
     assert.deepEqual(mcpServerArgs(settings()), [
       '-m',
       'accelopt',
       'mcp',
       '--backend',
       'simulator',
-      '--hardware',
-      'trn1',
       '--size',
       'full',
       '--agents',
