@@ -330,14 +330,34 @@ try {
     assert.match(candidateText, /def silu_kernel\(/);
     await page.keyboard.press('Control+Home');
     const row = candidateRows.first();
-    await row.click({ button: 'right' });
-    await page.locator('.context-view .action-label', { hasText: 'Accept Some Changes' }).first().click();
-    const changes = page.locator('.quick-input-widget .monaco-list-row');
-    await changes.first().waitFor({ timeout: UI_MS });
+    // The menu may not take a click while it opens: click its item until the pick list shows.
+    const changes = page.locator('.quick-input-widget:visible .monaco-list-row');
+    await until(
+      "the list of the candidate's changes",
+      async () => {
+        if (
+          await changes
+            .first()
+            .isVisible()
+            .catch(() => false)
+        ) {
+          return true;
+        }
+        const item = page.locator('.context-view .action-label', { hasText: 'Accept Some Changes' }).first();
+        if (await item.isVisible().catch(() => false)) {
+          await item.click().catch(() => undefined);
+        } else {
+          await row.click({ button: 'right' });
+        }
+        return false;
+      },
+      UI_MS,
+      500,
+    );
     const count = await changes.count();
     await changes.first().click(); // in a multi-select list, a click on a row ticks it
-    await page.locator('.quick-input-widget', { hasText: '1 Selected' }).waitFor({ timeout: UI_MS });
-    await page.locator('.quick-input-widget .monaco-button', { hasText: /^OK$/ }).first().click();
+    await page.locator('.quick-input-widget:visible', { hasText: '1 Selected' }).waitFor({ timeout: UI_MS });
+    await page.locator('.quick-input-widget:visible .monaco-button', { hasText: /^OK$/ }).first().click();
     await toast(/AccelOpt: applied/, UI_MS);
     const onDisk = await until('silu.py on disk to change', () => {
       const text = readFileSync(kernelFile, 'utf8');
