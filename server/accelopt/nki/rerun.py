@@ -31,6 +31,7 @@ from accelopt.nki import language as _language  # noqa: F401 - likewise
 from accelopt.nki.context import KernelContext, activate
 from accelopt.nki.indexing import IndexExpr, Predicate
 from accelopt.nki.instructions import HBM, PRIVATE_HBM, PSUM, SBUF, SHARED_HBM, assign, augmented_assign
+from accelopt.nki.liveness import Liveness
 from accelopt.nki.loopvar import LoopVar
 from accelopt.nki.runtime import KernelRun, _input_tensor, finish_run
 from accelopt.nki.tensor import Tensor, View, _check_bounds, par_dim
@@ -110,6 +111,8 @@ def _run_entries(
     _register_inputs(ctx, entries[0], inputs, names)
     tensors = ctx._by_id
     assert tensors is not None
+    liveness = Liveness(entries)
+    liveness.after(0, tensors)
     scopes: list[Any] = []
     program: tuple[tuple[int, ...], int, int] | None = None  # the running instance: ids, core, first record
     for number, entry in enumerate(entries[1:], start=1):
@@ -183,6 +186,7 @@ def _run_entries(
             return returned, bool(single)
         else:
             raise RerunError(f"entry {number}: unknown kind {kind!r}")
+        liveness.after(number, tensors)
     raise RerunError("the call log ends without the kernel returning")
 
 

@@ -12,6 +12,7 @@ numerics are on.
 from __future__ import annotations
 
 import sys
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -1100,9 +1101,25 @@ def new_data(shape: tuple[int, ...], dtype: np.dtype, fill: Any = None) -> np.nd
     """Backing storage for a new tensor; uninitialised memory reads as NaN."""
     ctx = _context._ACTIVE
     if ctx is not None and ctx._alloc_budget is not None:  # a re-run of an untrusted log
-        ctx._alloc_budget -= _prod(shape) * dtype.itemsize
-        if ctx._alloc_budget < 0:
-            raise MemoryError("the call log allocates more tensor memory than a re-run may use")
-    data = np.empty(shape, dtype=dtype)
+        charge(ctx, _prod(shape) * dtype.itemsize)
+        data = np.empty(shape, dtype=dtype)
+        keep_charged(ctx, data)
+    else:
+        data = np.empty(shape, dtype=dtype)
     data.fill(nan_fill(dtype) if fill is None else fill)
     return data
+
+
+def charge(ctx: _context.KernelContext, nbytes: int) -> None:
+    """Count `nbytes` of new storage against a re-run's budget (raises past it)."""
+    assert ctx._alloc_budget is not None
+    ctx._alloc_budget -= nbytes
+    if ctx._alloc_budget < 0:
+        raise MemoryError("the call log allocates more tensor memory than a re-run may use")
+    ctx._alloc_live += nbytes
+    ctx._alloc_peak = max(ctx._alloc_peak, ctx._alloc_live)
+
+
+def keep_charged(ctx: _context.KernelContext, data: np.ndarray) -> None:
+    """The budget bounds the storage alive at once: `data`'s bytes come back when it is freed."""
+    weakref.finalize(data, ctx.refund, data.nbytes)
