@@ -1097,9 +1097,14 @@ def _compose(base: View, offsets, terms, arrays, vshape) -> View:
     return view
 
 
-def new_data(shape: tuple[int, ...], dtype: np.dtype, fill: Any = None) -> np.ndarray:
-    """Backing storage for a new tensor; uninitialised memory reads as NaN."""
+def new_data(shape: tuple[int, ...], dtype: np.dtype, fill: Any = None, blocks: int = 0) -> np.ndarray:
+    """Backing storage for a new tensor; uninitialised memory reads as NaN. A re-run may keep a
+    tensor with `blocks` block dimensions one block at a time (blockstore.py)."""
     ctx = _context._ACTIVE
+    if blocks and ctx is not None and ctx._block_storage is not None:
+        store = ctx._block_storage(ctx._next_tensor_id, shape, dtype, fill, blocks)
+        if store is not None:
+            return store  # indexed like the array (duck-typed)
     if ctx is not None and ctx._alloc_budget is not None:  # a re-run of an untrusted log
         charge(ctx, _prod(shape) * dtype.itemsize)
         data = np.empty(shape, dtype=dtype)
