@@ -245,10 +245,12 @@ class SimulatorBackend:
                 input_sets.append(hidden.data.inputs)
 
         # The worker runs the input sets one after another, holding one set's arrays at a time.
+        # A big task's sets each get the timeout (as its reference does: one worker per seed).
         plan = self._kernel_plan(cache, check)
+        per_set = (cache.footprint() or 0) >= self._batch_bytes
         outcome, plan = await self._run_kernel(
             _kernel_job(runnable, numerics=check, hardware=hardware, grid=task.grid),
-            options.timeout_s,
+            options.timeout_s * (len(input_sets) if per_set else 1),
             input_sets,
             plan,
         )
