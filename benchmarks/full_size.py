@@ -104,7 +104,7 @@ def main() -> int:
         print(json.dumps(measure(args.one, args.seeds, args.check, args.timeout, args.published)))
         return 0
     header = f"{'task':12} {'status':14} {'seeds':>5} {'wall s':>8} {'s/seed':>8} {'parent peak':>12} "
-    header += f"{'worker peak':>12} {'available':>10} {'cpu s/seed':>10} {'re-run cpu':>10}  max error"
+    header += f"{'worker peak':>12} {'available':>10} {'worker cpu/seed':>15} {'parent cpu':>10}  max error"
     print(header)
     for name in args.tasks:
         command = [sys.executable, __file__, "--one", name, "--seeds", str(args.seeds)]
@@ -120,7 +120,7 @@ def main() -> int:
             f"{name:12} {row['status']:14} {row['seeds']:>5} {row['wall_s']:>8.1f} "
             f"{row['wall_s'] / max(row['seeds'], 1):>8.1f} {_gib(row['parent_peak_rss']):>12} "
             f"{_gib(row['worker_peak_rss']):>12} {_gib(row['available_before']):>10} "
-            f"{row['worker_cpu_s'] / max(row['seeds'], 1):>10.1f} {row['parent_cpu_s']:>10.1f}  {error}"
+            f"{row['worker_cpu_s'] / max(row['seeds'], 1):>15.1f} {row['parent_cpu_s']:>10.1f}  {error}"
         )
         if row["status"] != "ok":
             print(f"  {row['message']}")
