@@ -32,7 +32,7 @@ class BlockStore:
     flags = _Flags()
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, fill: Any, blocks: int, tid: int) -> None:
-        from accelopt.nki.tensor import new_data  # (tensor.py makes these stores)
+        from accelopt.nki.tensor import new_data, new_empty  # (tensor.py makes these stores)
 
         self.shape = shape
         self.dtype = dtype
@@ -40,6 +40,7 @@ class BlockStore:
         self.tid = tid
         self._fill = fill
         self._new_data = new_data
+        self._new_empty = new_empty
         self._stored: dict[tuple[int, ...], np.ndarray] = {}
         self._released: set[tuple[int, ...]] = set()
 
@@ -79,7 +80,19 @@ class BlockStore:
 
     def __setitem__(self, index: Any, values: Any) -> None:
         key, rest = self._split(index)
-        self.block(key)[rest] = values
+        data = self._stored.get(key)
+        if data is None and key not in self._released and _whole(rest, self.shape[self.blocks :]):
+            data = self._stored[key] = self._new_empty(self.shape[self.blocks :], self.dtype)  # all written next
+        else:
+            data = self.block(key)
+        data[rest] = values
+
+
+def _whole(index: Any, shape: tuple[int, ...]) -> bool:
+    """Whether a basic index selects every element of an array of `shape`."""
+    return len(index) == len(shape) and all(
+        i.__class__ is slice and i.indices(n) == (0, n, 1) for i, n in zip(index, shape)
+    )
 
 
 def _constant(index: Any, tid: int) -> int:

@@ -1115,6 +1115,16 @@ def new_data(shape: tuple[int, ...], dtype: np.dtype, fill: Any = None, blocks: 
     return data
 
 
+def new_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Storage that the caller writes in full at once (no NaN fill), charged like new_data's."""
+    ctx = _context._ACTIVE
+    data = np.empty(shape, dtype=dtype)
+    if ctx is not None and ctx._alloc_budget is not None:
+        charge(ctx, data.nbytes)
+        keep_charged(ctx, data)
+    return data
+
+
 def charge(ctx: _context.KernelContext, nbytes: int) -> None:
     """Count `nbytes` of new storage against a re-run's budget (raises past it)."""
     assert ctx._alloc_budget is not None
