@@ -258,12 +258,8 @@ def result_tile(
     name: str,
     values: np.ndarray | None,
     mask: MaskInfo | None,
-    snapshot: bool = False,
 ) -> Tensor:
-    """The anonymous tile an instruction writes; holds `values` (fp32) rounded to `dtype`.
-    `snapshot`: `values` views memory that never changes (a kernel input not written yet: a
-    write copies it first, View._write), so the tile may hold it without a copy; the tile's
-    data is then read-only, and copied when something writes it (or shares it: reshape)."""
+    """The anonymous tile an instruction writes; holds `values` (fp32) rounded to `dtype`."""
     check_partitions(ctx, shape[0] if shape else 1, f"the result of {name}", line)
     tensor = Tensor(shape, dtype, buffer, 0, None)
     ctx.register_tensor(tensor, ctx.name_at(line, name), line)
@@ -290,8 +286,7 @@ def result_tile(
             grid = mask.grid
             data[grid] = values[grid].astype(dtype, copy=False)
         else:
-            copy = values.dtype != dtype or not (values.flags.owndata or snapshot)
-            data = values.astype(dtype) if copy else values
+            data = values.astype(dtype) if values.dtype != dtype or not values.flags.owndata else values
             if dtype != np.float32 and dt.is_float(dtype):
                 tensor._exact = values
             if ctx._alloc_budget is not None and data.base is None:  # a re-run: results count too

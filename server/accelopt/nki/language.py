@@ -294,13 +294,6 @@ def shared_constant(constant: Any, dtype: Any = None, **_: Any) -> _Tensor:
     return tensor
 
 
-def _own_storage(x: _Tensor) -> None:
-    """A tile holding a loaded snapshot of an input (read-only, see result_tile) gets its own
-    storage before another tensor shares it, so writes through either are seen by both."""
-    if x.memory is not _Memory.HBM and x._data is not None and not x._data.flags.writeable:
-        x._data = x._data.copy()
-
-
 def reshape(x: Any, shape: Any) -> _Tensor:
     """A tensor of a new shape over the same memory (HBM tensors, or whole tiles)."""
     ctx = _current()
@@ -312,7 +305,6 @@ def reshape(x: Any, shape: Any) -> _Tensor:
         raise ctx.error("err_unsupported_reshape", f"cannot reshape {x.shape} to {dims}", line)
     if x.memory is not _Memory.HBM:
         _check_partitions(ctx, dims[block_dims], f"a tile of shape {dims}", line)
-    _own_storage(x)
     data = x._data.reshape(dims) if x._data is not None else None
     tensor = _Tensor(dims, x.dtype, x.buffer, block_dims, data)
     tensor._root = x if x._root is None else x._root
@@ -344,9 +336,7 @@ def load(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> _Tensor:
             values = view._read(clip=minfo is not None)
             if values.shape != shape:
                 values = values.reshape(shape)
-    source = view._tensor._data
-    snapshot = source is not None and not source.flags.writeable  # an input never written yet
-    tile = _result_tile(ctx, shape, out_dtype, _SBUF, line, "load", values, minfo, snapshot)
+    tile = _result_tile(ctx, shape, out_dtype, _SBUF, line, "load", values, minfo)
     moved = view
     if minfo is not None and minfo.exact_box and view.shape == shape:
         moved = view._restrict(minfo.ranges)  # only the selected elements move

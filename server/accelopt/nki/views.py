@@ -151,8 +151,6 @@ def dtype_view(x: Any, dtype: Any) -> Tensor:
     shape = (*x.shape[:-1], last // new.itemsize)
     data = None
     if x._data is not None:
-        if x.memory is not Memory.HBM and not x._data.flags.writeable:  # a loaded snapshot (result_tile)
-            x._data = x._data.copy()
         source = x._data if x._data.flags.c_contiguous else np.ascontiguousarray(x._data)
         data = source.view(new).reshape(shape)
     root = x if x._root is None else x._root
