@@ -55,6 +55,11 @@ class WorkerJob(BaseModel):
     kernel_structures: list[OutputStructure] = Field(default_factory=list)
     reference_outputs: list[list[ArrayRef]] = Field(default_factory=list)
     return_trace: bool = True
+    python_guard: bool = Field(
+        True,
+        description="install the Python-level guard; only tests turn it off, to show what the "
+        "operating system enforces on its own",
+    )
     limits: ResourceLimits = Field(default_factory=ResourceLimits)
     parent_pid: int = 0
     trusted_roots: list[str] = Field(default_factory=list)

@@ -1,0 +1,246 @@
+"""Operating-system isolation for the sandboxed worker: what this machine offers, and the command.
+
+On Linux with bubblewrap (`bwrap`, Debian package `bubblewrap`) and user namespaces, every worker
+runs in its own user, mount, PID, network, IPC and UTS namespaces:
+
+- as uid/gid 65534 inside its user namespace, with no capabilities and no-new-privileges;
+- on a filesystem that holds only the system's `/usr` (and its `/lib*` links), `ld.so.cache`, the
+  Python installation, the accelopt package and the job folder, all read-only except the job's
+  `out/` and `work/`; a private `/proc` and a minimal `/dev`; nothing of the user's home, the
+  repository or the virtual environment is writable, and nothing else of them is visible;
+- with an empty network namespace and the seccomp filter of `accelopt.profiling.seccomp` (no
+  process creation but threads, no sockets of any family, no `mknod`, no `ptrace`, ...);
+- as one PID namespace whose init is bubblewrap: when it dies (the worker ended, or the parent
+  killed the group), the kernel kills every process left in the namespace.
+
+When the server runs as root, bubblewrap itself runs as `nobody` if `nobody` can execute the
+interpreter, so the worker's uid outside its namespace is not root either; otherwise (e.g. Python
+under `/root`) it maps to root outside, still without any capability (see SECURITY.md).
+
+Where bubblewrap or user namespaces are missing (macOS, a locked-down kernel), `detect()` says
+what is missing, and the sandbox falls back to the process-level limits and, when `unshare`
+works, a network namespace; the tool prints that at start.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from accelopt.profiling import seccomp
+
+NOBODY = 65534
+_SYSTEM_DIRS = ("/usr",)
+_SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_SYSTEM_FILES = ("/etc/ld.so.cache",)
+
+IsolationKind = Literal["namespaces", "network-only", "process"]
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """What the worker gets on this machine, in words a user can act on."""
+
+    kind: IsolationKind
+    bwrap: str | None = None
+    bwrap_as_nobody: bool = False
+    missing: str = ""
+
+    @property
+    def kernel_enforced(self) -> bool:
+        return self.kind == "namespaces"
+
+    def describe(self) -> str:
+        if self.kind == "namespaces":
+            who = (
+                "uid 65534 outside its namespace too"
+                if self.bwrap_as_nobody or os.geteuid() != 0
+                else "uid 65534 in its namespace (root outside it, with no capabilities: run as an "
+                "ordinary user, or make Python readable by 'nobody', for a non-root uid)"
+            )
+            return (
+                "sandbox: OS isolation on (bubblewrap: user, mount, PID, network and IPC namespaces, "
+                f"read-only filesystem but the job folder, seccomp filter, {who})"
+            )
+        base = "sandbox: OS isolation OFF"
+        net = "; network namespace only" if self.kind == "network-only" else ""
+        return (
+            f"{base} ({self.missing}){net}. Kernels run with resource limits and the Python-level "
+            "guard only, which is a tripwire, not a boundary: see SECURITY.md"
+        )
+
+
+def system_binds() -> list[str]:
+    """bubblewrap arguments for the read-only system part of the worker's filesystem."""
+    args: list[str] = []
+    for path in _SYSTEM_DIRS:
+        if os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for path in _SYSTEM_LINKS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for path in _SYSTEM_FILES:
+        if os.path.isfile(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+def read_only_binds(paths: Iterable[str]) -> list[str]:
+    """`--ro-bind` for each path not already inside /usr or another path of the list (under the
+    path the process uses and, when a symlink leads elsewhere, under the resolved one too)."""
+    wanted: set[str] = set()
+    for path in paths:
+        if os.path.exists(path):
+            wanted |= {os.path.abspath(path), os.path.realpath(path)}
+    kept: list[str] = []
+    for path in sorted(wanted, key=lambda p: (p.count(os.sep), p)):
+        covered = [*_SYSTEM_DIRS, *kept]
+        if any(path == c or path.startswith(c.rstrip(os.sep) + os.sep) for c in covered):
+            continue
+        kept.append(path)
+    args: list[str] = []
+    for path in kept:
+        args += ["--ro-bind", path, path]
+    return args
+
+
+def command(
+    bwrap: str, *, readable: Iterable[str], job_root: Path, seccomp_fd: int, worker: list[str]
+) -> list[str]:
+    """The full bubblewrap command line that runs `worker` for the job in `job_root`."""
+    root = str(job_root)
+    return [
+        bwrap,
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--hostname",
+        "sandbox",
+        "--uid",
+        str(NOBODY),
+        "--gid",
+        str(NOBODY),
+        "--die-with-parent",
+        *system_binds(),
+        *read_only_binds(readable),
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--ro-bind",
+        root,
+        root,
+        "--bind",
+        f"{root}/out",
+        f"{root}/out",
+        "--bind",
+        f"{root}/work",
+        f"{root}/work",
+        "--remount-ro",
+        "/dev",
+        "--remount-ro",
+        "/",
+        "--chdir",
+        f"{root}/work",
+        "--seccomp",
+        str(seccomp_fd),
+        "--",
+        *worker,
+    ]
+
+
+def interpreter_paths(python: str) -> list[str]:
+    """What the worker's interpreter needs to read: its installation and its environment."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    exe = Path(python)
+    paths.add(str(exe.parent.parent))
+    paths.add(str(exe.resolve().parent.parent))
+    return sorted(paths)
+
+
+@functools.lru_cache(maxsize=4)
+def detect(python: str = sys.executable) -> Isolation:
+    """Probe (once per interpreter) whether bubblewrap can run `python` in the full sandbox."""
+    if not sys.platform.startswith("linux"):
+        return Isolation("process", missing=f"no Linux namespaces on {sys.platform}")
+    if not seccomp.supported():
+        return _fallback("no seccomp syscall table for this CPU architecture")
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return _fallback("bubblewrap is not installed: apt-get install bubblewrap")
+    as_nobody = os.geteuid() == 0 and _probe(bwrap, python, as_nobody=True) is None
+    problem = None if as_nobody else _probe(bwrap, python, as_nobody=False)
+    if problem is not None:
+        return _fallback(f"bubblewrap cannot start a sandbox here: {problem}")
+    return Isolation("namespaces", bwrap=bwrap, bwrap_as_nobody=as_nobody)
+
+
+def spawn_credentials(isolation: Isolation) -> dict:
+    """`subprocess`/`asyncio` keyword arguments that start bubblewrap as `nobody` when wanted."""
+    if isolation.bwrap_as_nobody:
+        return {"user": NOBODY, "group": NOBODY, "extra_groups": []}
+    return {}
+
+
+def _probe(bwrap: str, python: str, *, as_nobody: bool) -> str | None:
+    """Run `python -c pass` in the sandbox; None when it worked, else bubblewrap's complaint."""
+    with tempfile.TemporaryDirectory(prefix="accelopt-probe-") as tmp:
+        root = Path(tmp)
+        (root / "out").mkdir()
+        (root / "work").mkdir()
+        if as_nobody:
+            root.chmod(0o755)
+            for sub in ("out", "work"):
+                os.chown(root / sub, NOBODY, NOBODY)
+        read, write = os.pipe()
+        try:
+            os.write(write, seccomp.build())
+            os.close(write)
+            write = -1
+            args = command(
+                bwrap,
+                readable=interpreter_paths(python),
+                job_root=root,
+                seccomp_fd=read,
+                worker=[python, "-I", "-B", "-c", "pass"],
+            )
+            extra = spawn_credentials(Isolation("namespaces", bwrap_as_nobody=as_nobody))
+            done = subprocess.run(
+                args, pass_fds=[read], capture_output=True, timeout=30, check=False, cwd="/", **extra
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            return str(exc)
+        finally:
+            os.close(read)
+            if write != -1:
+                os.close(write)
+    if done.returncode == 0:
+        return None
+    lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    return lines[-1] if lines else f"exit status {done.returncode}"
+
+
+def _fallback(missing: str) -> Isolation:
+    unshare = shutil.which("unshare")
+    if unshare is not None:
+        prefix = [unshare, "--net", "--"] if os.geteuid() == 0 else [unshare, "--user", "--map-root-user", "--net", "--"]
+        try:
+            probe = subprocess.run([*prefix, "/bin/true"], capture_output=True, timeout=10, check=False)
+            if probe.returncode == 0:
+                return Isolation("network-only", missing=missing)
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return Isolation("process", missing=missing)
