@@ -24,8 +24,10 @@ demo: setup
 		--iterations 3 --beam 2 --plans 4 --samples 1 --seeds 3 --memory .cache/demo-memory.sqlite \
 		--out accelopt-out/demo
 
+# ruff, and the layer contracts in pyproject.toml ([tool.importlinter]).
 lint: setup
 	$(VENV)/bin/ruff check server tests benchmarks kernels_examples nkibench
+	$(VENV)/bin/lint-imports
 
 # One BLAS thread: tests that emulate in-process run many small matmuls, which threads only slow down.
 pytest: setup

@@ -7,11 +7,11 @@ import re
 
 from silu_variants import BASELINE
 
-from accelopt.agents.base import ExecuteRequest, FixRequest, PlanRequest, SummarizeRequest
 from accelopt.agents.prompting import executor_messages, fixer_messages, planner_messages, summarizer_messages
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.profile import LineCost, Profile
 from accelopt.search.candidate import Experience, Lesson, Plan
+from accelopt.search.roles import ExecuteRequest, FixRequest, PlanRequest, SummarizeRequest
 
 KERNEL = KernelSource(text=BASELINE, name="silu_kernel", path="silu.py")
 PROFILE = Profile(

@@ -3,14 +3,14 @@ lesson on an actual rewrite of a kernel, marked positive by the search's own rul
 
 from __future__ import annotations
 
-from accelopt.agents.base import SummarizeRequest
 from accelopt.agents.offline.catalogue import get_rewrite
 from accelopt.agents.offline.rewrites.base import Params, Site
 from accelopt.agents.offline.summarizer import OfflineSummarizer
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.search.candidate import Experience, Plan
 from accelopt.search.config import SearchConfig
-from accelopt.search.memory import kernel_family
+from accelopt.search.kernel_text import kernel_family
+from accelopt.search.roles import SummarizeRequest
 
 POSITIVE_ABOVE = SearchConfig().positive_threshold
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from accelopt.agents.base import ExecuteRequest, FixRequest, PlanRequest, SummarizeRequest
 from accelopt.agents.offline import offline_agents
 from accelopt.agents.offline.planner import OfflinePlanner
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Experience, Lesson, Plan
+from accelopt.search.roles import ExecuteRequest, FixRequest, PlanRequest, SummarizeRequest
 
 from .helpers import CASES
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import re
 
-from accelopt.agents.base import ExecuteRequest, FixRequest, PlanRequest
 from accelopt.agents.offline.catalogue import all_sites, get_rewrite
 from accelopt.agents.offline.executor import OfflineExecutor
 from accelopt.agents.offline.lesson_tags import failed_in_text, variant_in_text
 from accelopt.agents.offline.planner import OfflinePlanner
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.search.candidate import Experience, Plan
+from accelopt.search.roles import ExecuteRequest, FixRequest, PlanRequest
 
 from .helpers import CASES
 from .lessons import summarized_experience

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import pytest
 
-from accelopt.agents.base import PlanRequest, SummarizeRequest
 from accelopt.agents.offline.catalogue import all_sites, get_rewrite
 from accelopt.agents.offline.evidence import written_lines
 from accelopt.agents.offline.planner import OfflinePlanner
@@ -21,7 +20,8 @@ from accelopt.agents.offline.summarizer import OfflineSummarizer
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Experience, Plan
-from accelopt.search.memory import kernel_family, source_tokens
+from accelopt.search.kernel_text import kernel_family, source_tokens
+from accelopt.search.roles import PlanRequest, SummarizeRequest
 
 from .lessons import summarized_experience
 

@@ -13,7 +13,6 @@ import pytest_asyncio
 from chat_server import ChatServer, Responder
 from silu_variants import BASELINE
 
-from accelopt.agents.base import Agents
 from accelopt.agents.factory import aclose_agents
 from accelopt.agents.llm import llm_agents
 from accelopt.agents.llm_config import LLMConfig
@@ -23,6 +22,7 @@ from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.task import Task, task_for_kernel
 from accelopt.search.config import SearchConfig
 from accelopt.search.events import Finished, SearchEvent
+from accelopt.search.roles import Agents
 
 PRICE = Price(prompt_per_million=3.0, completion_per_million=15.0)
 

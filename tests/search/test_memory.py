@@ -12,7 +12,8 @@ import pytest
 
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.search.candidate import Experience, Lesson
-from accelopt.search.memory import Memory, MemoryUnavailable, default_memory_path, kernel_family
+from accelopt.search.kernel_text import kernel_family
+from accelopt.search.memory import Memory, MemoryUnavailable, default_memory_path
 
 
 def experience(

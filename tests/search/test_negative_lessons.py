@@ -18,7 +18,6 @@ import time
 from search_fixtures import SESSION_LOOP, collect, finished_of, small_config
 from silu_variants import BASELINE, MEDIUM, WIDE, WRONG
 
-from accelopt.agents.base import Agents, ExecuteRequest, ExecuteResult, FixRequest, PlanRequest, PlanResult
 from accelopt.agents.offline.planner import OfflinePlanner
 from accelopt.agents.offline.summarizer import OfflineSummarizer
 from accelopt.profiling.backend import Backend, EvaluationOptions
@@ -29,6 +28,7 @@ from accelopt.search.beam import FAILED_SPEEDUP, run_search
 from accelopt.search.candidate import Experience
 from accelopt.search.events import IterationEvent, LessonEvent
 from accelopt.search.memory import IN_MEMORY, Memory
+from accelopt.search.roles import Agents, ExecuteRequest, ExecuteResult, FixRequest, PlanRequest, PlanResult
 
 pytestmark = SESSION_LOOP
 

@@ -78,9 +78,9 @@ def test_ranking_is_sorted_unique_and_limited():
 
 
 def test_spending_against_each_budget():
-    from accelopt.agents.base import AgentOutput
     from accelopt.search.budget import Spending
     from accelopt.search.config import Budget
+    from accelopt.search.roles import AgentOutput
 
     tokens = Spending(Budget(max_tokens=300))
     tokens.record(AgentOutput(prompt_tokens=100, completion_tokens=100))

@@ -14,13 +14,13 @@ from __future__ import annotations
 from search_fixtures import SESSION_LOOP, collect, finished_of, small_config
 from silu_variants import WIDE, WRONG
 
-from accelopt.agents.base import Agents, ExecuteRequest, ExecuteResult, FixRequest
 from accelopt.agents.offline.lesson_tags import failed_in_text, variant_in_text
 from accelopt.agents.offline.planner import OfflinePlanner
 from accelopt.agents.offline.summarizer import OfflineSummarizer
 from accelopt.search.beam import run_search
 from accelopt.search.events import CandidateEvent
 from accelopt.search.memory import IN_MEMORY, Memory
+from accelopt.search.roles import Agents, ExecuteRequest, ExecuteResult, FixRequest
 
 pytestmark = SESSION_LOOP
 

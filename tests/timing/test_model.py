@@ -8,11 +8,11 @@ import pytest
 
 from accelopt.hardware.roofline import peak_latency, work_from_trace
 from accelopt.hardware.specs import TRN1, TRN2, get_hardware
+from accelopt.hardware.work import Work
 from accelopt.nki.trace import Engine, LoopKind, Memory
 from accelopt.profiling.chrome_trace import to_chrome_trace
 from accelopt.profiling.lowering import chunk_efficiency
 from accelopt.profiling.metrics import profile_trace
-from accelopt.profiling.profile import Work
 from accelopt.profiling.timeline import ModelOptions, schedule
 
 from . import kernels

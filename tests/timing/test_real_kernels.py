@@ -9,11 +9,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from accelopt.hardware.work import Work
 from accelopt.nki.runtime import load_kernel, run_kernel
 from accelopt.nki.trace import Trace
 from accelopt.profiling.lowering import is_dma, is_tensor_engine
 from accelopt.profiling.metrics import profile_trace
-from accelopt.profiling.profile import Work
 from accelopt.profiling.timeline import ModelOptions
 
 ROOT = Path(__file__).resolve().parents[2]

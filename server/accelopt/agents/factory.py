@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from accelopt.agents.base import Agents
 from accelopt.agents.llm_config import LLMConfig
+from accelopt.search.roles import Agents
 
 AgentsKind = Literal["auto", "llm", "offline"]
 

@@ -9,7 +9,13 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from accelopt.agents.base import (
+from accelopt.agents.chat import ChatClient, ChatReply
+from accelopt.agents.llm_config import LLMConfig, Role
+from accelopt.agents.prompting import executor_messages, fixer_messages, planner_messages, summarizer_messages
+from accelopt.agents.replies import ReplyError, parse_kernel, parse_lesson, parse_plan
+from accelopt.profiling.evaluation import KernelSource
+from accelopt.search.candidate import Plan
+from accelopt.search.roles import (
     AgentOutput,
     Agents,
     ExecuteRequest,
@@ -20,12 +26,6 @@ from accelopt.agents.base import (
     SummarizeRequest,
     SummarizeResult,
 )
-from accelopt.agents.chat import ChatClient, ChatReply
-from accelopt.agents.llm_config import LLMConfig, Role
-from accelopt.agents.prompting import executor_messages, fixer_messages, planner_messages, summarizer_messages
-from accelopt.agents.replies import ReplyError, parse_kernel, parse_lesson, parse_plan
-from accelopt.profiling.evaluation import KernelSource
-from accelopt.search.candidate import Plan
 
 __all__ = ["LLMConfig", "LLMExecutor", "LLMPlanner", "LLMSummarizer", "llm_agents"]
 

@@ -13,9 +13,9 @@ from functools import cache
 from importlib import resources
 from string import Template
 
-from accelopt.agents.base import ExecuteRequest, FixRequest, PlanRequest, SummarizeRequest
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Experience
+from accelopt.search.roles import ExecuteRequest, FixRequest, PlanRequest, SummarizeRequest
 
 Messages = list[dict[str, str]]
 

@@ -118,7 +118,7 @@ def _find_kernel_name(text: str, path: str, wanted: str | None) -> str:
 
 
 def _settings(args: argparse.Namespace) -> Any:
-    from accelopt.search.run_config import ConfigError, load_run_config
+    from accelopt.commands.run_config import ConfigError, load_run_config
 
     try:
         run_config = load_run_config(args.config)

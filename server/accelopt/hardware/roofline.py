@@ -12,8 +12,8 @@ import itertools
 from typing import Literal
 
 from accelopt.hardware.specs import HardwareSpec
+from accelopt.hardware.work import Work
 from accelopt.nki.trace import Engine, Memory, Trace
-from accelopt.profiling.profile import Work
 
 RooflineBound = Literal["vector", "tensor", "hbm"]
 

@@ -1,7 +1,8 @@
 """The one place the language server reaches into the engine.
 
 Everything here is a thin adapter: building a `Task` for a kernel in a document, profiling it
-trace-only on a backend, and the backends' lifetimes. Kernel code never runs in the server (or
+trace-only on a backend, and the backends' lifetimes. It runs in the server's child processes
+(profile_process.py, search_process.py), which import it; it imports neither. Kernel code never runs in the server (or
 in the profile/search processes): `Backend.evaluate` runs it in sandboxed worker processes;
 `task_for_kernel` only reads the directive (and the reference module's text) beside the kernel.
 """
@@ -133,22 +134,3 @@ async def profile_kernel(
         kernel_name=kernel.name, evaluation=evaluation, elapsed_s=time.perf_counter() - started
     )
 
-
-class Engine:
-    """The server's door to profiles: they run in one child process (profile_process.py), so
-    the timing model's CPU work never shares the server's interpreter; searches run in child
-    processes of their own (search_process.py)."""
-
-    def __init__(self) -> None:
-        from accelopt.lsp.profile_process import ProfileProcess
-
-        self._profiles = ProfileProcess()
-
-    async def profile(self, kernel: KernelSource, settings: ServerSettings) -> ProfileOutcome:
-        outcome = await self._profiles.profile(kernel, settings)
-        if not outcome.kernel_name:
-            outcome.kernel_name = kernel.name
-        return outcome
-
-    async def aclose(self) -> None:
-        await self._profiles.aclose()

@@ -22,16 +22,19 @@ import logging
 import sys
 from typing import Any
 
+from accelopt.lsp.children import start_child, stdin_lines
 from accelopt.lsp.config import ServerSettings
 from accelopt.lsp.engine import ProfileOutcome, profile_kernel
-from accelopt.lsp.search_process import LINE_LIMIT, die_with_parent
 from accelopt.profiling.evaluation import KernelSource
+from accelopt.profiling.parent_death import die_with_parent
 
 log = logging.getLogger(__name__)
 
 
 class ProfileProcess:
-    """The parent's handle: `await profile(kernel, settings)` from any number of tasks."""
+    """The server's door to profiles: `await profile(kernel, settings)` from any number of tasks;
+    they run in one child process, so the timing model's CPU work never shares the server's
+    interpreter (searches run in child processes of their own, search_process.py)."""
 
     def __init__(self) -> None:
         self._child: asyncio.subprocess.Process | None = None
@@ -43,14 +46,7 @@ class ProfileProcess:
     async def _ensure_child(self) -> asyncio.subprocess.Process:
         async with self._starting:
             if self._child is None or self._child.returncode is not None:
-                self._child = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-m",
-                    "accelopt.lsp.profile_process",
-                    stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
-                    limit=LINE_LIMIT,
-                )
+                self._child = await start_child("accelopt.lsp.profile_process")
                 self._reader = asyncio.create_task(self._read(self._child))
             return self._child
 
@@ -78,6 +74,12 @@ class ProfileProcess:
         await child.stdin.drain()
 
     async def profile(self, kernel: KernelSource, settings: ServerSettings) -> ProfileOutcome:
+        outcome = await self._profile(kernel, settings)
+        if not outcome.kernel_name:
+            outcome.kernel_name = kernel.name
+        return outcome
+
+    async def _profile(self, kernel: KernelSource, settings: ServerSettings) -> ProfileOutcome:
         child = await self._ensure_child()
         job = next(self._ids)
         future: asyncio.Future[ProfileOutcome] = asyncio.get_running_loop().create_future()
@@ -122,9 +124,7 @@ class ProfileProcess:
 
 
 async def _serve() -> None:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=LINE_LIMIT)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    reader = await stdin_lines()
     out = sys.stdout.buffer
     backends: dict[tuple[str, int], Any] = {}
     running: dict[int, asyncio.Task[None]] = {}

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from accelopt.lsp.config import ServerSettings
-from accelopt.lsp.engine import Engine, ProfileOutcome
+from accelopt.lsp.engine import ProfileOutcome
+from accelopt.lsp.profile_process import ProfileProcess
 from accelopt.profiling.evaluation import KernelSource
 
 log = logging.getLogger(__name__)
@@ -38,12 +39,12 @@ class _Entry:
 class ProfileStore:
     def __init__(
         self,
-        engine: Engine,
+        process: ProfileProcess,
         settings: Callable[[], ServerSettings],
         on_ready: Callable[[str, int], None],
         max_entries: int = 512,
     ) -> None:
-        self._engine = engine
+        self._process = process
         self._settings = settings
         self._on_ready = on_ready
         self._max_entries = max_entries
@@ -73,7 +74,7 @@ class ProfileStore:
         if entry is not None and entry.task.done() and self._result(entry).transient:
             entry = None  # the profile process died under it: this request tries again
         if entry is None:
-            entry = _Entry(asyncio.create_task(self._engine.profile(kernel, self._settings())))
+            entry = _Entry(asyncio.create_task(self._process.profile(kernel, self._settings())))
             entry.task.add_done_callback(lambda _t, key=content_key: self._landed(key))
             self._by_content[content_key] = entry
             self._evict()
@@ -119,7 +120,7 @@ class ProfileStore:
         task = entry.task
         if task.cancelled():
             return ProfileOutcome(kernel_name="", error="profile cancelled", transient=True)
-        return task.result()  # Engine.profile never raises
+        return task.result()  # ProfileProcess.profile never raises
 
     def _landed(self, content_key: ContentKey) -> None:
         entry = self._by_content.get(content_key)

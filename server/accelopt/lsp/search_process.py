@@ -20,19 +20,19 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
 from pydantic import BaseModel
 
+from accelopt.lsp.children import start_child, stdin_lines
 from accelopt.lsp.config import AgentSettings
 from accelopt.profiling.evaluation import KernelSource
+from accelopt.profiling.parent_death import die_with_parent
 
 log = logging.getLogger(__name__)
 
-LINE_LIMIT = 64 * 1024 * 1024  # events carry whole kernels (and rankings of them)
 CANCEL = b"cancel\n"
 
 
@@ -54,14 +54,7 @@ class SearchProcessFailed(RuntimeError):
 async def start_search_process() -> asyncio.subprocess.Process:
     """A child that imports the engine and then waits for its job (so one can be started ahead
     of need: the imports are most of the time a search takes to get going)."""
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "accelopt.lsp.search_process",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        limit=LINE_LIMIT,
-    )
+    return await start_child("accelopt.lsp.search_process")
 
 
 class SearchProcesses:
@@ -148,18 +141,6 @@ async def search_events(
 # -- the child ---------------------------------------------------------------------------------
 
 
-def die_with_parent() -> None:
-    """Linux: SIGTERM when the server goes away, however it goes (a kill -9 included)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass  # elsewhere: the closed stdin still stops the search
-
-
 def warm_imports() -> None:
     """What a search imports once its job is known (the offline agents with libcst, the
     simulator backend): done while the spare process waits, that is 1-2 s less between a click
@@ -181,9 +162,7 @@ async def _run_child() -> int:
     from accelopt.search.memory import Memory
 
     warm_imports()
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=LINE_LIMIT)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    reader = await stdin_lines()
     first = await reader.readline()
     if not first.strip():
         return 0  # a spare whose server went away before giving it a job

@@ -24,9 +24,10 @@ from accelopt.lsp import actions, codelens, diagnostics, hover
 from accelopt.lsp.config import ServerSettings, merge_settings
 from accelopt.lsp.discovery import KernelInfo, find_kernels
 from accelopt.lsp.edits import minimal_edits
-from accelopt.lsp.engine import Engine, warm_task_imports
+from accelopt.lsp.engine import warm_task_imports
 from accelopt.lsp.memory_view import list_experiences
 from accelopt.lsp.optimize import SearchManager, SearchRefused, SearchSession
+from accelopt.lsp.profile_process import ProfileProcess
 from accelopt.lsp.profiles import ProfileStore
 from accelopt.lsp.protocol import (
     ApplyResult,
@@ -69,8 +70,8 @@ class AccelOptServer(LanguageServer):
         super().__init__("accelopt", __version__)
         self.init_options: dict[str, Any] = {}
         self.settings = ServerSettings()
-        self.engine = Engine()
-        self.profiles = ProfileStore(self.engine, lambda: self.settings, self._profile_landed)
+        self.profile_process = ProfileProcess()
+        self.profiles = ProfileStore(self.profile_process, lambda: self.settings, self._profile_landed)
         self.searches = SearchManager(lambda: self.settings, self)
         self._kernel_cache: OrderedDict[tuple[str, int | None, int], list[KernelInfo]] = OrderedDict()
         self._debounce: dict[str, asyncio.Task[None]] = {}
@@ -271,7 +272,7 @@ class AccelOptServer(LanguageServer):
             task.cancel()
         await self.searches.shutdown()
         self.profiles.clear()
-        await self.engine.aclose()
+        await self.profile_process.aclose()
 
 
 def _new_future() -> Any:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from accelopt.hardware.roofline import peak_latency, work_from_trace
 from accelopt.hardware.specs import HardwareSpec, get_hardware
+from accelopt.hardware.work import Work
 from accelopt.nki.trace import Trace
 from accelopt.profiling.lowering import is_tensor_engine
-from accelopt.profiling.profile import Bound, LineCost, Profile, Work
+from accelopt.profiling.profile import Bound, LineCost, Profile
 from accelopt.profiling.timeline import ModelOptions, Timeline, schedule
 
 # A run is bound by a resource when that resource is busy at least this fraction of the time

@@ -38,10 +38,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from accelopt.hardware.work import Work
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import EvalStatus, Evaluation, KernelSource
 from accelopt.profiling.policy import check_source
-from accelopt.profiling.profile import SUMMARY_COUNTS, SUMMARY_FRACTIONS, SUMMARY_RATIOS, Bound, Profile, Work
+from accelopt.profiling.profile import SUMMARY_COUNTS, SUMMARY_FRACTIONS, SUMMARY_RATIOS, Bound, Profile
 from accelopt.profiling.task import Task
 
 COMPILE_OPTIONS = "--disable-dge --logical-nc-config=1"

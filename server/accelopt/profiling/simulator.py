@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from accelopt.hardware.work import Work
 from accelopt.nki.trace import Trace
 from accelopt.profiling import arrays
 from accelopt.profiling.backend import EvaluationOptions
@@ -35,7 +36,7 @@ from accelopt.profiling.compare import compare_outputs
 from accelopt.profiling.evaluation import Evaluation, KernelSource
 from accelopt.profiling.inputs import generate_inputs
 from accelopt.profiling.policy import check_source
-from accelopt.profiling.profile import Profile, Work
+from accelopt.profiling.profile import Profile
 from accelopt.profiling.sandbox import Sandbox, WorkerOutcome
 from accelopt.profiling.task import Task, transform_is_identity
 from accelopt.profiling.worker_protocol import ResourceLimits, WorkerJob

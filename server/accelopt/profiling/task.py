@@ -22,6 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from accelopt.hardware.work import Work
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.inputs import (
     DirectiveError,
@@ -31,7 +32,6 @@ from accelopt.profiling.inputs import (
     parse_input_specs,
     suggest_inputs_directive,
 )
-from accelopt.profiling.profile import Work
 
 TaskKind = Literal["reference", "baseline"]
 Size = Literal["full", "small"]

@@ -191,14 +191,9 @@ def _apply_limits(limits: dict[str, int]) -> None:
 
 def _die_with_parent(parent_pid: int) -> None:
     """Ask the kernel to kill this worker if its parent dies, so a crashed server leaves no orphans."""
-    try:
-        import ctypes
+    from accelopt.profiling.parent_death import die_with_parent
 
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, 9)
-    except (OSError, AttributeError):
-        return
-    if parent_pid and os.getppid() != parent_pid:
+    if die_with_parent(signal.SIGKILL) and parent_pid and os.getppid() != parent_pid:
         os._exit(70)  # the parent is already gone
 
 

@@ -27,17 +27,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from accelopt.agents.base import (
-    AgentOutput,
-    Agents,
-    ExecuteRequest,
-    ExecuteResult,
-    FixRequest,
-    PlanRequest,
-    PlanResult,
-    SummarizeRequest,
-    SummarizeResult,
-)
 from accelopt.profiling.backend import Backend, EvaluationOptions
 from accelopt.profiling.evaluation import Evaluation, KernelSource
 from accelopt.search.budget import Spending
@@ -53,7 +42,19 @@ from accelopt.search.events import (
     SearchEvent,
     Started,
 )
-from accelopt.search.memory import IN_MEMORY, Memory, MemoryUnavailable, kernel_family
+from accelopt.search.kernel_text import kernel_family
+from accelopt.search.memory import IN_MEMORY, Memory, MemoryUnavailable
+from accelopt.search.roles import (
+    AgentOutput,
+    Agents,
+    ExecuteRequest,
+    ExecuteResult,
+    FixRequest,
+    PlanRequest,
+    PlanResult,
+    SummarizeRequest,
+    SummarizeResult,
+)
 from accelopt.search.selection import Pair, is_ranked, next_beam, rank, select_experiences
 
 log = logging.getLogger(__name__)

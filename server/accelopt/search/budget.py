@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from accelopt.agents.base import AgentOutput
 from accelopt.search.config import Budget
+from accelopt.search.roles import AgentOutput
 
 
 class Spending:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 import shutil
 import sqlite3
 import threading
@@ -30,6 +29,7 @@ from pydantic import BaseModel
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Experience
+from accelopt.search.kernel_text import api_calls, kernel_family, source_tokens
 
 log = logging.getLogger(__name__)
 
@@ -72,37 +72,6 @@ def default_memory_path() -> Path:
         return Path(explicit).expanduser()
     data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(data_home) / "accelopt" / "memory.sqlite"
-
-
-def kernel_family(name: str) -> str:
-    """'silu_kernel_v3' -> 'silu': what kernels of one family share in their names."""
-    base = re.sub(r"(_v\d+|_opt\w*|_\d+)$", "", name.lower())
-    base = re.sub(r"(^nki_|_nki$|_kernel$|^kernel_)", "", base)
-    return base or name.lower()
-
-
-_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# An NKI API call under its usual aliases (nl., nisa., nki.language., nki.isa.).
-_API_CALL = re.compile(r"\b(?:nl|nisa|language|isa)\.([A-Za-z_]\w*)\s*\(")
-# Loop ranges and index helpers say nothing about what a kernel computes; the nl and nisa
-# spellings of one instruction are the same instruction.
-_NOT_WORK = {"affine_range", "sequential_range", "static_range", "range", "arange", "par_dim", "ds"}
-_SAME_INSTRUCTION = {"nc_matmul": "matmul", "nc_transpose": "transpose"}
-
-
-def source_tokens(text: str) -> set[str]:
-    return set(_TOKEN.findall(text))
-
-
-def instruction_name(api_name: str) -> str | None:
-    """'nc_matmul' -> 'matmul'; None for loop ranges and index helpers (not work)."""
-    leaf = api_name.rsplit(".", 1)[-1]
-    return None if leaf in _NOT_WORK else _SAME_INSTRUCTION.get(leaf, leaf)
-
-
-def api_calls(text: str) -> frozenset[str]:
-    """The NKI instructions a kernel uses: what kind of kernel it is, whatever its names."""
-    return frozenset(n for n in map(instruction_name, _API_CALL.findall(text)) if n is not None)
 
 
 class Memory:

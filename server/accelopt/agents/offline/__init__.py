@@ -3,10 +3,10 @@ rewrites, for when no LLM endpoint is configured (and in CI)."""
 
 from __future__ import annotations
 
-from accelopt.agents.base import Agents
 from accelopt.agents.offline.executor import OfflineExecutor
 from accelopt.agents.offline.planner import OfflinePlanner
 from accelopt.agents.offline.summarizer import OfflineSummarizer
+from accelopt.search.roles import Agents
 
 
 def offline_agents(seed: int = 0) -> Agents:

@@ -47,7 +47,7 @@ from accelopt.agents.offline.lesson_tags import failed_in_text, speaks_about, va
 from accelopt.agents.offline.rewrites.base import Site
 from accelopt.agents.offline.site_pattern import SitePattern, pattern_in_text, rewrites_in
 from accelopt.search.candidate import Experience
-from accelopt.search.memory import api_calls, kernel_family
+from accelopt.search.kernel_text import api_calls, kernel_family
 
 _REWRITE_TAG = re.compile(r"rewrite=([a-z_]+)")
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 
-from accelopt.agents.base import ExecuteRequest, ExecuteResult, FixRequest
 from accelopt.agents.offline.catalogue import get_rewrite, title_for
 from accelopt.agents.offline.rewrites.base import Params, Site
 from accelopt.agents.offline.rewrites.errors import NotApplicable
@@ -18,6 +17,7 @@ from accelopt.agents.offline.variants import order_variants, variant_lessons
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Experience, Plan
+from accelopt.search.roles import ExecuteRequest, ExecuteResult, FixRequest
 
 
 def _site(plan: Plan, kernel: KernelSource) -> Site:

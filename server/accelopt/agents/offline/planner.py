@@ -23,13 +23,13 @@ import hashlib
 import random
 from collections import defaultdict
 
-from accelopt.agents.base import PlanRequest, PlanResult
 from accelopt.agents.offline.catalogue import all_sites, get_rewrite, title_for
 from accelopt.agents.offline.evidence import Evidence, read_lessons, weigh
 from accelopt.agents.offline.rewrites.base import Params, Site
 from accelopt.agents.offline.site_pattern import patterns_of
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Plan
+from accelopt.search.roles import PlanRequest, PlanResult
 
 # Which engine fractions of a profile a relieved resource corresponds to.
 _ENGINE_FIELDS = {

@@ -29,7 +29,7 @@ from accelopt.agents.offline.catalogue import all_sites
 from accelopt.agents.offline.kernel_ir import KernelView, base_name, view_of
 from accelopt.agents.offline.rewrites.base import Site
 from accelopt.agents.offline.rewrites.errors import NotApplicable
-from accelopt.search.memory import instruction_name
+from accelopt.search.kernel_text import instruction_name
 
 # The kernel function of a module: the first def under a decorator that names nki (`@nki.jit`,
 # `@nki.jit(...)`, `@nki.baremetal`), else the first top-level def.

@@ -13,13 +13,13 @@ from __future__ import annotations
 import asyncio
 import difflib
 
-from accelopt.agents.base import SummarizeRequest, SummarizeResult
 from accelopt.agents.offline.catalogue import get_rewrite
 from accelopt.agents.offline.lesson_tags import variant_tag
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.site_pattern import pattern_of_site
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Lesson
+from accelopt.search.roles import SummarizeRequest, SummarizeResult
 
 SNIPPET_LINES = 12
 

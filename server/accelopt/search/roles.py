@@ -1,5 +1,7 @@
-"""The agent roles of the AccelOpt loop. Two implementations play them: LLM agents
-(`agents/llm.py`) and offline rewrite agents (`agents/offline/`)."""
+"""The roles the search drives (planner, executor, which also plays the fixer, summarizer) and
+the requests and results that pass between them. The search owns this contract; `agents`
+implements it twice: LLM agents (`agents/llm.py`) and offline rewrite agents (`agents/offline/`).
+Whoever starts a search picks the implementation and hands it in."""
 
 from __future__ import annotations
 
