@@ -40,6 +40,7 @@ describe('settings', () => {
       },
       memoryPath: null,
       maxCandidates: 5,
+      workspaceTrusted: false,
     });
   });
 

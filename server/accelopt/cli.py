@@ -47,7 +47,21 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "_unavailable", None):
         print(f"accelopt {args.command}: not available in this build yet", file=sys.stderr)
         return 2
+    if args.command in SANDBOXED:
+        _say_if_kernels_run_without_os_isolation()
     return int(args._run(args) or 0)
+
+
+# The commands that run kernels: each says at start when the machine cannot isolate them.
+SANDBOXED = ("profile", "optimize", "bench")
+
+
+def _say_if_kernels_run_without_os_isolation() -> None:
+    from accelopt.profiling.isolation import detect
+
+    isolation = detect()
+    if not isolation.kernel_enforced:
+        print(f"accelopt: {isolation.describe()}", file=sys.stderr)
 
 
 if __name__ == "__main__":
