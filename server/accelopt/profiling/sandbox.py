@@ -54,7 +54,7 @@ _BOOTSTRAP = (
 _NOBODY = isolation.NOBODY
 _STDERR_TAIL = 1200
 # A trace larger than this is refused unread: parsing and timing it could outlast the timeout.
-DEFAULT_MAX_TRACE_BYTES = 64 << 20
+DEFAULT_MAX_TRACE_BYTES = 32 << 20  # the largest NKIBench baseline (gqa_full, full size) records 25 MiB
 _ACCELOPT_ROOT = Path(accelopt.__file__).resolve().parent.parent
 
 

@@ -1,0 +1,69 @@
+"""Trusted work on untrusted data, with a deadline that actually stops it.
+
+The parent parses the worker's trace and runs the timing model on it. Both are linear in the
+trace's size, which the kernel chooses: a kernel that records millions of instructions would
+otherwise keep the parent busy long after its evaluation timed out. `within()` runs the work in
+its own thread and, past the deadline, raises `DeadlineExceeded` in the caller *and* stops the
+thread (an asynchronous exception, delivered at its next Python bytecode), so no CPU is spent on
+an evaluation that is already over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class DeadlineExceeded(Exception):
+    """The work did not finish in time (and was stopped)."""
+
+
+class _Stop(BaseException):
+    """Raised inside the work's thread; a BaseException so that `except Exception` in the work
+    does not swallow it."""
+
+
+async def within(seconds: float, work: Callable[..., T], *args: Any) -> T:
+    """`work(*args)` in a thread of its own, stopped after `seconds` (or when the caller is
+    cancelled)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(outcome: T | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(outcome)  # type: ignore[arg-type]
+
+    def run() -> None:
+        try:
+            outcome = work(*args)
+        except _Stop:
+            return
+        except BaseException as error:  # handed to the caller, whatever it is
+            loop.call_soon_threadsafe(settle, None, error)
+        else:
+            loop.call_soon_threadsafe(settle, outcome, None)
+
+    thread = threading.Thread(target=run, name="accelopt-bounded-work", daemon=True)
+    thread.start()
+    try:
+        return await asyncio.wait_for(asyncio.shield(future), max(0.0, seconds))
+    except asyncio.TimeoutError:
+        _stop(thread)
+        raise DeadlineExceeded(f"did not finish within {seconds:.1f} s") from None
+    except asyncio.CancelledError:
+        _stop(thread)
+        raise
+
+
+def _stop(thread: threading.Thread) -> None:
+    if thread.ident is not None and thread.is_alive():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(_Stop))

@@ -1,0 +1,71 @@
+"""The parent's own work on a kernel's data is bounded in time: a trace too big to read and time
+within the evaluation's timeout ends the evaluation as a timeout, and the work stops."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from accelopt.nki import runtime
+from accelopt.nki.trace import Trace
+from accelopt.profiling.deadline import DeadlineExceeded, within
+from accelopt.profiling.simulator import _Analysis, _Failed
+
+from .kernels import body
+
+
+def _spin(stop_seen: list[str]) -> None:
+    try:
+        while True:
+            pass
+    finally:
+        stop_seen.append(threading.current_thread().name)
+
+
+async def test_work_past_its_deadline_is_stopped_not_abandoned():
+    seen: list[str] = []
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceeded):
+        await within(0.2, _spin, seen)
+    assert time.monotonic() - started < 2
+    for _ in range(100):
+        if seen:
+            break
+        await asyncio.sleep(0.01)
+    assert seen == ["accelopt-bounded-work"]
+
+
+async def test_results_and_errors_come_back_unchanged():
+    assert await within(5, sum, [1, 2, 3]) == 6
+    with pytest.raises(ZeroDivisionError):
+        await within(5, lambda: 1 / 0)
+
+
+async def test_reading_a_huge_trace_is_cut_at_the_evaluation_budget():
+    """A real trace of 60000 recorded instructions (what a kernel looping on purpose produces):
+    parsing it alone takes many seconds; with 2 s left of the evaluation it ends as a timeout."""
+    runtime.install_aliases()
+    text = body(
+        """
+out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+for i in range(30000):
+    nl.store(out, value=nl.load(x))
+return out
+"""
+    )
+    fn = runtime.load_kernel(text, "double_kernel", "/virtual/huge.py")
+    x = np.ones((128, 256), np.float32)
+    trace_json = runtime.run_kernel(fn, [x], numerics=False, kernel_name="double_kernel").trace.to_json()
+    analysis = _Analysis(timeout_s=2.0, worker_s=2.0)
+    started = time.monotonic()
+    with pytest.raises(_Failed) as failed:
+        await analysis.run(Trace.from_json, trace_json)
+    # stopped at its next bytecode: after the one C-level json.loads (bounded by the trace
+    # size cap), never after the whole parse
+    assert time.monotonic() - started < 2.0 + 6.0
+    assert failed.value.evaluation.status == "timeout"
+    assert "reading and timing the kernel's trace took longer than the 2 s" in failed.value.evaluation.message
