@@ -1,14 +1,23 @@
-"""Calibration of the timing model against published Trainium1 measurements (NKI_NOTES §7).
+"""Calibration of the timing model against every public measurement we have.
+
+Trainium1: the published latencies of NKI_NOTES §7 (matmul, Mamba, LayerNorm), and the Vector
+Engine busy figure published for Mamba v1. Trainium2: the engine-active percentages Neuron
+Explorer reported for the four matmul versions of the AWS kernel-optimization tutorial
+("Introduction to NKI Kernel Optimization", nki/guides/tutorials/kernel-optimization; fp32,
+[4096 x 8192] . [8192 x 8192]; the tutorial publishes no latencies, only that each version ran
+faster than the one before), and the DMA bandwidth guide's per-engine peak against the payload
+size per partition ("Guideline to Avoid Under-Utilizing DMA Bandwidth").
 
 Runs our own kernels with the published kernels' structures (benchmarks/calibration_kernels/)
 through the emulator in trace-only mode and the timing model, and prints simulated vs
-published latency, the ratios between versions of one kernel, and how long tracing and
-scheduling took. Targets: every ordering right, every ratio within 25%, every absolute latency
-within 35%.
+published latency with the ratio, published vs simulated engine busy, the ratios between
+versions of one kernel, and how long tracing and scheduling took. Targets: every ordering
+right, every ratio within 25%, every absolute latency within 35%, busy within 15 points.
 
-    .venv/bin/python benchmarks/calibration.py                 # everything, full sizes
-    .venv/bin/python benchmarks/calibration.py --only matmul   # one group
-    .venv/bin/python benchmarks/calibration.py --json out.json # also write the figures
+    .venv/bin/python benchmarks/calibration.py                   # everything, full sizes
+    .venv/bin/python benchmarks/calibration.py --hardware trn2   # one generation
+    .venv/bin/python benchmarks/calibration.py --only matmul     # one group
+    .venv/bin/python benchmarks/calibration.py --json out.json   # also write the figures
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import ml_dtypes
@@ -37,13 +46,30 @@ class Case:
     kernel_file: str
     kernel: str
     label: str
-    published_ms: float
+    published_ms: float | None  # None: the source publishes engine busy only
     inputs: Callable[[], list[np.ndarray]]
+    hardware: str = "trn1"
+    # engine -> published active fraction (tensor, vector, scalar, gpsimd, dma)
+    published_busy: dict[str, float] = field(default_factory=dict)
 
 
 def _matmul_inputs() -> list[np.ndarray]:
     # [4096 x 8192] . [8192 x 8192], lhs given transposed; bf16. Values do not matter: trace-only.
     return [np.zeros((8192, 4096), ml_dtypes.bfloat16), np.zeros((8192, 8192), ml_dtypes.bfloat16)]
+
+
+def _matmul_inputs_fp32() -> list[np.ndarray]:
+    # The trn2 tutorial's driver feeds numpy float32 matrices of the same shapes.
+    return [np.zeros((8192, 4096), np.float32), np.zeros((8192, 8192), np.float32)]
+
+
+def _dma_inputs(row_bytes: int) -> Callable[[], list[np.ndarray]]:
+    def make() -> list[np.ndarray]:
+        # 32 MiB in rows of `row_bytes`: every transfer moves [128, row_bytes / 4] fp32
+        cols = row_bytes // 4
+        return [np.zeros((32 * 2**20 // row_bytes, cols), np.float32)]
+
+    return make
 
 
 def _mamba_inputs(channels: int, seq: int, states: int = 16) -> Callable[[], list[np.ndarray]]:
@@ -73,14 +99,95 @@ CASES = [
     Case("matmul", "matmul.py", "matmul_hoisted", "v2 hoisted loads", 42.96, _matmul_inputs),
     Case("matmul", "matmul.py", "matmul_block2x2", "v3 2x2 blocks", 22.07, _matmul_inputs),
     Case("matmul", "matmul.py", "matmul_blocked", "v4 fully blocked", 6.97, _matmul_inputs),
-    Case("mamba C256 L512", "mamba.py", "mamba_v1", "v1", 0.17293, _mamba_inputs(256, 512)),
+    Case(
+        "mamba C256 L512",
+        "mamba.py",
+        "mamba_v1",
+        "v1",
+        0.17293,
+        _mamba_inputs(256, 512),
+        published_busy={"vector": 0.99},
+    ),
     Case("mamba C4096 L512", "mamba.py", "mamba_v1", "v1", 2.34, _mamba_inputs(4096, 512)),
     Case("mamba C4096 L512", "mamba.py", "mamba_v2", "v2", 1.61, _mamba_inputs(4096, 512)),
     Case("mamba C4096 L8192", "mamba.py", "mamba_v2", "v2 (spills)", 53.33, _mamba_inputs(4096, 8192)),
     Case("mamba C4096 L8192", "mamba.py", "mamba_v3", "v3 seq tiled", 27.8, _mamba_inputs(4096, 8192)),
     Case("layernorm 4096x8192", "layernorm.py", "layernorm_nl", "nl API", 2.31, _layernorm_inputs),
     Case("layernorm 4096x8192", "layernorm.py", "layernorm_bn", "bn_stats/bn_aggr", 1.97, _layernorm_inputs),
+    # Trainium2: the kernel-optimization tutorial's four versions (Neuron Explorer summaries).
+    # v1's text gives the Tensor Engine both 87.28% (summary) and 69.83% (analysis); we take the
+    # summary figure.
+    Case(
+        "matmul fp32",
+        "matmul.py",
+        "matmul_tiled",
+        "v1 tiled",
+        None,
+        _matmul_inputs_fp32,
+        "trn2",
+        {"dma": 0.9993, "tensor": 0.8728},
+    ),
+    Case(
+        "matmul fp32",
+        "matmul.py",
+        "matmul_hoisted",
+        "v2 hoisted loads",
+        None,
+        _matmul_inputs_fp32,
+        "trn2",
+        {"dma": 0.9973, "tensor": 0.9985},
+    ),
+    Case(
+        "matmul fp32",
+        "matmul.py",
+        "matmul_block2x2",
+        "v3 2x2 blocks",
+        None,
+        _matmul_inputs_fp32,
+        "trn2",
+        {"dma": 0.9570, "tensor": 0.9952},
+    ),
+    Case(
+        "matmul fp32",
+        "matmul.py",
+        "matmul_blocked",
+        "v4 fully blocked",
+        None,
+        _matmul_inputs_fp32,
+        "trn2",
+        {"dma": 0.2154, "tensor": 0.9950, "vector": 0.1055},
+    ),
+    # The same two versions in the trn2 tutorial's own loop order (matmul_trn2.py): in fp32 its
+    # v3's rhs strips need 256 KiB per partition, more than SBUF; the model spills there while
+    # the published profile shows no sign of it (the compiler evidently reorders the affine loops).
+    Case(
+        "matmul fp32 (tutorial loop order)",
+        "matmul_trn2.py",
+        "matmul_strips_2x2",
+        "v3 2x2 blocks",
+        None,
+        _matmul_inputs_fp32,
+        "trn2",
+        {"dma": 0.9570, "tensor": 0.9952},
+    ),
+    Case(
+        "matmul fp32 (tutorial loop order)",
+        "matmul_trn2.py",
+        "matmul_blocked_kmn",
+        "v4 fully blocked",
+        None,
+        _matmul_inputs_fp32,
+        "trn2",
+        {"dma": 0.2154, "tensor": 0.9950, "vector": 0.1055},
+    ),
 ]
+
+# The DMA bandwidth guide's payload curve on trn2: per-partition payload -> the share of the
+# 368 GB/s aggregate peak it describes (qualitative bands: "< 256 B severely overhead-bound",
+# "256 B – 2 KiB improving but below peak", "≥ 2 KiB approaches peak", "≥ 4 KiB saturates").
+DMA_PAYLOADS = (256, 512, 1024, 2048, 4096, 8192)
+DMA_BANDS = {256: "severely overhead-bound", 512: "below peak", 1024: "below peak", 2048: "approaches peak"}
+DMA_PEAK = {"trn1": 272e9, "trn2": 368e9}  # [DMA-BW]: 16 engines x 17 / 23 B/ns
 
 
 @dataclass
@@ -88,7 +195,8 @@ class Result:
     group: str
     label: str
     kernel: str
-    published_ms: float
+    hardware: str
+    published_ms: float | None
     simulated_ms: float
     records: int
     emulate_s: float
@@ -101,13 +209,24 @@ class Result:
     dma_busy: float
     spill_bytes: int
     hoisted: int
+    scalar_busy: float = 0.0
+    published_busy: dict[str, float] = field(default_factory=dict)
 
     @property
-    def error(self) -> float:
-        return self.simulated_ms / self.published_ms - 1
+    def error(self) -> float | None:
+        return None if self.published_ms is None else self.simulated_ms / self.published_ms - 1
+
+    def busy(self, engine: str) -> float:
+        return {
+            "tensor": self.tensor_busy,
+            "vector": self.vector_busy,
+            "scalar": self.scalar_busy,
+            "dma": self.dma_busy,
+        }[engine]
 
 
-def run_case(case: Case, hardware: str) -> Result:
+def run_case(case: Case, hardware: str | None = None) -> Result:
+    hardware = hardware or case.hardware
     path = KERNELS / case.kernel_file
     text = path.read_text()
     fn = load_kernel(text, case.kernel, str(path))
@@ -122,6 +241,7 @@ def run_case(case: Case, hardware: str) -> Result:
         group=case.group,
         label=case.label,
         kernel=case.kernel,
+        hardware=hardware,
         published_ms=case.published_ms,
         simulated_ms=profile.latency_ms,
         records=len(run.trace.records),
@@ -135,14 +255,31 @@ def run_case(case: Case, hardware: str) -> Result:
         dma_busy=profile.dma_active_time_percent,
         spill_bytes=profile.spill_save_bytes + profile.spill_reload_bytes,
         hoisted=len(timeline.hoisted_records),
+        scalar_busy=profile.scalar_engine_active_time_percent,
+        published_busy=dict(case.published_busy),
     )
+
+
+def dma_sweep(hardware: str) -> list[tuple[int, float]]:
+    """(payload bytes per partition, simulated GB/s) of a plain 32 MiB load/store stream."""
+    path = KERNELS / "dma.py"
+    text = path.read_text()
+    fn = load_kernel(text, "dma_stream", str(path))
+    rows = []
+    for payload in DMA_PAYLOADS:
+        inputs = _dma_inputs(payload)()
+        run = run_kernel(fn, inputs, numerics=False, kernel_name="dma_stream", source_path=str(path))
+        profile, _ = profile_trace(run.trace, hardware, source_text=text)
+        moved = profile.hbm_read_bytes + profile.hbm_write_bytes
+        rows.append((payload, moved / (profile.latency_ms * 1e-3) / 1e9))
+    return rows
 
 
 def ratio_rows(results: list[Result]) -> list[tuple[str, float, float]]:
     """(versions, published ratio, simulated ratio) for consecutive versions of one kernel."""
     rows = []
     for a, b in itertools.pairwise(results):
-        if a.group == b.group:
+        if a.group == b.group and a.published_ms is not None and b.published_ms is not None:
             rows.append(
                 (
                     f"{a.group}: {a.label} / {b.label}",
@@ -153,12 +290,22 @@ def ratio_rows(results: list[Result]) -> list[tuple[str, float, float]]:
     return rows
 
 
+def _busy_text(result: Result) -> str:
+    if not result.published_busy:
+        return ""
+    parts = [
+        f"{engine} sim {result.busy(engine):.2f} pub {published:.2f}"
+        for engine, published in result.published_busy.items()
+    ]
+    return "  busy: " + ", ".join(parts)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--only", help="run only the groups whose name contains this text")
-    parser.add_argument("--hardware", default="trn1", choices=["trn1", "trn2"])
+    parser.add_argument("--hardware", choices=["trn1", "trn2"], help="only this generation's points")
     parser.add_argument("--json", type=Path, help="also write the results to this file")
     args = parser.parse_args(argv)
 
@@ -166,14 +313,23 @@ def main(argv: list[str] | None = None) -> int:
     for case in CASES:
         if args.only and args.only not in case.group:
             continue
-        result = run_case(case, args.hardware)
+        if args.hardware and case.hardware != args.hardware:
+            continue
+        result = run_case(case)
         results.append(result)
+        if result.published_ms is not None and result.error is not None:
+            latency = (
+                f"sim {result.simulated_ms:9.3f} ms  pub {result.published_ms:8.3f} ms"
+                f"  ratio {result.simulated_ms / result.published_ms:5.2f}  err {result.error:+6.1%}"
+            )
+        else:
+            latency = f"sim {result.simulated_ms:9.3f} ms  pub      (busy only)"
         print(
-            f"{case.group:22s} {case.label:18s} sim {result.simulated_ms:9.3f} ms  pub {case.published_ms:8.3f} ms"
-            f"  err {result.error:+6.1%}  {result.records:7d} records  emulate {result.emulate_s:6.1f}s cpu"
-            f"  model {result.schedule_s:6.1f}s cpu ({1e6 * result.schedule_s / max(1, result.records):5.1f} us/rec)"
-            f"  bound {result.bound}  vec {result.vector_busy:.2f} te {result.tensor_busy:.2f} dma {result.dma_busy:.2f}"
-            f"  hfu {result.hfu:.2f}  spill {result.spill_bytes / 2**20:.0f} MiB  hoisted {result.hoisted}",
+            f"{case.hardware} {case.group:34s} {case.label:18s} {latency}{_busy_text(result)}"
+            f"  | {result.records} records  emulate {result.emulate_s:.1f}s  model {result.schedule_s:.1f}s cpu"
+            f"  bound {result.bound}  vec {result.vector_busy:.2f} sc {result.scalar_busy:.2f}"
+            f" te {result.tensor_busy:.2f} dma {result.dma_busy:.2f}  hfu {result.hfu:.2f}"
+            f"  spill {result.spill_bytes / 2**20:.0f} MiB  hoisted {result.hoisted}",
             flush=True,
         )
     ratios = ratio_rows(results)
@@ -182,20 +338,48 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  {name:55s} pub {published:5.2f}  sim {simulated:5.2f}  err {simulated / published - 1:+6.1%}"
         )
-    orderings = all((p > 1) == (s > 1) for _, p, s in ratios)
+    # versions published only as "each faster than the one before" (the trn2 tutorial)
+    ordered = [
+        (a, b)
+        for a, b in itertools.pairwise(results)
+        if a.group == b.group and a.published_ms is None and b.published_ms is None
+    ]
+    for a, b in ordered:
+        print(
+            f"  {a.group}: {a.label} / {b.label}: published faster after; simulated ratio"
+            f" {a.simulated_ms / b.simulated_ms:5.2f} ({'right' if a.simulated_ms > b.simulated_ms else 'WRONG'})"
+        )
+    busy_errors = [
+        abs(r.busy(engine) - published) for r in results for engine, published in r.published_busy.items()
+    ]
+    dma_rows: dict[str, list[tuple[int, float]]] = {}
+    if not args.only or "dma" in args.only:
+        for hardware in ("trn1", "trn2"):
+            if args.hardware and hardware != args.hardware:
+                continue
+            dma_rows[hardware] = dma_sweep(hardware)
+            print(f"\nDMA stream on {hardware}: payload per partition -> simulated GB/s (share of the guide's peak)")
+            for payload, gbs in dma_rows[hardware]:
+                band = DMA_BANDS.get(payload, "saturates")
+                print(f"  {payload:5d} B  {gbs:7.1f} GB/s  {gbs * 1e9 / DMA_PEAK[hardware]:5.2f}  guide: {band}")
+    orderings = all((p > 1) == (s > 1) for _, p, s in ratios) and all(
+        a.simulated_ms > b.simulated_ms for a, b in ordered
+    )
     worst_ratio = max((abs(s / p - 1) for _, p, s in ratios), default=0.0)
-    worst_abs = max((abs(r.error) for r in results), default=0.0)
+    worst_abs = max((abs(r.error) for r in results if r.error is not None), default=0.0)
+    worst_busy = max(busy_errors, default=0.0)
     print(
         f"\norderings right: {orderings}; worst ratio error {worst_ratio:.1%} (target 25%);"
-        f" worst absolute error {worst_abs:.1%} (target 35%)"
+        f" worst absolute error {worst_abs:.1%} (target 35%); worst busy error {100 * worst_busy:.0f} points"
+        " (target 15)"
     )
     if args.json:
         args.json.write_text(
             json.dumps(
                 {
-                    "hardware": args.hardware,
                     "results": [asdict(r) | {"error": r.error} for r in results],
                     "ratios": [{"versions": n, "published": p, "simulated": s} for n, p, s in ratios],
+                    "dma_sweep": dma_rows,
                 },
                 indent=2,
             )

@@ -254,14 +254,18 @@ export function describeOutcome(
         target_reached: 'reached the target percent of peak',
       };
       const ended = `AccelOpt: the search for ${target.kernelName} ${why[result.reason] ?? result.reason}`;
+      // Failed agent calls are said, not hidden behind "finished".
+      const agents =
+        result.agentCalls && (result.agentFailures ?? 0) > 0 ? ` Agents: ${result.agentCalls}.` : '';
+      const severity = agents ? 'warning' : 'info';
       if (!isFaster(result.bestSpeedup) && noneFaster) {
         // "kept" already says nothing is faster; say it once.
-        return { severity: 'info', text: `${ended}${where}: ${kept}.` };
+        return { severity, text: `${ended}${where}: ${kept}.${agents}` };
       }
       const best = isFaster(result.bestSpeedup)
         ? `best candidate ${formatSpeedup(result.bestSpeedup)} faster${where}`
         : `no faster kernel found${where}`;
-      return { severity: 'info', text: `${ended}: ${best}; ${kept}.` };
+      return { severity, text: `${ended}: ${best}; ${kept}.${agents}` };
     }
   }
 }

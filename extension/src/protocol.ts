@@ -34,6 +34,9 @@ export interface OptimizeResult {
   message: string;
   bestSpeedup: number | null;
   candidates: number;
+  /** The LLM agents' endpoint calls (made, usable, failures by cause); absent for offline agents. */
+  agentCalls?: string | null;
+  agentFailures?: number;
 }
 
 export interface CancelParams {

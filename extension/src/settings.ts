@@ -40,6 +40,8 @@ export interface ServerConfiguration {
     /** Only the roles the user set: the server's `models` holds strings, never null. */
     models: Partial<Record<AgentRole, string>>;
     apiKeyEnv: string;
+    /** The CLI's configuration file, whose [llm] (and [search]) the server reads too. */
+    configFile: string | null;
   };
   search: {
     beamWidth: number;
@@ -53,6 +55,8 @@ export interface ServerConfiguration {
   };
   memoryPath: string | null;
   maxCandidates: number;
+  /** Evaluations as Ray tasks: 'local' or a cluster address; null evaluates locally. */
+  ray: string | null;
   /**
    * `vscode.workspace.isTrusted`: the server runs kernels only in a trusted workspace (see
    * server/accelopt/lsp/trust.py). The extension is disabled in Restricted Mode anyway
@@ -140,6 +144,7 @@ export function readSettings(
 ): ClientSettings {
   const pythonPath = text(config.get('pythonPath'));
   const memoryPath = text(config.get('memory.path'));
+  const configFile = text(config.get('llm.configFile'));
   const models: Partial<Record<AgentRole, string>> = {};
   for (const role of AGENT_ROLES) {
     const model = text(config.get(`llm.models.${role}`));
@@ -160,6 +165,7 @@ export function readSettings(
         model: text(config.get('llm.model')),
         models,
         apiKeyEnv: apiKeyEnvVarName(config.get('llm.apiKeyEnvVar')),
+        configFile: configFile === null ? null : expandPath(configFile, paths),
       },
       search: {
         beamWidth: positiveInt(config.get('search.beamWidth'), 6),
@@ -173,6 +179,7 @@ export function readSettings(
       },
       memoryPath: memoryPath === null ? null : expandPath(memoryPath, paths),
       maxCandidates: positiveInt(config.get('maxCandidates'), 5),
+      ray: text(config.get('rayAddress')),
       workspaceTrusted,
     },
   };

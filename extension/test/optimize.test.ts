@@ -263,6 +263,20 @@ describe('what the user reads', () => {
       ).text,
       'AccelOpt: the search for silu_kernel finished (simulated on trn1): 5 correct rewrites, none faster, in the AccelOpt view.',
     );
+    const partly = describeOutcome(
+      {
+        kind: 'finished',
+        result: result('completed', {
+          agentCalls: '12 endpoint calls, 9 usable; 3 failed (2 cut off, 1 timeout); 20,000 tokens',
+          agentFailures: 3,
+        }),
+      },
+      target,
+      { usable: 3, faster: 2 },
+      sim,
+    );
+    assert.equal(partly.severity, 'warning');
+    assert.match(partly.text, /Agents: 12 endpoint calls, 9 usable; 3 failed \(2 cut off, 1 timeout\)/);
     const error = describeOutcome(
       { kind: 'finished', result: result('error', { message: 'endpoint unreachable' }) },
       target,

@@ -27,7 +27,14 @@ describe('settings', () => {
       backend: 'simulator',
       hardware: 'trn1',
       inputSize: 'full',
-      agents: { mode: 'offline', baseUrl: null, model: null, models: {}, apiKeyEnv: DEFAULT_API_KEY_ENV_VAR },
+      agents: {
+        mode: 'offline',
+        baseUrl: null,
+        model: null,
+        models: {},
+        apiKeyEnv: DEFAULT_API_KEY_ENV_VAR,
+        configFile: null,
+      },
       search: {
         beamWidth: 6,
         plansPerCandidate: 12,
@@ -40,6 +47,7 @@ describe('settings', () => {
       },
       memoryPath: null,
       maxCandidates: 5,
+      ray: null,
       workspaceTrusted: false,
     });
   });
@@ -53,11 +61,13 @@ describe('settings', () => {
         agents: 'llm',
         'llm.baseUrl': ' http://localhost:8000/v1 ',
         'llm.apiKeyEnvVar': 'VLLM_KEY',
+        'llm.configFile': '${workspaceFolder}/accelopt.toml',
         'llm.model': 'gpt-oss-120b',
         'llm.models.planner': 'qwen3-coder',
         'llm.models.executor': '',
         inputSize: 'small',
         maxCandidates: 8,
+        rayAddress: ' 10.1.2.3:6379 ',
         'search.beamWidth': 2,
         'search.iterations': 3,
         'search.fixAttempts': 0,
@@ -76,12 +86,14 @@ describe('settings', () => {
     assert.equal(server.hardware, 'trn2');
     assert.equal(server.inputSize, 'small');
     assert.equal(server.maxCandidates, 8);
+    assert.equal(server.ray, '10.1.2.3:6379');
     assert.deepEqual(server.agents, {
       mode: 'llm',
       baseUrl: 'http://localhost:8000/v1',
       model: 'gpt-oss-120b',
       models: { planner: 'qwen3-coder' },
       apiKeyEnv: 'VLLM_KEY',
+      configFile: '/work/project/accelopt.toml',
     });
     assert.deepEqual(server.search, {
       beamWidth: 2,

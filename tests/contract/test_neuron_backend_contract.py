@@ -1,9 +1,11 @@
 """Contract tests of the `neuron` backend against a FAKE Neuron SDK (tests/contract/fake_neuron_sdk).
 
 Trainium and the Neuron SDK cannot exist here. The fake reproduces only the documented interfaces
-the backend relies on (NKI_NOTES §8): `nki.baremetal(kernel, save_neff_name=, save_trace_name=,
-additional_compile_opt=)` and `neuron-profile view --output-format summary-json -n X.neff -s X.ntff`
-printing one top-level key whose value is the flat metric dict with `total_time` in seconds.
+the backend relies on on today's SDK: `nki.baremetal(kernel, save_neff_name=,
+additional_compile_opt=)` compiling and running the kernel, `neuron-explorer capture -n X.neff -s
+X.ntff --profile-nth-exec=2` writing `X_exec_2.ntff`, and `neuron-explorer view -n X.neff -s
+X_exec_2.ntff --output-file DIR` writing `DIR/Summary.parquet` (one row, fields as in Neuron
+Explorer's "Profile Parquet Schema Reference": `total_time` seconds, `*_percent` in percent).
 The backend itself, its worker subprocess and the task code are the real ones.
 """
 
@@ -24,7 +26,8 @@ from accelopt.profiling.neuron import (
     NeuronBackend,
     NeuronResult,
     NeuronUnavailable,
-    read_summary,
+    read_instruction_lines,
+    read_summary_table,
 )
 from accelopt.profiling.task import task_for_kernel
 
@@ -43,11 +46,11 @@ def fake_host(tmp_path):
     log = tmp_path / "calls.jsonl"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(FAKE_SDK), env.get("PYTHONPATH", "")) if p)
-    # the fake `neuron-profile` executable: a launcher for fake_neuron_sdk/neuron_profile.py
+    # the fake `neuron-explorer` executable: a launcher for fake_neuron_sdk/neuron_explorer.py
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    profiler = bin_dir / "neuron-profile"
-    profiler.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I -S "{FAKE_SDK / "neuron_profile.py"}" "$@"\n')
+    profiler = bin_dir / "neuron-explorer"
+    profiler.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I "{FAKE_SDK / "neuron_explorer.py"}" "$@"\n')
     profiler.chmod(0o755)
     env["PATH"] = os.pathsep.join((str(bin_dir), env.get("PATH", "")))
     env["FAKE_NEURON_LOG"] = str(log)
@@ -89,17 +92,30 @@ async def test_measures_with_the_documented_toolchain_interface(fake_host, tmp_p
     assert profile.bound == "hbm" and profile.roofline_bound == "hbm"
     assert profile.percent_of_peak == pytest.approx(profile.peak_latency_ms / profile.latency_ms)
     assert profile.hbm_read_bytes == 256 * 1024 * 4 and profile.hbm_write_bytes == 256 * 1024 * 4
+    # per-source-line device time from the Instruction table's nki_source_location
+    lines = kernel.text.splitlines()
+    sigmoid_line = next(i for i, t in enumerate(lines, 1) if "nl.sigmoid(tile)" in t)
+    assert profile.lines and profile.lines[0].time_ms >= profile.lines[-1].time_ms
+    by_line = {c.line: c for c in profile.lines}
+    assert "scalar" in by_line[sigmoid_line].engines and by_line[sigmoid_line].text.startswith("gate =")
+    assert sum(c.fraction for c in profile.lines) == pytest.approx(1.0)
 
     calls = _calls(log)
-    assert all(c["additional_compile_opt"] == COMPILE_OPTIONS for c in calls)
-    assert all(c["NEURON_CC_FLAGS"] == "--auto-cast=none" and c["NEURON_RT_NUM_CORES"] == "1" for c in calls)
-    checks, warmups, measured = calls[:2], calls[2:4], calls[4:]
-    assert all(c["save_trace_name"] is None for c in checks + warmups)
-    assert all(c["save_neff_name"] for c in warmups)
-    assert len(measured) == 10
-    for c in measured:
-        assert c["save_neff_name"].endswith(".neff") and c["save_trace_name"].endswith(".ntff")
-        assert Path(c["save_neff_name"]).stem == Path(c["save_trace_name"]).stem
+    compiles = [c for c in calls if "tool" not in c]
+    assert all(c["additional_compile_opt"] == COMPILE_OPTIONS for c in compiles)
+    assert all(
+        c["NEURON_CC_FLAGS"] == "--auto-cast=none" and c["NEURON_RT_NUM_CORES"] == "1" for c in compiles
+    )
+    checks, warmups = compiles[:2], compiles[2:]
+    assert all(c["save_neff_name"] is None for c in checks)
+    assert len(warmups) == 2 and all(c["save_neff_name"].endswith(".neff") for c in warmups)
+    assert all(c["save_trace_name"] is None for c in compiles)  # traces come from Neuron Explorer
+    captures = [c for c in calls if c.get("tool") == "capture"]
+    views = [c for c in calls if c.get("tool") == "view"]
+    assert len(captures) == len(views) == 10
+    for c, v in zip(captures, views):
+        assert c["neff"] == warmups[0]["save_neff_name"] and c["nth"] == 2
+        assert c["ntff"].endswith("_exec_2.ntff") and v["ntff"] == c["ntff"]
 
 
 async def test_remeasures_while_the_spread_exceeds_one_percent(fake_host):
@@ -114,7 +130,7 @@ async def test_remeasures_while_the_spread_exceeds_one_percent(fake_host):
 
     assert evaluation.status == "ok", evaluation.message
     assert evaluation.profile.latency_ms == pytest.approx(statistics.median(steady) * 1e3)
-    assert sum(1 for c in _calls(log) if c["save_trace_name"]) == 20
+    assert sum(1 for c in _calls(log) if c.get("tool") == "capture") == 20
 
 
 async def test_wrong_kernel_is_incorrect_on_hardware_too(fake_host):
@@ -145,11 +161,11 @@ async def test_kernel_fault_reports_the_kernel_line(fake_host):
 def test_fails_fast_without_the_sdk_a_device_or_the_profiler(fake_host, tmp_path):
     env, devices, _ = fake_host
     without_sdk = {**env, "PYTHONPATH": ""}
-    with pytest.raises(NeuronUnavailable, match=r"import neuronxcc\.nki"):
+    with pytest.raises(NeuronUnavailable, match=r"import nki.*import neuronxcc\.nki"):
         NeuronBackend(env=without_sdk, device_glob=devices)
     with pytest.raises(NeuronUnavailable, match=r"no Neuron device"):
         NeuronBackend(env=env, device_glob=str(tmp_path / "absent*"))
-    with pytest.raises(NeuronUnavailable, match=r"neuron-profile"):
+    with pytest.raises(NeuronUnavailable, match=r"neuron-explorer"):
         NeuronBackend(env={**env, "PATH": "/nonexistent"}, device_glob=devices)
 
 
@@ -183,22 +199,56 @@ async def test_compiler_error_codes_become_compile_errors_at_the_kernel_line(fak
     assert evaluation.line == load_line
 
 
-def test_summary_json_must_have_one_top_level_key_and_total_time(tmp_path):
-    def profiler_printing(payload: dict) -> str:
-        script = tmp_path / f"profiler{len(list(tmp_path.iterdir()))}"
-        script.write_text(f"#!/bin/sh\ncat <<'JSON'\n{json.dumps(payload)}\nJSON\n")
-        script.chmod(0o755)
-        return str(script)
+def test_summary_parquet_must_be_one_row_with_total_time(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    neff, ntff = tmp_path / "k.neff", tmp_path / "k.ntff"
-    good = profiler_printing(
-        {"k": {"total_time": 1.5e-5, "hbm_read_bytes": 4096, "label": "text is dropped"}}
+    def table(name: str, columns: dict) -> Path:
+        path = tmp_path / name
+        pq.write_table(pa.table(columns), path)
+        return path
+
+    good = table(
+        "good.parquet",
+        {
+            "total_time": pa.array([1.5e-5], pa.float64()),
+            "hbm_read_bytes": pa.array([4096], pa.int64()),
+            "dma_active_time_percent": pa.array([87.5], pa.float64()),
+            "profile_note": pa.array(["text is dropped"]),
+        },
     )
-    assert read_summary(good, neff, ntff) == {"total_time": 1.5e-5, "hbm_read_bytes": 4096.0}
-    with pytest.raises(ValueError, match="one top-level key"):
-        read_summary(profiler_printing({"a": {"total_time": 1.0}, "b": {"total_time": 2.0}}), neff, ntff)
+    assert read_summary_table(good) == {
+        "total_time": 1.5e-5,
+        "hbm_read_bytes": 4096.0,
+        "dma_active_time_percent": 0.875,  # the schema's percent, as our fraction
+    }
+    with pytest.raises(ValueError, match="one row"):
+        read_summary_table(table("two.parquet", {"total_time": pa.array([1.0, 2.0], pa.float64())}))
     with pytest.raises(ValueError, match="no total_time"):
-        read_summary(profiler_printing({"k": {"hbm_read_bytes": 1}}), neff, ntff)
+        read_summary_table(table("none.parquet", {"hbm_read_bytes": pa.array([1], pa.int64())}))
     # a worker's long compiler output keeps its end, where the error is
     long = NeuronResult(status="compile_error", message="x" * 20000 + " err_tail")
     assert len(long.message) <= 8000 and long.message.endswith("err_tail")
+
+
+def test_instruction_table_attributes_time_to_the_kernel_file_lines(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "Instruction.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "duration_ns": pa.array([1000, 3000, 500, 800], pa.int64()),
+                "engine": pa.array(["vector", "scalar", "tensor", "vector"]),
+                "nki_source_location": pa.array(
+                    ["/w/kernel.py:7", "['kernel.py:9', 'kernel.py:10']", "other.py:3", None]
+                ),
+            }
+        ),
+        path,
+    )
+    got = {t.line: t for t in read_instruction_lines(path, "/jobs/kernel.py")}
+    assert set(got) == {7, 9, 10}  # other files and instructions without a location are skipped
+    assert got[7].engines == {"vector": pytest.approx(1e-6)}
+    assert got[9].engines == {"scalar": pytest.approx(1.5e-6)}  # fused: an equal share per line

@@ -27,6 +27,7 @@ class Reply:
     prompt_tokens: int = 100
     completion_tokens: int = 50
     drop_connection: bool = False
+    finish_reason: str = "stop"
 
 
 @dataclass
@@ -65,7 +66,7 @@ def completion_body(reply: Reply, model: str) -> dict[str, Any]:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
         "usage": {
             "prompt_tokens": reply.prompt_tokens,
             "completion_tokens": reply.completion_tokens,
@@ -75,9 +76,26 @@ def completion_body(reply: Reply, model: str) -> dict[str, Any]:
 
 
 class ChatServer:
-    def __init__(self, responder: Responder) -> None:
+    """`models` and `props` are what `GET /v1/models` and `GET /props` answer (404 when None);
+    `slots` makes the server take that many chat requests at a time, queueing the rest inside
+    the server the way llama.cpp and Ollama do. `most_in_flight` is the most requests it held at
+    once (queued or served)."""
+
+    def __init__(
+        self,
+        responder: Responder,
+        *,
+        models: dict[str, Any] | None = None,
+        props: dict[str, Any] | None = None,
+        slots: int | None = None,
+    ) -> None:
         self.responder = responder
         self.requests: list[ChatRequest] = []
+        self.models = models
+        self.props = props
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self._slots = threading.Semaphore(slots) if slots else None
         self._lock = threading.Lock()
         server = self
 
@@ -87,7 +105,29 @@ class ChatServer:
             def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
                 pass
 
+            def do_GET(self) -> None:
+                path = self.path.split("?")[0].rstrip("/")
+                body = server.models if path.endswith("/v1/models") else server.props if path.endswith("/props") else None
+                if body is None:
+                    self._send(404, b'{"error": {"message": "not found"}}', {})
+                else:
+                    self._send(200, json.dumps(body).encode(), {})
+
             def do_POST(self) -> None:
+                with server._lock:
+                    server.in_flight += 1
+                    server.most_in_flight = max(server.most_in_flight, server.in_flight)
+                try:
+                    if server._slots is None:
+                        self._post()
+                    else:
+                        with server._slots:
+                            self._post()
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+
+            def _post(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 if not self.path.endswith("/chat/completions"):

@@ -145,10 +145,22 @@ async def test_scripted_llm_search_end_to_end(chat_server, simulator, silu, make
             assert row.speedup > 1.04
         else:
             assert row.speedup == FAILED_SPEEDUP and row.fast_kernel in (WRONG, TOO_TALL)
+            # a failure is said as one, never shown as a measured slowdown
+            assert row.failure and row.failure.split(":")[0] in ("incorrect", "compile_error")
+    for event in lessons:
+        assert (event.speedup is None) == (event.failure is not None)
 
-    # -- cost: exactly the usage the endpoint reported, priced by the table ---------------------------
+    # -- cost: the usage the endpoint reported, plus an estimate for each abandoned (timed-out)
+    # request, which the server may still have generated in full; priced by the table ------------
     cost = [e for e in events if isinstance(e, CostEvent)][-1]
     prompt, completion = endpoint.billed(timeout_s=2.0)
+    notes = [n for e in events if isinstance(e, CandidateEvent) for n in e.candidate.agent_notes]
+    abandoned = {
+        (int(p), int(c)) for n in notes for p, c in re.findall(r"about (\d+) prompt \+ (\d+) reply tokens", n)
+    }
+    assert len(abandoned) == 1  # the executor's one timed-out call (its retry answered)
+    for extra_prompt, extra_completion in abandoned:
+        prompt, completion = prompt + extra_prompt, completion + extra_completion
     assert (cost.prompt_tokens, cost.completion_tokens) == (prompt, completion)
     expected = (prompt * PRICE.prompt_per_million + completion * PRICE.completion_per_million) / 1e6
     assert abs(cost.dollars - expected) < 1e-9

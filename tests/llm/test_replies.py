@@ -108,3 +108,23 @@ def test_lesson_from_json_and_from_text():
     )
     assert (text.title, text.before, text.after, text.positive) == ("Fusing hurt", "old", "new", False)
     assert "serialised" in text.plan
+
+
+def test_titles_that_are_not_plans_are_refused():
+    from accelopt.agents.replies import title_problem
+
+    for garbage in ("42", "3.5x", "# pylint: disable=all", '"""', "x = nl.load(a)", "<short imperative title>",
+                    "import numpy as np", "Vectorize"):
+        assert title_problem(garbage) is not None, garbage
+    for plan in ("Widen the tiles to 512 columns", "Fuse exp and multiply into one activation",
+                 "Hoist nl.load(w) out of the k loop"):
+        assert title_problem(plan) is None, plan
+    echo = {"- Keep the kernel's signature unchanged."}
+    assert title_problem("Keep the kernel's signature unchanged.", echo) == "it repeats the instructions"
+
+
+def test_a_plan_reply_that_is_garbage_is_a_reply_error():
+    with pytest.raises(ReplyError, match="not a plan"):
+        parse_plan('{"title": "42", "description": ""}', set())
+    with pytest.raises(ReplyError, match="not a lesson"):
+        parse_lesson('{"title": "Wider tiles help", "plan": ""}', True)

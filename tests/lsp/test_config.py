@@ -48,3 +48,62 @@ def test_search_config_takes_request_options_over_settings():
     assert config.search_id == "abc"
     assert config.budget.max_dollars == 0.5
     assert config.budget.max_evaluations == 40
+
+
+CONFIG_FILE = """
+agents = "llm"
+[search]
+iterations = 7
+beam_width = 3
+[search.budget]
+max_dollars = 2.5
+[llm]
+base_url = "http://127.0.0.1:8000/v1"
+model = "file-model"
+preset = "llamacpp"
+max_tokens = 2048
+[llm.prices."file-model"]
+prompt_per_million = 0.5
+completion_per_million = 1.5
+"""
+
+
+def test_the_cli_configuration_file_applies_in_the_editor(tmp_path):
+    from accelopt.lsp.agents import llm_config
+
+    path = tmp_path / "accelopt.toml"
+    path.write_text(CONFIG_FILE)
+    settings = merge_settings({"agents": {"configFile": str(path), "model": "editor-model"}, "search": {"beamWidth": 2}})
+    llm = llm_config(settings.agents)
+    # the file's endpoint, limits and prices; the editor's model wins where it is set
+    assert (llm.base_url, llm.preset, llm.max_tokens) == ("http://127.0.0.1:8000/v1", "llamacpp", 2048)
+    assert llm.model == "editor-model" and "file-model" in llm.prices
+    config = search_config(settings, SearchOptions(), "abc")
+    assert (config.iterations, config.beam_width, config.budget.max_dollars) == (7, 2, 2.5)
+
+
+def test_without_a_file_the_editor_has_the_cli_defaults():
+    from accelopt.agents.llm_config import LLMConfig
+    from accelopt.lsp.agents import llm_config
+
+    llm = llm_config(merge_settings({"agents": {"baseUrl": "http://127.0.0.1:1/v1"}}).agents)
+    defaults = LLMConfig()
+    assert (llm.max_tokens, llm.timeout_s, llm.max_retries) == (
+        defaults.max_tokens, defaults.timeout_s, defaults.max_retries)
+
+
+def test_a_broken_configuration_file_refuses_the_search_with_its_line(tmp_path):
+    from accelopt.lsp.optimize import SearchRefused
+
+    path = tmp_path / "bad.json"
+    path.write_text('{"search": {"iterations": 2,,}}')
+    settings = merge_settings({"agents": {"configFile": str(path)}})
+    with pytest.raises(SearchRefused, match=r"bad.json:1: not valid JSON"):
+        search_config(settings, SearchOptions(), "abc")
+
+
+def test_unknown_settings_are_named_with_their_path():
+    from accelopt.lsp.config import unknown_keys
+
+    layer = {"hardware": "trn2", "hardwear": "trn1", "agents": {"mode": "llm", "modee": "x"}, "search": {"beamWidth": 2}}
+    assert unknown_keys(layer) == ["hardwear", "agents.modee"]

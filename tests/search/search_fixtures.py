@@ -7,6 +7,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -28,12 +29,13 @@ PRICE = Price(prompt_per_million=3.0, completion_per_million=15.0)
 
 
 @pytest.fixture
-def chat_server() -> Iterator[Callable[[Responder], ChatServer]]:
-    """Start a scripted chat-completions server on loopback: `server = chat_server(responder)`."""
+def chat_server() -> Iterator[Callable[..., ChatServer]]:
+    """Start a scripted chat-completions server on loopback: `server = chat_server(responder)`
+    (keyword options as `ChatServer` takes them: models, props, slots)."""
     started: list[ChatServer] = []
 
-    def start(responder: Responder) -> ChatServer:
-        server = ChatServer(responder).start()
+    def start(responder: Responder, **options: Any) -> ChatServer:
+        server = ChatServer(responder, **options).start()
         started.append(server)
         return server
 

@@ -279,10 +279,12 @@ def test_cross_engine_dependencies_pay_a_semaphore() -> None:
 
 
 def test_small_dma_chunks_are_slower_per_byte() -> None:
+    # The DMA bandwidth guide: under 2 KiB per partition well below peak, 2 KiB "approaches
+    # peak", 4 KiB saturates (hardware/specs.py, [DMA-BW]; was "2 KiB <= 0.5" before issue 20).
     assert (
         chunk_efficiency(256, TRN1)
+        < 0.5
         < chunk_efficiency(2048, TRN1)
-        <= 0.5
         < chunk_efficiency(4096, TRN1)
         == 1.0
     )
@@ -309,7 +311,10 @@ def test_trn2_moves_data_faster_and_matmuls_at_its_own_clock() -> None:
         b.matmul(p, full((128, 512)), a, full((128, 512)), r, full((128, 512)))
     t1 = schedule(b.trace, TRN1).total_time
     t2 = schedule(b.trace, TRN2).total_time
-    assert t2 / t1 == pytest.approx(TRN1.tensor_clock_hz / TRN2.tensor_clock_hz)
+    # same cycles at each generation's clock and sustained efficiency (Trainium2 hides the
+    # stationary load behind the streaming, hardware/specs.py)
+    expected = (TRN1.tensor_clock_hz * TRN1.tensor_efficiency) / (TRN2.tensor_clock_hz * TRN2.tensor_efficiency)
+    assert t2 / t1 == pytest.approx(expected)
 
 
 def test_roofline_convention() -> None:

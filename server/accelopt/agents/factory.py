@@ -3,6 +3,8 @@ otherwise (so every feature works on a machine with no key and no network)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Literal
 
 from accelopt.agents.llm_config import LLMConfig
@@ -15,8 +17,16 @@ class AgentsUnavailable(RuntimeError):
     """The requested agents cannot be built here; the message says what to do."""
 
 
-def make_agents(config: LLMConfig | None = None, *, kind: AgentsKind = "auto", seed: int = 0) -> Agents:
-    """`auto` = LLM agents if `config` names an endpoint (base_url), offline agents otherwise."""
+def make_agents(
+    config: LLMConfig | None = None,
+    *,
+    kind: AgentsKind = "auto",
+    seed: int = 0,
+    transcript: str | Path | None = None,
+    on_status: Callable[[str], None] | None = None,
+) -> Agents:
+    """`auto` = LLM agents if `config` names an endpoint (base_url), offline agents otherwise.
+    LLM agents write every exchange to `transcript` (JSONL) and report waiting to `on_status`."""
     if kind == "llm" or (kind == "auto" and config is not None and config.base_url):
         if config is None or not config.base_url:
             raise AgentsUnavailable(
@@ -24,8 +34,11 @@ def make_agents(config: LLMConfig | None = None, *, kind: AgentsKind = "auto", s
                 "(any OpenAI-compatible server, e.g. http://localhost:8000/v1)"
             )
         from accelopt.agents.llm import llm_agents
+        from accelopt.agents.transcript import Transcript
 
-        return llm_agents(config)
+        return llm_agents(
+            config, transcript=Transcript(transcript) if transcript else None, on_status=on_status
+        )
     try:
         from accelopt.agents.offline import offline_agents  # type: ignore[attr-defined]
     except ImportError as exc:

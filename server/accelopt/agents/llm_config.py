@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from accelopt.agents.endpoint import Preset, StructuredOutput, SystemHandling
 from accelopt.agents.pricing import Price, PriceTable
 
 Role = Literal["planner", "executor", "fixer", "summarizer"]
@@ -45,14 +46,38 @@ class LLMConfig(BaseModel):
     api_key_env: str = Field("OPENAI_API_KEY", description="NAME of the environment variable holding the key")
     model: str = "gpt-oss-120b"
     temperature: float = Field(1.0, ge=0, le=2)
-    max_tokens: int = Field(16_384, ge=1)
+    max_tokens: int = Field(
+        8_192,
+        ge=1,
+        description="the most tokens a reply may use; lowered per request to what the window leaves",
+    )
     top_p: float | None = Field(None, gt=0, le=1)
+    preset: Preset | None = Field(
+        None, description="openai | vllm | sglang | ollama | llamacpp: defaults for the fields below"
+    )
+    context_window: int | None = Field(
+        None, ge=256, description="prompt + reply tokens the server accepts; None: ask the server"
+    )
+    concurrency: int | None = Field(
+        None, ge=1, description="requests in flight at once (1 for single-slot servers); None: the preset's"
+    )
+    system_messages: SystemHandling | None = Field(
+        None, description="keep | merge (into the first user message) | auto (merge if the template drops them)"
+    )
+    structured_output: StructuredOutput | None = Field(
+        None, description="off | json_schema (response_format for plans and lessons) | auto"
+    )
+    discover: bool = Field(True, description="ask the server for its window and chat template at start")
     planner: RoleSettings = Field(default_factory=RoleSettings)
     executor: RoleSettings = Field(default_factory=RoleSettings)
     fixer: RoleSettings = Field(default_factory=RoleSettings)
     summarizer: RoleSettings = Field(default_factory=RoleSettings)
 
-    timeout_s: float = Field(300.0, gt=0, description="per request")
+    timeout_s: float = Field(
+        300.0,
+        gt=0,
+        description="per request, counted once the request is sent (time queued for a free slot is not counted)",
+    )
     max_retries: int = Field(4, ge=0, description="after the first attempt, on 429/5xx/timeouts/bad replies")
     backoff_initial_s: float = Field(1.0, ge=0)
     backoff_max_s: float = Field(30.0, ge=0)

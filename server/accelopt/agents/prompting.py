@@ -13,11 +13,16 @@ from functools import cache
 from importlib import resources
 from string import Template
 
+from accelopt.agents.window import Trim
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Experience
 from accelopt.search.roles import ExecuteRequest, FixRequest, PlanRequest, SummarizeRequest
 
 Messages = list[dict[str, str]]
+
+# A planner may write a long plan; the executor and fixer see at most this much of it (a plan is
+# one step, and a runaway description would crowd the kernel out of a small window).
+PLAN_TEXT_CHARS = 1500
 
 
 @cache
@@ -41,17 +46,33 @@ def _format_value(value: float) -> str:
     return f"{value:.4g}"
 
 
-def profile_text(profile: Profile | None, seed: int) -> str:
+# The fields a trimmed profile keeps: what says most about where the time goes.
+_TELLING_FIELDS = (
+    "latency_ms",
+    "percent_of_peak",
+    "hbm_read_bytes",
+    "hbm_write_bytes",
+    "spill_save_bytes",
+    "tensor_active_percent",
+    "vector_active_percent",
+    "scalar_active_percent",
+)
+
+
+def profile_text(profile: Profile | None, seed: int, keep: int | None = None) -> str:
     if profile is None:
         return "(no profile available)"
-    fields = list(profile.summary_fields().items())
-    fields.append(("bound", profile.bound))  # type: ignore[arg-type]
+    items: list[tuple[str, float | str]] = list(profile.summary_fields().items())
+    if keep is not None:
+        telling = [(k, v) for k, v in items if k in _TELLING_FIELDS]
+        items = telling[: max(keep - 1, 0)]
+    fields = [*items, ("bound", profile.bound)]
     random.Random(seed).shuffle(fields)
     return "\n".join(f"- {k}: {v if isinstance(v, str) else _format_value(v)}" for k, v in fields)
 
 
 def costly_lines(profile: Profile | None, limit: int = 5) -> str:
-    if profile is None or not profile.lines:
+    if profile is None or not profile.lines or limit <= 0:
         return "(not available)"
     return "\n".join(
         f"- line {c.line} ({100 * c.fraction:.0f}% of engine time): {c.text.strip()}"
@@ -64,9 +85,12 @@ def lessons_text(experiences: list[Experience]) -> str:
         return "Past lessons: none yet."
     parts = ["Past lessons from the optimization memory (id, outcome, lesson):"]
     for exp in experiences:
-        outcome = (
-            f"helped, {exp.speedup:.2f}x faster" if exp.positive else f"hurt, {1 / exp.speedup:.2f}x slower"
-        )
+        if exp.failure:
+            outcome = f"failed: {_one_line(exp.failure, 120)}"
+        elif exp.positive:
+            outcome = f"helped, {exp.speedup:.2f}x faster"
+        else:
+            outcome = f"hurt, {1 / exp.speedup:.2f}x slower"
         parts.append(f"- lesson {exp.id} ({outcome}, {exp.kernel_family or exp.task}): {exp.lesson.title}")
         if exp.lesson.plan:
             parts.append(f"  {exp.lesson.plan}")
@@ -84,30 +108,38 @@ def _label(profile: Profile | None) -> str:
     return profile.label if profile else "no profile"
 
 
-def planner_messages(request: PlanRequest, proposal: int) -> Messages:
+def _capped(text: str, limit: int = PLAN_TEXT_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _kept(experiences: list[Experience], trim: Trim) -> list[Experience]:
+    return experiences if trim.lessons is None else experiences[: trim.lessons]
+
+
+def planner_messages(request: PlanRequest, proposal: int, trim: Trim = Trim()) -> Messages:
     user = _render(
         "planner_user",
         kernel_name=request.kernel.name,
         path=request.kernel.path or "<editor>",
         source=request.kernel.text.rstrip(),
         profile_label=_label(request.profile),
-        profile=profile_text(request.profile, request.seed),
-        lines=costly_lines(request.profile),
-        lessons=lessons_text(request.experiences),
+        profile=profile_text(request.profile, request.seed, trim.profile_fields),
+        lines=costly_lines(request.profile, trim.costly_lines),
+        lessons=lessons_text(_kept(request.experiences, trim)),
         proposal=proposal,
     )
     return [{"role": "system", "content": _render("planner", **_shared())}, {"role": "user", "content": user}]
 
 
-def executor_messages(request: ExecuteRequest, variant: int) -> Messages:
+def executor_messages(request: ExecuteRequest, variant: int, trim: Trim = Trim()) -> Messages:
     user = _render(
         "executor_user",
         kernel_name=request.kernel.name,
         source=request.kernel.text.rstrip(),
         profile_label=_label(request.profile),
-        profile=profile_text(request.profile, request.seed),
+        profile=profile_text(request.profile, request.seed, trim.profile_fields),
         plan_title=request.plan.title,
-        plan_description=request.plan.description,
+        plan_description=_capped(request.plan.description),
         variant=variant,
         samples=request.samples,
     )
@@ -115,12 +147,13 @@ def executor_messages(request: ExecuteRequest, variant: int) -> Messages:
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def fixer_messages(request: FixRequest) -> Messages:
+def fixer_messages(request: FixRequest, trim: Trim = Trim()) -> Messages:
+    del trim  # the fixer's prompt holds only what it must: two kernels, the plan and the error
     user = _render(
         "fixer_user",
         original=request.original.text.rstrip(),
         plan_title=request.plan.title,
-        plan_description=request.plan.description,
+        plan_description=_capped(request.plan.description),
         source=request.kernel.text.rstrip(),
         status=request.status,
         where=f" at line {request.line}" if request.line else "",
@@ -130,7 +163,7 @@ def fixer_messages(request: FixRequest) -> Messages:
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def summarizer_messages(request: SummarizeRequest) -> Messages:
+def summarizer_messages(request: SummarizeRequest, trim: Trim = Trim()) -> Messages:
     slow, fast = request.slow_profile, request.fast_profile
     user = _render(
         "summarizer_user",
@@ -144,7 +177,7 @@ def summarizer_messages(request: SummarizeRequest) -> Messages:
         verdict=_summary_verdict(request),
         slow=request.slow.text.rstrip(),
         fast=request.fast.text.rstrip(),
-        profile_diff=profile_diff(slow, fast),
+        profile_diff=profile_diff(slow, fast) if trim.profile_fields is None else "(left out to fit the window)",
     )
     return [{"role": "system", "content": _render("summarizer")}, {"role": "user", "content": user}]
 

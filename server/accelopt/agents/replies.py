@@ -133,9 +133,45 @@ def _clean_title(line: str) -> str:
     return line.strip().strip("*").strip()
 
 
-def parse_plan(reply: str, known_lessons: set[int]) -> Plan:
+# A title that is a line of code, a linter comment, a docstring fence or a template placeholder
+# is what a model writes when it ignores the format; none of them names an optimization.
+_CODE_START = re.compile(r"^(\"\"\"|\'\'\'|#|@|import |from |def |class |return |[{}\[\]()<])")
+_NOT_PROSE = re.compile(r"pylint:|noqa|type: ignore|<[a-z ]+>", re.IGNORECASE)
+_WORD = re.compile(r"[A-Za-z]{2,}")
+
+
+def title_problem(title: str, echo: set[str] | frozenset[str] = frozenset()) -> str | None:
+    """Why `title` is not the name of an optimization step, or None."""
+    text = title.strip()
+    if not text:
+        return "it is empty"
+    if len(_WORD.findall(text)) < 2:
+        return f"{text[:40]!r} has fewer than two words"
+    if _CODE_START.match(text) or _NOT_PROSE.search(text):
+        return f"{text[:40]!r} is code or markup, not a plan"
+    if _is_code(text):
+        return f"{text[:40]!r} is a line of code, not a plan"
+    lowered = _clean_title(text).lower()
+    instructions = (_clean_title(line).lower() for line in echo)
+    if any(lowered == line or (len(lowered) >= 20 and line.startswith(lowered)) for line in instructions):
+        return "it repeats the instructions"
+    return None
+
+
+def _is_code(text: str) -> bool:
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return False
+    # Prose seldom parses; when it does, it is a bare name or constant ("Vectorize").
+    return not (len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr)
+                and isinstance(tree.body[0].value, ast.Name | ast.Constant))
+
+
+def parse_plan(reply: str, known_lessons: set[int], echo: set[str] | frozenset[str] = frozenset()) -> Plan:
     """A plan from JSON {"title", "description", "lessons": [ids]}, or from free text (first line
-    = title). Lesson ids the planner cites that were not in its prompt are dropped."""
+    = title). Lesson ids the planner cites that were not in its prompt are dropped. A reply whose
+    title is not a plan (a number, a code line, the echoed instructions) is refused."""
     data = _json_object(reply)
     if data and isinstance(data.get("title"), str) and data["title"].strip():
         cited = data.get("lessons") or data.get("lesson_ids") or []
@@ -144,41 +180,63 @@ def parse_plan(reply: str, known_lessons: set[int]) -> Plan:
             if isinstance(cited, list)
             else []
         )
-        return Plan(
+        plan = Plan(
             title=str(data["title"]).strip()[:200],
             description=str(data.get("description", "")).strip(),
             lesson_ids=[i for i in ids if i in known_lessons],
         )
-    lines = [ln for ln in reply.strip().splitlines() if ln.strip() and not ln.strip().startswith("```")]
-    if not lines:
-        raise ReplyError("the planner's reply was empty")
-    title = _clean_title(lines[0])
-    if not title:
-        raise ReplyError("the planner's reply had no plan title")
-    cited = {int(n) for n in re.findall(r"lesson\s*#?(\d+)", reply, re.IGNORECASE)}
-    return Plan(
-        title=title[:200], description="\n".join(lines[1:]).strip(), lesson_ids=sorted(cited & known_lessons)
-    )
+    else:
+        lines = [ln for ln in reply.strip().splitlines() if ln.strip() and not ln.strip().startswith("```")]
+        if not lines:
+            raise ReplyError("the planner's reply was empty")
+        cited_ids = {int(n) for n in re.findall(r"lesson\s*#?(\d+)", reply, re.IGNORECASE)}
+        plan = Plan(
+            title=_clean_title(lines[0])[:200],
+            description="\n".join(lines[1:]).strip(),
+            lesson_ids=sorted(cited_ids & known_lessons),
+        )
+    problem = title_problem(plan.title, echo)
+    if problem:
+        raise ReplyError(f"the planner's reply is not a plan: its title {problem}")
+    return plan
 
 
-def parse_lesson(reply: str, positive: bool) -> Lesson:
+def lesson_problem(lesson: Lesson, echo: set[str] | frozenset[str] = frozenset()) -> str | None:
+    """Why `lesson` should not enter the memory, or None: later planners read every stored
+    lesson, so one that names no technique, states no step or repeats the prompt costs them."""
+    problem = title_problem(lesson.title, echo)
+    if problem:
+        return f"its title {problem}"
+    if len(_WORD.findall(lesson.plan)) < 2:
+        return "it states no reusable step (its plan has fewer than two words)"
+    if lesson.plan.strip().lower() in echo:
+        return "its plan repeats the instructions"
+    return None
+
+
+def parse_lesson(reply: str, positive: bool, echo: set[str] | frozenset[str] = frozenset()) -> Lesson:
     data = _json_object(reply)
     if data and isinstance(data.get("title"), str) and data["title"].strip():
-        return Lesson(
+        lesson = Lesson(
             title=str(data["title"]).strip()[:200],
             plan=str(data.get("plan", "") or data.get("description", "")).strip(),
             before=str(data.get("before", "")).strip(),
             after=str(data.get("after", "")).strip(),
             positive=positive,
         )
-    blocks = [code for _, code in code_blocks(reply)]
-    prose = [ln for ln in _FENCE.sub("", reply).splitlines() if ln.strip()]
-    if not prose and not blocks:
-        raise ReplyError("the summarizer's reply was empty")
-    return Lesson(
-        title=_clean_title(prose[0])[:200] if prose else "lesson",
-        plan="\n".join(prose[1:]).strip(),
-        before=blocks[0] if blocks else "",
-        after=blocks[1] if len(blocks) > 1 else "",
-        positive=positive,
-    )
+    else:
+        blocks = [code for _, code in code_blocks(reply)]
+        prose = [ln for ln in _FENCE.sub("", reply).splitlines() if ln.strip()]
+        if not prose and not blocks:
+            raise ReplyError("the summarizer's reply was empty")
+        lesson = Lesson(
+            title=_clean_title(prose[0])[:200] if prose else "",
+            plan="\n".join(prose[1:]).strip(),
+            before=blocks[0] if blocks else "",
+            after=blocks[1] if len(blocks) > 1 else "",
+            positive=positive,
+        )
+    problem = lesson_problem(lesson, echo)
+    if problem:
+        raise ReplyError(f"the summarizer's reply is not a lesson: {problem}")
+    return lesson

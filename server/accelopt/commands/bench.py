@@ -75,8 +75,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
     parser.add_argument("--tasks", help="comma-separated task names (default: the whole suite)")
-    parser.add_argument("--hardware", choices=("trn1", "trn2"), default="trn1")
+    parser.add_argument("--hardware", choices=("trn1", "trn2", "trn3"), default="trn1")
     parser.add_argument("--backend", choices=("simulator", "neuron"), default="simulator")
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="run evaluations as Ray tasks: on a private local cluster, or on the cluster at ADDRESS",
+    )
     parser.add_argument(
         "--size",
         choices=("full", "small"),
@@ -116,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         check_correctness=args.check,
     )
     try:
-        backend = make_backend(args.backend, args.jobs)
+        backend = make_backend(args.backend, args.jobs, args.ray)
     except Exception as exc:  # a backend that cannot start says why (e.g. no Neuron SDK here)
         print(f"accelopt bench: {exc}", file=sys.stderr)
         return 2
@@ -155,10 +162,10 @@ def select_tasks(names: str | None, size: str, kernels_dir: Path | None) -> list
     return selection
 
 
-def make_backend(name: str, jobs: int) -> Backend:
-    from accelopt.profiling.backends import get_backend
+def make_backend(name: str, jobs: int, ray: str | None = None) -> Backend:
+    from accelopt.profiling.ray_backend import backend_for
 
-    return get_backend(name, max_workers=jobs)
+    return backend_for(name, max_workers=jobs, ray=ray)
 
 
 async def run_bench(

@@ -77,7 +77,7 @@ def _list(console: Console, memory: Memory, family: str | None, limit: int) -> i
             str(exp.id),
             exp.created_at.strftime("%Y-%m-%d %H:%M"),
             exp.kernel_family,
-            f"{exp.speedup:.3f}x",
+            "failed" if exp.failure else f"{exp.speedup:.3f}x",
             "[green]+[/]" if exp.positive else "[red]-[/]",
             exp.lesson.title,
             exp.hardware,
@@ -94,7 +94,8 @@ def _show(console: Console, memory: Memory, experience_id: int) -> int:
         print(f"accelopt memory: no experience with id {experience_id} in {memory.path}", file=sys.stderr)
         return 1
     outcome = "positive" if exp.positive else "negative"
-    console.print(f"[bold]#{exp.id} {exp.lesson.title}[/] ({outcome}, {exp.speedup:.3f}x)")
+    measured = f"failed: {exp.failure}" if exp.failure else f"{exp.speedup:.3f}x"
+    console.print(f"[bold]#{exp.id} {exp.lesson.title}[/] ({outcome}, {measured})")
     console.print(
         f"family {exp.kernel_family or '-'} · task {exp.task or '-'} · {exp.hardware} · backend {exp.backend} · "
         f"model {exp.model} · {exp.created_at.isoformat(timespec='seconds')}"

@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--config", metavar="FILE", help="TOML or JSON: [search], [llm], agents, backend, memory"
     )
     parser.add_argument("--backend", metavar="NAME", help="profiling backend (default simulator)")
-    parser.add_argument("--hardware", choices=["trn1", "trn2"])
+    parser.add_argument("--hardware", choices=["trn1", "trn2", "trn3"])
     parser.add_argument("--iterations", "-T", type=int, metavar="T", help="T (default 16)")
     parser.add_argument("--beam", "-B", type=int, metavar="B", help="beam width B (default 6)")
     parser.add_argument("--plans", "-N", type=int, metavar="N", help="plans per beam kernel N (default 12)")
@@ -80,6 +80,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-memory", action="store_true", help="neither read nor write the persistent memory"
     )
     parser.add_argument("--workers", type=int, metavar="W", help="concurrent evaluations (default 2)")
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="run evaluations as Ray tasks: on a private local cluster, or on the cluster at ADDRESS",
+    )
     parser.add_argument("--out", metavar="DIR", help="output directory (default accelopt-out/<kernel>)")
     parser.add_argument("--seed", type=int, metavar="SEED", help="seed for the agents' choices")
 
@@ -118,7 +125,7 @@ def _find_kernel_name(text: str, path: str, wanted: str | None) -> str:
 
 
 def _settings(args: argparse.Namespace) -> Any:
-    from accelopt.commands.run_config import ConfigError, load_run_config
+    from accelopt.agents.run_config import ConfigError, load_run_config
 
     try:
         run_config = load_run_config(args.config)
@@ -153,6 +160,8 @@ def _settings(args: argparse.Namespace) -> Any:
         updates["agents"] = args.agents
     if args.backend:
         updates["backend"] = args.backend
+    if args.ray:
+        updates["ray"] = args.ray
     if args.memory:
         updates["memory"] = args.memory
     try:
@@ -179,8 +188,16 @@ async def _optimize(args: argparse.Namespace, console: Console) -> int:
         task = task_for_kernel(kernel, reference=args.reference, size=args.size)
     except TaskError as exc:
         raise _UsageError(str(exc)) from exc
+    out_dir = Path(args.out) if args.out else Path("accelopt-out") / name
+    waiting: dict[str, str] = {}
     try:
-        agents = make_agents(settings.llm, kind=settings.agents, seed=settings.search.seed)
+        agents = make_agents(
+            settings.llm,
+            kind=settings.agents,
+            seed=settings.search.seed,
+            transcript=out_dir / "exchanges.jsonl",
+            on_status=lambda message: waiting.update(status=message),
+        )
     except AgentsUnavailable as exc:
         raise _UsageError(str(exc)) from exc
     if (
@@ -200,8 +217,7 @@ async def _optimize(args: argparse.Namespace, console: Console) -> int:
             memory = Memory(settings.memory)
         except MemoryUnavailable as exc:
             console.print(f"[yellow]warning:[/] {exc}; continuing without the persistent memory")
-    out_dir = Path(args.out) if args.out else Path("accelopt-out") / name
-    backend = _backend(settings.backend, settings.search.max_concurrent_evaluations)
+    backend = _backend(settings.backend, settings.search.max_concurrent_evaluations, settings.ray)
     cancel = asyncio.Event()
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -209,7 +225,7 @@ async def _optimize(args: argparse.Namespace, console: Console) -> int:
     events: list[SearchEvent] = []
     try:
         finished = await _drive(
-            run_search(kernel, task, agents, backend, settings.search, memory, cancel), events, console
+            run_search(kernel, task, agents, backend, settings.search, memory, cancel), events, console, waiting
         )
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -224,20 +240,24 @@ async def _optimize(args: argparse.Namespace, console: Console) -> int:
     return 0 if finished.reason != "error" else 1
 
 
-def _backend(name: str, workers: int) -> Any:
+def _backend(name: str, workers: int, ray: str | None = None) -> Any:
     try:
-        from accelopt.profiling.backends import get_backend
+        from accelopt.profiling.ray_backend import backend_for
     except ModuleNotFoundError as exc:
-        if exc.name != "accelopt.profiling.backends":
+        if exc.name != "accelopt.profiling.ray_backend":
             raise
         raise _UsageError("the profiling backends are not available in this build yet") from exc
     try:
-        return get_backend(name, max_workers=workers)
+        return backend_for(name, max_workers=workers, ray=ray)
     except (KeyError, ValueError, RuntimeError) as exc:
         raise _UsageError(f"backend {name!r}: {exc}") from exc
 
 
-async def _drive(stream: Any, events: list[SearchEvent], console: Console) -> Finished:
+async def _drive(
+    stream: Any, events: list[SearchEvent], console: Console, waiting: dict[str, str] | None = None
+) -> Finished:
+    """Render the events as progress; `waiting` holds the agents' latest word on the endpoint
+    queue ("waiting for the endpoint"), shown until the next event."""
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(bar_width=20),
@@ -252,7 +272,8 @@ async def _drive(stream: Any, events: list[SearchEvent], console: Console) -> Fi
     def status() -> str:
         peak = f"{100 * state['peak']:.1f}% of peak" if state["peak"] is not None else "peak –"
         cost = f" · ${state['dollars']:.4f} ({state['tokens']:,} tokens)" if state["tokens"] else ""
-        return f"best {state['best']:.3f}x · {peak} · {state['evals']} evals{cost}"
+        queue = f" · {waiting.pop('status')}" if waiting and "status" in waiting else ""
+        return f"best {state['best']:.3f}x · {peak} · {state['evals']} evals{cost}{queue}"
 
     finished: Finished | None = None
     with progress:
@@ -295,6 +316,9 @@ async def _drive(stream: Any, events: list[SearchEvent], console: Console) -> Fi
 
 def _print_ranking(console: Console, finished: Finished) -> None:
     console.print(f"\n[bold]{finished.reason}[/]: {finished.message}")
+    if finished.endpoint.calls:
+        colour = "red" if not finished.endpoint.succeeded else "yellow" if finished.endpoint.failed else "green"
+        console.print(f"[{colour}]agents:[/] {finished.endpoint.describe()}")
     table = Table(title="ranked candidates (correct only)")
     for column in ("#", "id", "speedup", "latency ms", "of peak", "plans from the baseline"):
         table.add_column(
@@ -343,4 +367,6 @@ def _write_outputs(
     with (out_dir / "events.jsonl").open("w", encoding="utf-8") as handle:
         for event in events:
             handle.write(event.model_dump_json() + "\n")
-    console.print(f"report: {out_dir / 'report.html'} · events: {out_dir / 'events.jsonl'}")
+    exchanges = out_dir / "exchanges.jsonl"
+    shown = f" · exchanges with the endpoint: {exchanges}" if exchanges.exists() else ""
+    console.print(f"report: {out_dir / 'report.html'} · events: {out_dir / 'events.jsonl'}{shown}")

@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--reference", metavar="REF.py", help="reference module (overrides the `# accelopt:` directive)"
     )
-    parser.add_argument("--hardware", choices=["trn1", "trn2"], default="trn1")
+    parser.add_argument("--hardware", choices=["trn1", "trn2", "trn3"], default="trn1")
     parser.add_argument("--backend", choices=["simulator", "neuron"], default="simulator")
     parser.add_argument(
         "--size", choices=["full", "small"], default="full", help="input size of a reference module"

@@ -1,9 +1,21 @@
 """What a NeuronCore is, as data: one frozen `HardwareSpec` per chip generation.
 
 Every number the timing model uses lives here, never in the scheduler. Each carries a comment
-saying where it comes from: a fact from `shared/NKI_NOTES.md` (section given), *inferred* (our
-own reading of those facts) or *tuned* (chosen so that our calibration kernels reproduce the
-published Trainium1 measurements of NKI_NOTES §7; `benchmarks/calibration.py` prints them).
+saying where it comes from: a fact from `shared/NKI_NOTES.md` (section given), a public Neuron
+SDK document (title and URL), *inferred* (our own reading of those facts) or *tuned* (chosen so
+that our calibration kernels reproduce the published measurements of NKI_NOTES §7;
+`benchmarks/calibration.py` prints them).
+
+Documents cited below (AWS Neuron SDK documentation, awsdocs-neuron.readthedocs-hosted.com):
+- [TRN2-ARCH] "Trainium2 Architecture Guide for NKI", /en/latest/nki/guides/architecture/trainium2_arch.html
+- [TRN3-ARCH] "Trainium3 Architecture Guide for NKI", /en/latest/nki/about/trainium3_arch.html
+- [NCV4] "NeuronCore-v4 Architecture", /en/latest/about-neuron/arch/neuron-hardware/neuron-core-v4.html
+- [DMA-BW] "Guideline to Avoid Under-Utilizing DMA Bandwidth", /en/latest/nki/deep-dives/nki-dma-bandwidth-guide.html
+- [ISA-RECIP] "nki.isa.reciprocal", /en/latest/nki/api/generated/nki.isa.reciprocal.html
+- [KOPT] "Introduction to NKI Kernel Optimization" (trn2, Neuron Explorer), /en/latest/nki/guides/tutorials/kernel-optimization.html
+
+Trainium3 (`TRN3`) is data from those specs only: nothing about it was measured, and every
+figure the product shows for it says "from specs, not calibrated" (`calibrated` below).
 """
 
 from __future__ import annotations
@@ -25,7 +37,8 @@ class HardwareSpec:
     tensor_bf16_flops: float  # bf16 Tensor Engine peak, FLOP/s
     fp32_matmul_factor: float  # fp32 matmul runs this many times slower than bf16/tf32
     tensor_efficiency: float  # sustained / ideal Tensor Engine throughput when it is the bottleneck
-    # Extra throughput of the Vector Engine on bf16 SBUF-only work (Trainium2 "performance mode").
+    # Extra throughput of the Vector Engine on bf16 SBUF-only work (Trainium2 "performance mode");
+    # kept for callers, the lowering uses the finer `vector_perf_mode_*` factors below.
     vector_bf16_speedup: float
     # GpSimd runs the same elementwise work as the Vector Engine this many times slower.
     gpsimd_elementwise_factor: float
@@ -64,6 +77,27 @@ class HardwareSpec:
     port_conflicts: bool  # Trainium1: Vector/GpSimd share SBUF ports, Vector/Scalar share PSUM
     profiler_clock_hz: float
 
+    # --- generation features ------------------------------------------------------------------
+    # Vector Engine performance mode (Trainium2 on): the speedup of tensor_copy/tensor_scalar with
+    # bf16/fp16 input and output both in SBUF, and of the other cases the [TRN2-ARCH] lists at 2x
+    # (tensor_tensor with both inputs in SBUF, copies with one side in PSUM).
+    vector_perf_mode_copy_speedup: float = 1.0
+    vector_perf_mode_speedup: float = 1.0
+    # Matmul rate multiplier for fp8 / MX (microscaled fp8/fp4) operands over bf16.
+    tensor_fp8_speedup: float = 1.0
+    tensor_mx_speedup: float = 1.0
+    # The Tensor Engine's transpose mode (NeuronCore-v3 on): an fp32 transpose this much faster.
+    fp32_transpose_speedup: float = 1.0
+    # Efficiency of an HBM<->SBUF DMA transpose (nisa.dma_transpose) against a plain copy.
+    dma_hw_transpose_efficiency: float = 0.1
+    # Whether the numbers were checked against measurements; False = "from specs, not calibrated".
+    calibrated: bool = True
+
+    @property
+    def label(self) -> str:
+        """How figures for this hardware are introduced: its name, and whether it is calibrated."""
+        return self.name if self.calibrated else f"{self.name} (from specs, not calibrated)"
+
     def engine_clock_hz(self, engine: str) -> float:
         return {
             "tensor": self.tensor_clock_hz,
@@ -78,13 +112,30 @@ class HardwareSpec:
         return min(self.dma_engine_bytes_per_s, self.hbm_bytes_per_s / self.dma_engines)
 
 
-# The chunk-efficiency anchors shared by both generations (same DMA engine design):
-# - 4 KiB chunks and above stream at full speed ("≥4 KiB per partition saturates", NKI_NOTES §4);
-# - at 2 KiB half the time is overhead ("chunks under ≈2 KiB are overhead-dominated", §4);
+# The chunk-efficiency anchors shared by every generation (same DMA engine design, [DMA-BW]):
+# - 4 KiB per partition and above stream at full speed ([DMA-BW]: "≥ 4 KiB per partition
+#   (target for full saturation)");
+# - 2 KiB "approaches peak bandwidth" ([DMA-BW]: the minimum recommended payload). *inferred*:
+#   0.85 of the streaming rate. (Until issue 20 we charged 0.5 here, from NKI_NOTES §4's
+#   "chunks under ≈2 KiB are overhead-dominated"; the DMA guide puts 2 KiB on the good side.)
+#   Consistent with [KOPT]: its first trn2 matmul version streams 2 KiB rhs rows and 512 B
+#   lhsT rows and keeps the Tensor Engine 70–87% busy, which needs the 2 KiB rows near full rate.
 # - below 1 KiB the efficiency floors at 0.35. *tuned*: the published DMA-bound matmul versions
 #   (§7: 51.80 ms and 42.96 ms moving 5.4 GB and 4.4 GB in 256 B and 1 KiB chunks) sustain
-#   ≈100 GB/s = 0.37 of the 272 GB/s the 16 engines stream, for 256 B and 1 KiB chunks alike.
-_CHUNK_EFFICIENCY: tuple[tuple[int, float], ...] = ((512, 0.35), (1024, 0.4), (2048, 0.5), (4096, 1.0))
+#   ≈100 GB/s = 0.37 of the 272 GB/s the 16 engines stream, for 256 B and 1 KiB chunks alike
+#   ([DMA-BW]: "256 B – 2 KiB per partition: improving but still below peak").
+_CHUNK_EFFICIENCY: tuple[tuple[int, float], ...] = ((512, 0.35), (1024, 0.4), (2048, 0.85), (4096, 1.0))
+
+# Trainium2's DMA (hardware descriptor generation, [TRN2-ARCH] "DGE") keeps small payloads much
+# closer to peak than Trainium1's. *tuned* on [KOPT]'s first trn2 version (fp32, rows of 512 B
+# from lhsT and 2 KiB from rhs): Neuron Explorer shows DMA 99.9% and Tensor Engine 87% active,
+# i.e. ≈10.7 GB moved in ≈1.15x the Tensor Engine's 27.5 ms, which needs ≈0.75 of the streaming
+# rate at 512 B and ≈0.95 at 2 KiB. Trainium3 is assumed to keep this curve (*inferred*).
+_CHUNK_EFFICIENCY_DGE: tuple[tuple[int, float], ...] = ((512, 0.75), (1024, 0.85), (2048, 0.95), (4096, 1.0))
+
+# [DMA-BW]: "every DMA transfer incurs descriptor setup, synchronization, and
+# semaphore-to-start latency (~1300 ns cross-engine)", the same on every generation.
+_DMA_FIXED_LATENCY_S = 1.3e-6
 
 TRN1 = HardwareSpec(
     name="trn1",
@@ -116,7 +167,7 @@ TRN1 = HardwareSpec(
     partitions_per_dma_engine=8,  # §3
     dma_engine_bytes_per_s=17e9,  # §3: ≈17 B/ns per engine
     hbm_bytes_per_s=410e9,  # §3: 820 GB/s per chip shared by 2 cores
-    dma_fixed_latency_s=1.2e-6,  # §4: ≈1–1.5 µs per transfer; low end, transfers pipeline
+    dma_fixed_latency_s=_DMA_FIXED_LATENCY_S,  # [DMA-BW]; NKI_NOTES §4: ≈1–1.5 µs
     dma_chunk_efficiency=_CHUNK_EFFICIENCY,
     # *inferred*: a transposing load moves one element per descriptor; §4 only says "much
     # slower", we charge it a tenth of the streaming rate.
@@ -132,46 +183,110 @@ TRN1 = HardwareSpec(
 
 TRN2 = HardwareSpec(
     name="trn2",
-    tensor_clock_hz=2.4e9,  # §3
-    vector_clock_hz=0.96e9,  # §3
-    scalar_clock_hz=1.2e9,  # §3
-    gpsimd_clock_hz=1.2e9,  # §3
+    tensor_clock_hz=2.4e9,  # §3; [TRN2-ARCH] engine table
+    vector_clock_hz=0.96e9,  # §3; [TRN2-ARCH]
+    scalar_clock_hz=1.2e9,  # §3; [TRN2-ARCH]
+    gpsimd_clock_hz=1.2e9,  # §3; [TRN2-ARCH]
     partitions=128,
     pe_array=128,
-    tensor_bf16_flops=79e12,  # §3
-    # Neuron architecture docs (Trainium2 page): 8 cores deliver 181 FP32 TFLOPS against 667
-    # BF16, i.e. 22.6 vs 79 TFLOP/s per core (§3's 79).
-    fp32_matmul_factor=79 / (181 / 8),
-    tensor_efficiency=0.86,  # *inferred*: same as Trainium1 (no Trainium2 measurement in §7)
-    vector_bf16_speedup=2.0,  # §3: 2–4x "performance mode" for bf16 SBUF ops; low end
+    tensor_bf16_flops=79e12,  # §3; [TRN2-ARCH]: 79 BF16/FP16/TF32 dense TFLOPS
+    # [TRN2-ARCH]: "158 FP8, 79 BF16/FP16/TF32 and 20 FP32 dense TFLOPS" per NeuronCore-v3.
+    fp32_matmul_factor=79 / 20,
+    # *inferred*: as Trainium1's measured 0.86 (§4). No public trn2 measurement gives the
+    # sustained efficiency (the tutorial's Tensor-Engine-bound version reports 99.5% *active*,
+    # which includes the stationary loads), and both generations read 2x128 inputs per cycle
+    # ([TRN2-ARCH] and the Trainium/Inferentia2 guide's engine tables), so nothing public says
+    # Trainium2 hides more of the stationary load than Trainium1.
+    tensor_efficiency=0.86,
+    # [TRN2-ARCH] "Vector Engine Performance Mode": 4x for tensor_copy/tensor_scalar with bf16/fp16
+    # input and output in SBUF (contiguous); 2x for tensor_tensor with both inputs in SBUF and for
+    # copies/tensor_scalar with one side in PSUM.
+    vector_bf16_speedup=2.0,
+    vector_perf_mode_copy_speedup=4.0,
+    vector_perf_mode_speedup=2.0,
+    tensor_fp8_speedup=2.0,  # [TRN2-ARCH]: double FP8 matmul throughput
+    fp32_transpose_speedup=2.0,  # [TRN2-ARCH] "Built-in Transpose Support": 2x for FP32 transposes
     gpsimd_elementwise_factor=2.0,  # *inferred*, as Trainium1
     min_initiation_cycles=64,  # *inferred*: same instruction pipeline as Trainium1
     static_overhead_cycles=100,
     access_init_cycles=60,
     semaphore_latency_s=30e-9,
-    sbuf_bytes_per_partition=212_984,  # §3
+    sbuf_bytes_per_partition=212_984,  # §3; [TRN2-ARCH]: 128 partitions of 224 KiB
     psum_bytes_per_partition=16 * 1024,  # §3: same PSUM
     psum_banks=8,
     psum_bank_bytes=2048,
-    dma_engines=16,  # §3
-    partitions_per_dma_engine=8,
-    dma_engine_bytes_per_s=23e9,  # §3: ≈23 B/ns per engine
+    dma_engines=16,  # §3; [DMA-BW]
+    partitions_per_dma_engine=8,  # [TRN2-ARCH]: "each DMA engine would be responsible for ... 128/16 = 8"
+    dma_engine_bytes_per_s=23e9,  # §3; [DMA-BW]: 23 B/ns per engine, 368 GB/s aggregate
     hbm_bytes_per_s=2.9e12 / 8,  # §3: 2.9 TB/s per chip shared by 8 cores
-    dma_fixed_latency_s=1.2e-6,  # *inferred*: as Trainium1
-    dma_chunk_efficiency=_CHUNK_EFFICIENCY,
-    dma_transpose_efficiency=0.1,
+    # [TRN2-ARCH] "Descriptor Generation Engine": "Each DGE-based DMA instruction takes about
+    # 600 ns to execute on NeuronCore-v3" (descriptors made on demand by hardware), against the
+    # ≈1.3 µs of a software-set-up transfer ([DMA-BW]).
+    dma_fixed_latency_s=0.6e-6,
+    dma_chunk_efficiency=_CHUNK_EFFICIENCY_DGE,
+    dma_transpose_efficiency=0.1,  # nl.load_transpose2d (element-granular), as Trainium1
+    # [TRN2-ARCH] "DMA Transpose": HBM->SBUF transpose reaches up to 90% of a copy's throughput.
+    dma_hw_transpose_efficiency=0.9,
     stride_penalty_bytes=16,
     # *inferred* from §3 with the §6 convention: 2 engines x 128 lanes x 0.96 GHz; fp32 matmul
-    # = the docs' 181 TFLOPS per chip / 8 cores; HBM = this core's 2.9 TB/s / 8 share.
+    # = [TRN2-ARCH]'s 20 FP32 TFLOPS; HBM = this core's 2.9 TB/s / 8 share.
     roofline_vector_flops=2 * 128 * 0.96e9,
-    roofline_matmul_flops=181e12 / 8,
+    roofline_matmul_flops=20e12,
     roofline_hbm_bytes_per_s=2.9e12 / 8,
     peak_flops_bandwidth_ratio=79e12 / (2.9e12 / 8),
-    port_conflicts=False,  # §3: lifted on Trainium2
+    port_conflicts=False,  # §3; [TRN2-ARCH] "Data Movement Updates": both restrictions lifted
     profiler_clock_hz=1.2e9,  # §3
 )
 
-_HARDWARE = {spec.name: spec for spec in (TRN1, TRN2)}
+# Trainium3 (NeuronCore-v4): every figure from the published specs; nothing here was measured.
+TRN3 = HardwareSpec(
+    name="trn3",
+    tensor_clock_hz=2.4e9,  # [TRN3-ARCH] engine table
+    vector_clock_hz=1.2e9,  # [TRN3-ARCH]
+    scalar_clock_hz=1.2e9,  # [TRN3-ARCH]
+    gpsimd_clock_hz=1.2e9,  # [TRN3-ARCH]
+    partitions=128,
+    pe_array=128,
+    tensor_bf16_flops=79e12,  # [TRN3-ARCH]: 79 BF16/FP16/TF32 TFLOPS
+    fp32_matmul_factor=79 / 20,  # [TRN3-ARCH]: 20 FP32 TFLOPS
+    tensor_efficiency=0.86,  # *inferred*: as the earlier generations
+    vector_bf16_speedup=2.0,  # [TRN3-ARCH]: 512 BF16 vs 256 other elements per cycle
+    vector_perf_mode_copy_speedup=4.0,  # *inferred*: performance mode as NeuronCore-v3
+    vector_perf_mode_speedup=2.0,
+    tensor_fp8_speedup=2.0,  # *inferred*: NeuronCore-v3's double-FP8 mode is kept
+    tensor_mx_speedup=4.0,  # [TRN3-ARCH]: MX matmul at 4x the BF16 throughput (315 TFLOPS)
+    fp32_transpose_speedup=2.0,  # *inferred*: NeuronCore-v3's transpose mode is kept
+    gpsimd_elementwise_factor=2.0,  # *inferred*, as before
+    min_initiation_cycles=64,  # *inferred*: same instruction pipeline
+    static_overhead_cycles=100,
+    access_init_cycles=60,
+    semaphore_latency_s=30e-9,
+    # [TRN3-ARCH]: SBUF 32 MiB = 128 x 256 KiB; *inferred*: 16 KiB per partition reserved as before.
+    sbuf_bytes_per_partition=256 * 1024 - 16 * 1024,
+    psum_bytes_per_partition=16 * 1024,  # [TRN3-ARCH]: PSUM stays 2 MiB
+    psum_banks=8,
+    psum_bank_bytes=2048,
+    dma_engines=16,  # [DMA-BW]
+    partitions_per_dma_engine=8,
+    dma_engine_bytes_per_s=33e9,  # [DMA-BW]: 33 B/ns per engine, 528 GB/s aggregate
+    hbm_bytes_per_s=4.7e12 / 8,  # [TRN3-ARCH]: 4.7 TB/s per chip, 8 NeuronCores
+    dma_fixed_latency_s=0.6e-6,  # *inferred*: hardware descriptor generation as NeuronCore-v3
+    dma_chunk_efficiency=_CHUNK_EFFICIENCY_DGE,
+    dma_transpose_efficiency=0.1,
+    dma_hw_transpose_efficiency=0.9,  # *inferred*: as NeuronCore-v3
+    stride_penalty_bytes=16,
+    # §6 convention with [TRN3-ARCH]'s figures: 2 engines x 128 lanes x 1.2 GHz, 20 FP32 TFLOPS.
+    roofline_vector_flops=2 * 128 * 1.2e9,
+    roofline_matmul_flops=20e12,
+    roofline_hbm_bytes_per_s=4.7e12 / 8,
+    peak_flops_bandwidth_ratio=79e12 / (4.7e12 / 8),
+    port_conflicts=False,
+    profiler_clock_hz=1.2e9,  # *inferred*: as NeuronCore-v3
+    calibrated=False,
+)
+
+_HARDWARE = {spec.name: spec for spec in (TRN1, TRN2, TRN3)}
+HARDWARE_NAMES: tuple[str, ...] = tuple(_HARDWARE)
 
 
 def get_hardware(name: str) -> HardwareSpec:
@@ -179,3 +294,9 @@ def get_hardware(name: str) -> HardwareSpec:
         return _HARDWARE[name]
     except KeyError:
         raise ValueError(f"unknown hardware {name!r}; choose one of {sorted(_HARDWARE)}") from None
+
+
+def hardware_label(name: str) -> str:
+    """`name`, marked "(from specs, not calibrated)" for hardware no measurement checked."""
+    spec = _HARDWARE.get(name)
+    return spec.label if spec is not None else name

@@ -14,10 +14,19 @@ class AgentsRefused(Exception):
 
 
 def llm_config(agents: AgentSettings) -> Any:
-    """The LLM agents' configuration (the key stays in its environment variable)."""
+    """The LLM agents' configuration: the configuration file's [llm] (the same file and loader as
+    the CLI's, so the same defaults, prices and limits), overlaid by the editor's settings where
+    they are set. The key stays in its environment variable."""
     from accelopt.agents.llm_config import ROLES, LLMConfig
+    from accelopt.agents.run_config import ConfigError, load_run_config
 
-    data: dict[str, Any] = {"base_url": agents.base_url}
+    try:
+        from_file = load_run_config(agents.config_file).llm if agents.config_file else None
+    except ConfigError as exc:
+        raise AgentsRefused(str(exc)) from exc
+    data: dict[str, Any] = from_file.model_dump(exclude_unset=True) if from_file else {}
+    if agents.base_url:
+        data["base_url"] = agents.base_url
     if agents.api_key_env:
         data["api_key_env"] = agents.api_key_env
     if agents.model:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
+from pydantic.alias_generators import to_camel
 
 from accelopt.lsp.protocol import SearchOptions, WireModel
 
@@ -24,6 +25,11 @@ class AgentSettings(WireModel):
         default_factory=dict, description="role (planner/executor/summarizer) -> model"
     )
     api_key_env: str | None = Field(None, description="NAME of the environment variable holding the API key")
+    config_file: str | None = Field(
+        None,
+        description="the configuration file of `accelopt optimize --config` (TOML or JSON): its [llm] and "
+        "[search] apply in the editor too; the settings above win where they are set",
+    )
 
 
 class SearchSettings(SearchOptions):
@@ -37,11 +43,14 @@ class SearchSettings(SearchOptions):
 
 class ServerSettings(WireModel):
     backend: Literal["simulator", "neuron"] = "simulator"
-    hardware: Literal["trn1", "trn2"] = "trn1"
+    hardware: Literal["trn1", "trn2", "trn3"] = "trn1"
     input_size: Literal["full", "small"] = Field(
         "full", description="input shapes for profiles and searches (reference modules define both)"
     )
     profile_timeout_s: float = Field(60.0, gt=0)
+    ray: str | None = Field(
+        None, description="searches evaluate on Ray: 'local' (a private loopback cluster) or a cluster address"
+    )
     profile_workers: int = Field(
         1, ge=1, description="sandbox workers reserved for hover/diagnostic profiles"
     )
@@ -81,6 +90,29 @@ def _deep_merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]
         else:
             merged[key] = value  # null too: "no budget" in a newer layer clears an older budget
     return merged
+
+
+def unknown_keys(data: Any, model: type[BaseModel] | None = None, prefix: str = "") -> list[str]:
+    """Setting names in `data` that `model` (ServerSettings by default) does not have, dotted."""
+    model = model or ServerSettings
+    if not isinstance(data, dict):
+        return []
+    known: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        known[name] = field
+        if field.alias:
+            known[field.alias] = field
+        known[to_camel(name)] = field
+    found: list[str] = []
+    for key, value in data.items():
+        field = known.get(key)
+        if field is None:
+            found.append(prefix + key)
+            continue
+        inner = field.annotation
+        if isinstance(inner, type) and issubclass(inner, BaseModel):
+            found += unknown_keys(value, inner, f"{prefix}{key}.")
+    return found
 
 
 def merge_settings(*layers: dict[str, Any] | None) -> ServerSettings:

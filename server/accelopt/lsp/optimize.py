@@ -59,9 +59,15 @@ class SearchRefused(Exception):
 
 
 def search_config(settings: ServerSettings, options: SearchOptions, search_id: str) -> Any:
-    """The engine's SearchConfig from the configured defaults overlaid by the request's options."""
-    from accelopt.search.config import Budget, SearchConfig
+    """The engine's SearchConfig: the configuration file's [search] (when the settings name one),
+    overlaid by the editor's search settings, overlaid by the request's options."""
+    from accelopt.agents.run_config import ConfigError, load_run_config
+    from accelopt.search.config import SearchConfig
 
+    try:
+        base = load_run_config(settings.agents.config_file).search if settings.agents.config_file else SearchConfig()
+    except ConfigError as exc:
+        raise SearchRefused(str(exc)) from exc
     defaults = settings.search
 
     def pick(name: str) -> Any:
@@ -81,12 +87,11 @@ def search_config(settings: ServerSettings, options: SearchOptions, search_id: s
         "hardware": settings.hardware,
         "search_id": search_id,
     }
-    budget = Budget(
-        max_dollars=pick("budget_usd"),
-        max_evaluations=pick("max_evaluations"),
-        max_wall_time_s=pick("wall_time_s"),
-    )
-    return SearchConfig(budget=budget, **{k: v for k, v in fields.items() if v is not None})
+    limits = {"max_dollars": pick("budget_usd"), "max_evaluations": pick("max_evaluations"),
+              "max_wall_time_s": pick("wall_time_s")}
+    budget = {**base.budget.model_dump(), **{k: v for k, v in limits.items() if v is not None}}
+    chosen = {k: v for k, v in fields.items() if v is not None}
+    return SearchConfig.model_validate({**base.model_dump(), **chosen, "budget": budget})
 
 
 @dataclass
@@ -110,6 +115,8 @@ class SearchSession:
     total_iterations: int = 0
     best_speedup: float | None = None
     dollars: float = 0.0
+    agent_calls: str | None = None
+    agent_failures: int = 0
     evaluations: int = 0
     result: OptimizeResult | None = None
     task: asyncio.Task[OptimizeResult] | None = None
@@ -279,6 +286,7 @@ class SearchManager:
             backend=settings.backend,
             workers=settings.search.max_concurrent_evaluations or 2,
             memory_path=settings.memory_path,
+            ray=settings.ray,
         )
         self.sessions[search_id] = session
         child = await self.processes.take()
@@ -322,6 +330,8 @@ class SearchManager:
             message=message,
             best_speedup=session.best_speedup,
             candidates=len(session.ranked()),
+            agent_calls=session.agent_calls,
+            agent_failures=session.agent_failures,
         )
         if session.token is not None:
             host.progress(
@@ -368,6 +378,8 @@ class SearchManager:
             for ranked in event.ranked:
                 session.candidates[ranked.candidate.id] = ranked.candidate
             session.evaluations = max(session.evaluations, event.evaluations)
+            if event.endpoint.calls:
+                session.agent_calls, session.agent_failures = event.endpoint.describe(), event.endpoint.failed
             return event.reason, event.message
         return None
 

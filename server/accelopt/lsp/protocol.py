@@ -61,6 +61,9 @@ class OptimizeResult(WireModel):
     message: str = ""
     best_speedup: float | None = None
     candidates: int = 0
+    # The LLM agents' endpoint calls (made, usable, failures by cause); None for offline agents.
+    agent_calls: str | None = None
+    agent_failures: int = 0
 
 
 class OptimizeStarted(WireModel):

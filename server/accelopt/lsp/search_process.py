@@ -45,6 +45,7 @@ class SearchJob(BaseModel):
     backend: str
     workers: int
     memory_path: str | None
+    ray: str | None = None  # evaluations as Ray tasks: 'local' or a cluster address
 
 
 class SearchProcessFailed(RuntimeError):
@@ -154,7 +155,7 @@ def warm_imports() -> None:
 async def _run_child() -> int:
     from accelopt.lsp.agents import make_search_agents
     from accelopt.lsp.engine import close_backend
-    from accelopt.profiling.backends import get_backend
+    from accelopt.profiling.ray_backend import backend_for
     from accelopt.profiling.task import Task
     from accelopt.search.beam import run_search
     from accelopt.search.config import SearchConfig
@@ -187,7 +188,7 @@ async def _run_child() -> int:
     try:
         config = SearchConfig.model_validate(job.config)
         agents = make_search_agents(job.agents, job.agents_mode, config.seed)
-        backend = get_backend(job.backend, max_workers=job.workers)
+        backend = backend_for(job.backend, max_workers=job.workers, ray=job.ray)
         try:
             memory = Memory(job.memory_path)
         except Exception:

@@ -21,7 +21,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 
 from accelopt.lsp import actions, codelens, diagnostics, hover, trust
-from accelopt.lsp.config import ServerSettings, merge_settings
+from accelopt.lsp.config import ServerSettings, merge_settings, unknown_keys
 from accelopt.lsp.discovery import KernelInfo, find_kernels
 from accelopt.lsp.edits import minimal_edits
 from accelopt.lsp.engine import warm_task_imports
@@ -213,6 +213,14 @@ class AccelOptServer(LanguageServer):
                 )
             )
             return
+        unknown = [key for layer in (self.init_options, workspace_layer) for key in unknown_keys(layer)]
+        if unknown:
+            self.window_show_message(
+                types.ShowMessageParams(
+                    type=types.MessageType.Warning,
+                    message=f"AccelOpt: unknown settings ignored: {', '.join(sorted(set(unknown)))}",
+                )
+            )
         changed = settings != self.settings
         self.settings = settings
         log.info("settings: %s", settings.redacted())

@@ -610,7 +610,10 @@ def tensor_copy(src: Any, dtype: Any = None, mask: Any = None, engine: Any = Non
 def reciprocal(data: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any) -> _Tensor:
     ctx = _current()
     line = ctx.line()
-    chosen = _engine(ctx, engine, _Engine.VECTOR, _ANY, "nisa.reciprocal", line)
+    # The API's default engine is "unknown": the compiler picks Vector or Scalar (the ISA
+    # reference: Vector is ~8x slower on large tiles), so the timing model places it.
+    legal = (_Engine.VECTOR, _Engine.SCALAR)
+    chosen = _engine(ctx, engine, _Engine.UNASSIGNED, legal, "nisa.reciprocal", line)
     spec = _ops.spec("reciprocal")
     return _elementwise(
         ctx,
@@ -620,7 +623,7 @@ def reciprocal(data: Any, dtype: Any = None, mask: Any = None, engine: Any = Non
         operands=(data,),
         compute=spec.fn,
         engine=chosen,
-        legal=_ANY,
+        legal=legal,
         dtype=dtype,
         mask=mask,
         extra={"op": "reciprocal"},

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 class EvaluationOptions(BaseModel):
-    hardware: Literal["trn1", "trn2"] = "trn1"
+    hardware: Literal["trn1", "trn2", "trn3"] = "trn1"
     seeds: int = Field(5, ge=1, description="random inputs checked for correctness")
     timeout_s: float = Field(120.0, gt=0, description="wall-clock limit for one evaluation")
     check_correctness: bool = Field(True, description="False: profile only (trace-only emulation)")

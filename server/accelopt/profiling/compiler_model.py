@@ -231,6 +231,8 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
     transposed: set[int] = set()  # logical buffers written by Tensor Engine transposes
     zero_psum: dict[int, int] = {}  # PSUM buffer -> the memset zero-filling it, not yet consumed
     folded: set[int] = set()  # zero-fills folded into the first matmul of their accumulation group
+    zero_left: dict[int, set[int]] = {}  # zero-fill -> PSUM buffers not yet reached by a matmul
+    kept_zeroing: set[int] = set()  # zero-fills something other than a matmul consumed
     per_record: list[tuple[list[tuple[int, Box]], list[tuple[int, Box]]] | None] = []
 
     def canon(lid: int) -> int:
@@ -294,19 +296,33 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
         if zero_psum:
             for lid, _ in itertools.chain(reads, writes):
                 pending = zero_psum.pop(lid, None)
-                if pending is not None and is_tensor_engine(rec) and rec.accumulate:
+                if pending is None:
+                    continue
+                left = zero_left[pending]
+                if is_tensor_engine(rec) and rec.accumulate:
                     # The first matmul of an accumulation group overwrites PSUM instead of
                     # adding: the zero-fill is folded into it (the matmul's accumulate flag).
-                    per_record[pending] = None
-                    folded.add(pending)
+                    left.discard(lid)
+                    if not left and pending not in kept_zeroing:
+                        per_record[pending] = None
+                        folded.add(pending)
+                else:  # something else reads or writes the zeros: the memset stays
+                    kept_zeroing.add(pending)
+                    for other in left:
+                        zero_psum.pop(other, None)
         if (
             options.fold_psum_zeroing
             and rec.opcode == "memset"
             and not reads
-            and len(writes) == 1
-            and resolver.logical[writes[0][0]].memory is Memory.PSUM
+            and writes
+            and all(resolver.logical[lid].memory is Memory.PSUM for lid, _ in writes)
         ):
-            zero_psum[writes[0][0]] = position
+            # One zero-fill may cover several accumulation groups (the blocks of a PSUM
+            # tensor such as nl.zeros((2, 2, nl.par_dim(128), 512), buffer=nl.psum)): it folds
+            # away once every group's first access is its first matmul.
+            zero_left[position] = {lid for lid, _ in writes}
+            for lid, _ in writes:
+                zero_psum[lid] = position
         for lid, _ in writes:
             last_write[lid] = position
         per_record.append((reads, writes))

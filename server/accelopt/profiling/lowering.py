@@ -94,15 +94,31 @@ def is_tensor_engine(rec: TraceRecord) -> bool:
     )
 
 
+def _is_mx(rec: TraceRecord) -> bool:
+    """A microscaled (MXFP8/MXFP4) matmul: the x4-packed dtypes or the `_mx` instruction."""
+    return "mx" in rec.opcode or "_x4" in rec.dtype
+
+
 def tensor_engine_cycles(rec: TraceRecord, hw: HardwareSpec) -> float:
-    """`max(min(64, M), N)` cycles, x4 for fp32 operands, at the sustained efficiency (§4)."""
+    """`max(min(64, M), N)` cycles, x4 for fp32 operands, at the sustained efficiency (§4).
+
+    fp8 operands run at the generation's fp8 rate (Trainium2: double-FP8 mode, a 256-deep
+    contraction in the time of a 128-deep one), MX operands at its MX rate (Trainium3: 4x); the
+    emulator sizes K by the logical contraction, so the faster rate shows as fewer cycles.
+    """
     if rec.matmul_kmn is not None:
         _, m, n = rec.matmul_kmn
     else:  # a broadcast/transpose the emulator did not size: stream the main input once
         m, n = hw.pe_array, rec.free_size
-    cycles = max(min(hw.min_initiation_cycles, m), n, 1)
+    cycles = float(max(min(hw.min_initiation_cycles, m), n, 1))
     if dtype_bytes(rec.dtype) >= 4 and rec.dtype not in ("tfloat32", "tf32"):
         cycles *= hw.fp32_matmul_factor
+        if rec.is_transpose:
+            cycles /= hw.fp32_transpose_speedup
+    elif _is_mx(rec):
+        cycles /= hw.tensor_mx_speedup
+    elif dtype_bytes(rec.dtype) == 1 and rec.matmul_kmn is not None and rec.matmul_kmn[0] > hw.pe_array:
+        cycles /= hw.tensor_fp8_speedup  # a double-row fp8 matmul: K up to 2 x 128 in one pass
     return cycles / hw.tensor_efficiency
 
 
@@ -153,6 +169,31 @@ def _legal_engines(rec: TraceRecord, memory: Mapping[int, Memory]) -> tuple[str,
     return choices
 
 
+_PERF_MODE_COPIES = frozenset({"tensor_copy", "copy", "tensor_scalar", "psum_copy", "memset"})
+
+
+def vector_perf_mode(rec: TraceRecord, memory: Mapping[int, Memory], hw: HardwareSpec, stride: int) -> float:
+    """The Vector Engine's performance-mode speedup for `rec` (1 when it does not apply).
+
+    Trainium2's rules ([TRN2-ARCH] in hardware/specs.py), with bf16/fp16 input and output:
+    tensor_copy / tensor_scalar with both sides in SBUF and contiguous innermost elements 4x;
+    the same non-contiguous, or with one side in PSUM, 2x; tensor_tensor with both inputs in
+    SBUF 2x. Trainium1 has no performance mode (every factor 1). A reduction keeps its own
+    bf16 rate (§4: N/2) and is not sped up again.
+    """
+    if not (_is_half(rec.dtype) and _is_half(rec.out_dtype or rec.dtype)):
+        return 1.0
+    psum_sides = sum(1 for r in (*rec.reads, *rec.writes) if _is_psum(memory, r))
+    opcode = rec.opcode
+    if opcode in _PERF_MODE_COPIES:
+        if psum_sides == 0 and stride <= dtype_bytes(rec.dtype):
+            return hw.vector_perf_mode_copy_speedup
+        return hw.vector_perf_mode_speedup if psum_sides <= 1 else 1.0
+    if opcode in ("tensor_tensor", "select") and psum_sides == 0:
+        return hw.vector_perf_mode_speedup
+    return 1.0
+
+
 def lower_compute(
     rec: TraceRecord, memory: Mapping[int, Memory], hw: HardwareSpec, balance: bool
 ) -> ComputeWork:
@@ -166,16 +207,16 @@ def lower_compute(
     if not balance:
         engines = engines[:1]
     inputs = max(1, _on_chip_inputs(memory, rec))
-    psum_inputs = _psum_inputs(memory, rec)
     stride = int(rec.extra.get("stride_bytes", 0) or 0)
     options = []
     tiny = rec.free_size <= hw.min_initiation_cycles
+    speedup = vector_perf_mode(rec, memory, hw, stride)
     for engine in engines:
         cycles = float(_base_cycles(rec.opcode, engine, rec, memory, hw))
         if stride > hw.stride_penalty_bytes:
             cycles *= 2  # §4: innermost stride over 16 B halves the streaming bandwidth
-        if engine == "vector" and _is_half(rec.dtype) and psum_inputs == 0:
-            cycles = max(hw.min_initiation_cycles, cycles / hw.vector_bf16_speedup)
+        if engine == "vector" and speedup > 1:
+            cycles = max(hw.min_initiation_cycles, cycles / speedup)
         if engine == "gpsimd" and rec.opcode not in ("iota", "affine_select"):
             cycles *= hw.gpsimd_elementwise_factor
         cycles += hw.access_init_cycles * inputs  # §4: ≈60 cycles per SBUF/PSUM access
@@ -253,7 +294,9 @@ def lower_dma(rec: TraceRecord, trace: Trace, hw: HardwareSpec) -> DmaWork:
     partitions = (span[1] - span[0]) if span else max(1, rec.partitions)
     chunk = rec.dma_chunk_bytes or nbytes / max(1, partitions)
     efficiency = 1.0
-    if rec.opcode in _DMA_TRANSPOSE_OPS:
+    if rec.opcode == "dma_transpose":  # the DMA engines' own transpose (Trainium2 on)
+        efficiency = hw.dma_hw_transpose_efficiency
+    elif rec.opcode in _DMA_TRANSPOSE_OPS:
         efficiency = hw.dma_transpose_efficiency
     pieces = dma_pieces(nbytes, span, chunk, hw, efficiency)
     hbm_read = nbytes if rec.src_memory is Memory.HBM else 0

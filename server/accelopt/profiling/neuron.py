@@ -1,19 +1,27 @@
 """Backend "neuron": compile, run and profile a kernel with the real Neuron toolchain on a
-Trainium host (NKI_NOTES §8).
+Trainium host, on today's SDK (NKI_NOTES §8; neuron-profile was removed in SDK 2.29 and
+Neuron Explorer replaced it).
 
 The trusted parent (this class) never imports the kernel or the Neuron SDK. Each evaluation runs
 in a worker subprocess (`python -m accelopt.profiling.neuron JOB_DIR`) with
-`NEURON_CC_FLAGS=--auto-cast=none` and `NEURON_RT_NUM_CORES=1`, which:
+`NEURON_CC_FLAGS=--auto-cast=none`, `NEURON_RT_NUM_CORES=1` and the NKI debug info Neuron
+Explorer needs for source lines (`NKI_DEBUG_INFO=True`, `NEURON_FRAMEWORK_DEBUG=1`), which:
 
 1. builds the inputs for every seed through the same task code as the simulator (the reference
    module's `get_inputs`/`forward`/`transform_*`, or the declared inputs and the baseline kernel
    as oracle) and, when asked, checks the kernel's outputs with the same comparison;
-2. runs `nki.baremetal(kernel, save_neff_name=..., save_trace_name=...,
-   additional_compile_opt="--disable-dge --logical-nc-config=1")` twice to warm up, then 10
-   measured times, each run leaving a NEFF and an NTFF;
-3. reads each measured run with `neuron-profile view --output-format summary-json -n X.neff
-   -s X.ntff` (one top-level key whose value is the flat metric dict, `total_time` in seconds)
-   and re-measures the batch while (max - min) / min exceeds 1%.
+2. compiles the kernel with `nki.baremetal(kernel, save_neff_name=...,
+   additional_compile_opt="--disable-dge --logical-nc-config=1")` (the current `nki` package,
+   or the legacy `neuronxcc.nki` where the installed SDK still has it), running it twice to warm up;
+3. captures 10 measured executions of that NEFF with Neuron Explorer, each
+   `neuron-explorer capture -n X.neff -s X.ntff --profile-nth-exec=2` (the capture writes
+   `X_exec_2.ntff`: the second execution, past one-time warm-up), processes each with
+   `neuron-explorer view -n X.neff -s X_exec_2.ntff --output-file DIR` into Parquet tables, and
+   reads the one-row `DIR/Summary.parquet` (documented in "Profile Parquet Schema Reference":
+   `total_time` in seconds, byte and flop counts, `*_percent` fields in percent) and
+   `DIR/Instruction.parquet` (`duration_ns`, `engine` and `nki_source_location` per executed
+   instruction: the per-source-line attribution); re-measures the batch while (max - min) / min
+   exceeds 1%.
 
 The parent turns the median run's summary into the same `Profile` the simulator fills, with
 `backend="neuron"` and the roofline view of the task's work.
@@ -23,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import glob
-import json
 import os
 import re
 import secrets
@@ -42,13 +49,29 @@ from accelopt.hardware.work import Work
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import EvalStatus, Evaluation, KernelSource
 from accelopt.profiling.policy import check_source
-from accelopt.profiling.profile import SUMMARY_COUNTS, SUMMARY_FRACTIONS, SUMMARY_RATIOS, Bound, Profile
+from accelopt.profiling.profile import (
+    SUMMARY_COUNTS,
+    SUMMARY_FRACTIONS,
+    SUMMARY_RATIOS,
+    Bound,
+    LineCost,
+    Profile,
+)
 from accelopt.profiling.task import Task
 
 COMPILE_OPTIONS = "--disable-dge --logical-nc-config=1"
-NEURON_ENV = {"NEURON_CC_FLAGS": "--auto-cast=none", "NEURON_RT_NUM_CORES": "1"}
+NEURON_ENV = {
+    "NEURON_CC_FLAGS": "--auto-cast=none",
+    "NEURON_RT_NUM_CORES": "1",
+    # Neuron Explorer's docs: NEFFs compiled with NKI_DEBUG_INFO=True embed the map from
+    # instructions to NKI source lines ("Neuron Explorer profile files"); NEURON_FRAMEWORK_DEBUG=1
+    # enables kernel source tracking ("Capture and Launch a Profile in Neuron Explorer").
+    "NKI_DEBUG_INFO": "True",
+    "NEURON_FRAMEWORK_DEBUG": "1",
+}
 DEVICE_GLOB = "/dev/neuron*"
-PROFILER = "neuron-profile"
+PROFILER = "neuron-explorer"
+CAPTURE_EXEC = 2  # --profile-nth-exec: profile the second execution, past one-time warm-up
 WARMUP_RUNS = 2
 MEASURED_RUNS = 10
 MAX_SPREAD = 0.01  # re-measure when (max - min) / min exceeds this
@@ -77,6 +100,14 @@ class NeuronJob(BaseModel):
     max_batches: int = MAX_BATCHES
 
 
+class LineTime(BaseModel):
+    """Device time of one NKI source line in the median measured run (Instruction table)."""
+
+    line: int
+    instructions: int = 0
+    engines: dict[str, float] = Field(default_factory=dict, description="engine -> seconds")
+
+
 class NeuronResult(BaseModel):
     """What the worker reports back (result.json); untrusted data, validated on the way in."""
 
@@ -87,8 +118,11 @@ class NeuronResult(BaseModel):
     max_error: float | None = None
     samples_s: list[float] = Field(default_factory=list, description="total_time of the accepted batch")
     batches: int = 0
-    summary: dict[str, float] = Field(default_factory=dict, description="summary-json of the median run")
+    summary: dict[str, float] = Field(
+        default_factory=dict, description="Neuron Explorer Summary of the median run (percent fields as fractions)"
+    )
     work: dict[str, float] | None = None
+    lines: list[LineTime] = Field(default_factory=list, description="per source line, from the median run")
 
     @field_validator("message", mode="before")
     @classmethod
@@ -99,16 +133,21 @@ class NeuronResult(BaseModel):
         return value
 
 
+_IMPORT_SDK = (
+    "try:\n    import nki\n    nki.baremetal\nexcept (ImportError, AttributeError):\n    import neuronxcc.nki\n"
+)
+
+
 def check_available(python: str, device_glob: str, profiler: str, env: dict[str, str]) -> None:
     """Fail fast, with the reason, when this is not a usable Trainium host."""
     probe = subprocess.run(
-        [python, "-c", "import neuronxcc.nki"], env=env, capture_output=True, text=True, timeout=300
+        [python, "-c", _IMPORT_SDK], env=env, capture_output=True, text=True, timeout=300
     )
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["(no error output)"])[-1]
         raise NeuronUnavailable(
-            "the neuron backend needs the Neuron SDK, but `import neuronxcc.nki` fails here "
-            f"({last}); install neuronx-cc on a Trainium host, or use the simulator backend"
+            "the neuron backend needs the Neuron SDK, but neither `import nki` nor `import neuronxcc.nki` "
+            f"works here ({last}); install the Neuron SDK on a Trainium host, or use the simulator backend"
         )
     if not glob.glob(device_glob):
         raise NeuronUnavailable(
@@ -116,7 +155,9 @@ def check_available(python: str, device_glob: str, profiler: str, env: dict[str,
             "Trainium host; use the simulator backend here"
         )
     if shutil.which(profiler, path=env.get("PATH")) is None:
-        raise NeuronUnavailable(f"`{profiler}` (Neuron tools) is not on PATH; it reads the measured runs")
+        raise NeuronUnavailable(
+            f"`{profiler}` (Neuron Explorer, package aws-neuronx-tools) is not on PATH; it captures the measured runs"
+        )
 
 
 class NeuronBackend:
@@ -182,10 +223,10 @@ class NeuronBackend:
         )
         if result.status == "ok":
             try:
-                evaluation.profile = profile_from_summary(result, task, options.hardware)
+                evaluation.profile = profile_from_summary(result, task, options.hardware, kernel.text)
             except (KeyError, ValueError, ValidationError) as exc:
                 evaluation.status = "runtime_error"
-                evaluation.message = f"neuron-profile summary could not be read: {exc}"
+                evaluation.message = f"the Neuron Explorer summary could not be read: {exc}"
         evaluation.wall_time_s = time.perf_counter() - started
         return evaluation
 
@@ -255,8 +296,32 @@ def _kill(process: asyncio.subprocess.Process) -> None:
         pass
 
 
-def profile_from_summary(result: NeuronResult, task: Task, hardware: str) -> Profile:
-    """Our Profile from the median measured run's summary-json fields and the task's roofline."""
+def line_costs(lines: list[LineTime], source_text: str | None) -> list[LineCost]:
+    """The measured per-line device time as the Profile's line costs, costliest first."""
+    source = source_text.splitlines() if source_text else []
+    grand = sum(sum(t.engines.values()) for t in lines)
+    costs = []
+    for t in lines:
+        seconds = sum(t.engines.values())
+        costs.append(
+            LineCost(
+                line=t.line,
+                time_ms=seconds * 1e3,
+                fraction=min(1.0, seconds / grand) if grand > 0 else 0.0,
+                instructions=t.instructions,
+                engines={k: v * 1e3 for k, v in sorted(t.engines.items())},
+                text=source[t.line - 1].strip() if 0 < t.line <= len(source) else "",
+            )
+        )
+    costs.sort(key=lambda c: (-c.time_ms, c.line))
+    return costs
+
+
+def profile_from_summary(
+    result: NeuronResult, task: Task, hardware: str, source_text: str | None = None
+) -> Profile:
+    """Our Profile from the median measured run's Neuron Explorer summary, its per-line device
+    time and the task's roofline."""
     from accelopt.hardware.roofline import peak_latency
     from accelopt.hardware.specs import get_hardware
     from accelopt.profiling.metrics import LATENCY_BOUND_BELOW
@@ -265,7 +330,7 @@ def profile_from_summary(result: NeuronResult, task: Task, hardware: str) -> Pro
     latency_s = statistics.median(result.samples_s) if result.samples_s else float(summary["total_time"])
     if latency_s <= 0:
         raise ValueError(f"total_time must be positive, got {latency_s}")
-    # the summary-json keys Profile shares with neuron-profile are copied as they are
+    # the Summary fields Profile shares with the profiler (same names) are copied as they are
     fields: dict[str, Any] = {k: int(summary[k]) for k in SUMMARY_COUNTS if k in summary}
     fields.update({k: float(summary[k]) for k in SUMMARY_RATIOS if k in summary})
     fields.update({k: min(1.0, max(0.0, float(summary[k]))) for k in SUMMARY_FRACTIONS if k in summary})
@@ -275,7 +340,13 @@ def profile_from_summary(result: NeuronResult, task: Task, hardware: str) -> Pro
             source="task",
             **{k: result.work.get(k, 0.0) for k in ("matmul_flops", "vector_flops", "hbm_bytes")},
         )
-    profile = Profile(backend="neuron", hardware=hardware, latency_ms=latency_s * 1e3, **fields)
+    profile = Profile(
+        backend="neuron",
+        hardware=hardware,
+        latency_ms=latency_s * 1e3,
+        lines=line_costs(result.lines, source_text),
+        **fields,
+    )
     if work is not None:
         peak_s, roof_bound = peak_latency(work, get_hardware(hardware))
         percent = peak_s / latency_s
@@ -296,28 +367,86 @@ def profile_from_summary(result: NeuronResult, task: Task, hardware: str) -> Pro
 # The worker: runs on the Trainium host in its own process, with the real SDK importable.
 
 
-def read_summary(profiler: str, neff: Path, ntff: Path) -> dict[str, float]:
-    """`neuron-profile view --output-format summary-json`: one top-level key -> flat metric dict."""
-    out = subprocess.run(
-        [profiler, "view", "--output-format", "summary-json", "-n", str(neff), "-s", str(ntff)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+def _run_tool(argv: list[str]) -> None:
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
     if out.returncode != 0:
-        raise RuntimeError(f"{profiler} failed ({out.returncode}): {out.stderr.strip()[-500:]}")
-    data = json.loads(out.stdout)
-    if not isinstance(data, dict) or len(data) != 1:
-        raise ValueError(f"{profiler} summary-json should have one top-level key, got {list(data)[:5]}")
-    (metrics,) = data.values()
-    if not isinstance(metrics, dict) or "total_time" not in metrics:
-        raise ValueError(f"{profiler} summary-json has no total_time")
-    return {
-        str(k): float(v)
-        for k, v in metrics.items()
-        if isinstance(v, (int, float)) and not isinstance(v, bool)
-    }
+        raise RuntimeError(f"{' '.join(argv[:2])} failed ({out.returncode}): {out.stderr.strip()[-500:]}")
+
+
+def capture(profiler: str, neff: Path, ntff: Path) -> Path:
+    """`neuron-explorer capture`: run the NEFF on the device and record its execution trace.
+    Returns the NTFF written (the capture appends `_exec_N` for the execution it profiled)."""
+    _run_tool([profiler, "capture", "-n", str(neff), "-s", str(ntff), f"--profile-nth-exec={CAPTURE_EXEC}"])
+    written = ntff.with_name(f"{ntff.stem}_exec_{CAPTURE_EXEC}{ntff.suffix}")
+    if written.is_file():
+        return written
+    if ntff.is_file():
+        return ntff
+    raise RuntimeError(f"{profiler} capture wrote no trace ({written.name} or {ntff.name})")
+
+
+_PERCENT_SUFFIX = "_percent"
+
+
+def read_summary_table(path: Path) -> dict[str, float]:
+    """The one-row Summary table as our flat metric dict: numbers only, `*_percent` fields (in
+    percent in the Parquet schema) as fractions."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(path).to_pylist()
+    if len(rows) != 1:
+        raise ValueError(f"{path.name} should have one row (the whole run), got {len(rows)}")
+    (row,) = rows
+    if row.get("total_time") is None:
+        raise ValueError(f"{path.name} has no total_time")
+    summary: dict[str, float] = {}
+    for key, value in row.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        summary[str(key)] = float(value) / 100 if key.endswith(_PERCENT_SUFFIX) else float(value)
+    return summary
+
+
+_LOCATION = re.compile(r"([^\s'\",\[\]]+):(\d+)")
+
+
+def read_instruction_lines(path: Path, kernel_file: str) -> list[LineTime]:
+    """Per NKI source line of `kernel_file`, the device time of its instructions: the
+    Instruction table's `duration_ns` by `engine`, attributed through `nki_source_location`
+    ("file.py:42", or a list of them when the compiler fused instructions of several lines:
+    each line then gets an equal share)."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    names = set(table.column_names)
+    if not {"nki_source_location", "duration_ns", "engine"} <= names:
+        return []
+    wanted = Path(kernel_file).name
+    per_line: dict[int, LineTime] = {}
+    columns = (table.column(c).to_pylist() for c in ("nki_source_location", "duration_ns", "engine"))
+    for location, duration, engine in zip(*columns):
+        if not isinstance(location, str) or not isinstance(duration, (int, float)):
+            continue
+        lines = [int(n) for f, n in _LOCATION.findall(location) if Path(f).name == wanted]
+        for line in lines:
+            entry = per_line.setdefault(line, LineTime(line=line))
+            entry.instructions += 1
+            key = str(engine).lower()
+            entry.engines[key] = entry.engines.get(key, 0.0) + duration * 1e-9 / len(lines)
+    return sorted(per_line.values(), key=lambda t: t.line)
+
+
+def read_profile(profiler: str, neff: Path, ntff: Path, kernel_file: str) -> tuple[dict[str, float], list[LineTime]]:
+    """`neuron-explorer view -n X.neff -s X.ntff --output-file DIR`, then DIR/Summary.parquet and
+    (when written) DIR/Instruction.parquet."""
+    out_dir = ntff.with_suffix(".profile")
+    _run_tool([profiler, "view", "-n", str(neff), "-s", str(ntff), "--output-file", str(out_dir)])
+    table = out_dir / "Summary.parquet"
+    if not table.is_file():
+        raise ValueError(f"{profiler} view wrote no Summary.parquet in {out_dir}")
+    instructions = out_dir / "Instruction.parquet"
+    lines = read_instruction_lines(instructions, kernel_file) if instructions.is_file() else []
+    return read_summary_table(table), lines
 
 
 def spread(samples: list[float]) -> float:
@@ -350,12 +479,17 @@ def _worker(job: NeuronJob, job_dir: Path) -> NeuronResult:
     from accelopt.profiling.compare import compare_outputs
     from accelopt.profiling.inputs import generate_inputs
 
-    try:
-        import neuronxcc.nki as nki
-    except ImportError as exc:
-        return NeuronResult(
-            status="runtime_error", message=f"neuronxcc is not importable in the worker: {exc}"
-        )
+    try:  # today's SDK ships the `nki` package; older hosts only the legacy `neuronxcc.nki`
+        import nki  # type: ignore[import-not-found]
+
+        nki.baremetal  # noqa: B018 - the attribute the worker needs
+    except (ImportError, AttributeError):
+        try:
+            import neuronxcc.nki as nki  # type: ignore[no-redef]
+        except ImportError as exc:
+            return NeuronResult(
+                status="runtime_error", message=f"no Neuron SDK (nki or neuronxcc.nki) in the worker: {exc}"
+            )
 
     kernel_path = job.kernel.path or "kernel.py"
     try:
@@ -423,21 +557,20 @@ def _worker(job: NeuronJob, job_dir: Path) -> NeuronResult:
         if reference is not None and callable(reference.get("work")):
             work = {str(k): float(v) for k, v in dict(reference["work"](*raw)).items()}
 
-        for i in range(job.warmup_runs):
-            baremetal(kernel_fn, save_neff_name=str(job_dir / f"warmup{i}.neff"))(*nki_inputs)
+        neff = job_dir / "kernel.neff"
+        for _ in range(job.warmup_runs):  # compiles (the NEFF) and warms the device up
+            baremetal(kernel_fn, save_neff_name=str(neff))(*nki_inputs)
         batches = 0
-        best: tuple[float, list[float], list[dict[str, float]]] | None = None
+        best: tuple[float, list[float], list[tuple[dict[str, float], list[LineTime]]]] | None = None
         while batches < job.max_batches:
             batches += 1
-            summaries = []
+            runs = []
             for i in range(job.measured_runs):
-                neff = job_dir / f"b{batches}_run{i}.neff"
-                ntff = job_dir / f"b{batches}_run{i}.ntff"
-                baremetal(kernel_fn, save_neff_name=str(neff), save_trace_name=str(ntff))(*nki_inputs)
-                summaries.append(read_summary(job.profiler, neff, ntff))
-            samples = [s["total_time"] for s in summaries]
+                ntff = capture(job.profiler, neff, job_dir / f"b{batches}_run{i}.ntff")
+                runs.append(read_profile(job.profiler, neff, ntff, kernel_path))
+            samples = [summary["total_time"] for summary, _ in runs]
             if best is None or spread(samples) < best[0]:
-                best = (spread(samples), samples, summaries)
+                best = (spread(samples), samples, runs)
             if spread(samples) <= job.max_spread:
                 break
     except Exception as exc:
@@ -452,8 +585,9 @@ def _worker(job: NeuronJob, job_dir: Path) -> NeuronResult:
         )
 
     assert best is not None
-    noise, samples, summaries = best
+    noise, samples, runs = best
     median_index = sorted(range(len(samples)), key=samples.__getitem__)[len(samples) // 2]
+    summary, lines = runs[median_index]
     message = (
         "" if noise <= job.max_spread else f"timings still spread {100 * noise:.1f}% after {batches} batches"
     )
@@ -463,8 +597,9 @@ def _worker(job: NeuronJob, job_dir: Path) -> NeuronResult:
         max_error=max_error,
         samples_s=samples,
         batches=batches,
-        summary=summaries[median_index],
+        summary=summary,
         work=work,
+        lines=lines,
     )
 
 

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from accelopt.hardware.specs import hardware_label
 from accelopt.hardware.work import Work
 
 Bound = Literal["hbm", "tensor", "vector", "latency"]
@@ -91,9 +92,13 @@ class Profile(BaseModel):
 
     @property
     def label(self) -> str:
-        """How a number from this profile is to be introduced to a person."""
+        """How a number from this profile is to be introduced to a person. A simulated figure
+        for hardware the model knows only from its published specs says so."""
         kind = "simulated" if self.backend == "simulator" else "measured"
-        return f"{kind} on {self.hardware}"
+        where = self.hardware
+        if self.backend == "simulator":
+            where = hardware_label(self.hardware)
+        return f"{kind} on {where}"
 
     def summary_fields(self) -> dict[str, float]:
         """The neuron-profile-style metric dictionary the agents read."""

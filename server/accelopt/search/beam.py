@@ -218,13 +218,19 @@ class _Search:
 
     def _finished(self) -> Finished:
         reason = self.stop_reason or "completed"
+        message = self.stop_message
+        endpoint = self.spending.endpoint
+        if endpoint.calls and not endpoint.succeeded and reason in ("completed", "early_stop"):
+            # Nothing the agents said was usable: that is a failure of the run, not a completion.
+            reason, message = "error", f"no agent call succeeded: {endpoint.describe()}"
         return Finished(
             search_id=self.search_id,
             reason=reason,  # type: ignore[arg-type]
-            message=self.stop_message,
+            message=message,
             ranked=rank(self.candidates, self.config.ranked_limit),
             evaluations=self.spending.evaluations,
             wall_time_s=self.spending.elapsed_s,
+            endpoint=self.spending.endpoint.model_copy(deep=True),
         )
 
     # -- the loop -----------------------------------------------------------------------------
@@ -573,6 +579,7 @@ class _Search:
             fast_kernel=after.kernel.text,
             speedup=outcome.speedup,
             lesson=lesson,
+            failure=outcome.failure,
             kernel_family=self.family,
             task=self.task_name,
             hardware=self.config.hardware,
@@ -588,7 +595,11 @@ class _Search:
             experience_id = None
         self._emit(
             LessonEvent(
-                search_id=self.search_id, lesson=lesson, speedup=outcome.speedup, experience_id=experience_id
+                search_id=self.search_id,
+                lesson=lesson,
+                speedup=None if outcome.failure else outcome.speedup,
+                failure=outcome.failure,
+                experience_id=experience_id,
             )
         )
 

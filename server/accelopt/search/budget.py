@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from accelopt.search.config import Budget
+from accelopt.search.events import EndpointCalls
 from accelopt.search.roles import AgentOutput
 
 
@@ -17,6 +18,7 @@ class Spending:
         self.dollars = 0.0
         self.evaluations = 0
         self.agent_calls = 0
+        self.endpoint = EndpointCalls()
 
     @property
     def tokens(self) -> int:
@@ -31,6 +33,13 @@ class Spending:
         self.prompt_tokens += output.prompt_tokens
         self.completion_tokens += output.completion_tokens
         self.dollars += output.dollars
+        endpoint = self.endpoint
+        endpoint.calls += output.calls
+        endpoint.failed += sum(output.failures.values())
+        for cause, count in output.failures.items():
+            endpoint.failures[cause] = endpoint.failures.get(cause, 0) + count
+        endpoint.prompt_tokens += output.prompt_tokens
+        endpoint.completion_tokens += output.completion_tokens
 
     def exhausted(self) -> str | None:
         """Why no further agent call may start, or None."""

@@ -39,8 +39,12 @@ class Experience(BaseModel):
     id: int | None = None
     slow_kernel: str
     fast_kernel: str
-    speedup: float
+    speedup: float = Field(
+        description="measured slow/fast latency ratio; for a failed candidate a stand-in below 1 that "
+        "only orders it among negative lessons (see `failure`), never shown as a measurement"
+    )
     lesson: Lesson
+    failure: str | None = Field(None, description="how the candidate failed, when it did (no speedup was measured)")
     kernel_family: str = ""
     task: str = ""
     hardware: str = "trn1"

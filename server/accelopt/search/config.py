@@ -44,7 +44,7 @@ class SearchConfig(BaseModel):
         1 / 1.15, gt=0.0, lt=1.0, description="speedup below which a pair is a negative lesson"
     )
 
-    hardware: Literal["trn1", "trn2"] = "trn1"
+    hardware: Literal["trn1", "trn2", "trn3"] = "trn1"
     seeds: int = Field(5, ge=1, description="random inputs per correctness check")
     evaluation_timeout_s: float = Field(120.0, gt=0)
     max_concurrent_evaluations: int = Field(2, ge=1)

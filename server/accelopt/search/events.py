@@ -42,7 +42,8 @@ class LessonEvent(BaseModel):
     kind: Literal["lesson"] = "lesson"
     search_id: str
     lesson: Lesson
-    speedup: float
+    speedup: float | None = Field(None, description="the measured speedup; None when the candidate failed")
+    failure: str | None = None
     experience_id: int | None = None
 
 
@@ -54,6 +55,29 @@ class CostEvent(BaseModel):
     dollars: float = 0.0
 
 
+class EndpointCalls(BaseModel):
+    """What the agents' endpoint calls came to: made, failed by cause, tokens. Offline agents make
+    none; a search whose every call failed says so here (and the CLI exits non-zero)."""
+
+    calls: int = 0
+    failed: int = 0
+    failures: dict[str, int] = Field(default_factory=dict, description="cause -> count")
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def succeeded(self) -> int:
+        return self.calls - self.failed
+
+    def describe(self) -> str:
+        if not self.calls:
+            return "no endpoint calls"
+        causes = ", ".join(f"{count} {cause.replace('_', ' ')}" for cause, count in sorted(self.failures.items()))
+        tokens = f"{self.prompt_tokens + self.completion_tokens:,} tokens"
+        failed = f"; {self.failed} failed ({causes})" if self.failed else ""
+        return f"{self.calls} endpoint calls, {self.succeeded} usable{failed}; {tokens}"
+
+
 class Finished(BaseModel):
     kind: Literal["finished"] = "finished"
     search_id: str
@@ -62,6 +86,7 @@ class Finished(BaseModel):
     ranked: list[RankedCandidate] = Field(default_factory=list)
     evaluations: int = 0
     wall_time_s: float = 0.0
+    endpoint: EndpointCalls = Field(default_factory=EndpointCalls)
 
 
 SearchEvent = Annotated[

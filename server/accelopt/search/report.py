@@ -110,6 +110,8 @@ def _summary(
             ),
             ("evaluations", f"{finished.evaluations} (wall time {finished.wall_time_s:.1f} s)"),
         ]
+        if finished.endpoint.calls:
+            rows.append(("agent calls", finished.endpoint.describe()))
     statuses: dict[str, int] = defaultdict(int)
     for c in candidates.values():
         statuses[str(c.status)] += 1
@@ -208,7 +210,7 @@ def _lessons(lessons: list[LessonEvent]) -> str:
         return ""
     rows = "".join(
         f"<tr><td class='num'>{e.experience_id if e.experience_id is not None else '–'}</td>"
-        f"<td class='{'ok' if e.lesson.positive else 'bad'}'>{e.speedup:.3f}x</td><td>{escape(e.lesson.title)}</td>"
+        f"<td class='{'ok' if e.lesson.positive else 'bad'}'>{'failed' if e.speedup is None else f'{e.speedup:.3f}x'}</td><td>{escape(e.lesson.title)}</td>"
         f"<td>{escape(e.lesson.plan)}</td></tr>"
         for e in lessons
     )

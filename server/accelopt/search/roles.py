@@ -70,6 +70,10 @@ class AgentOutput(BaseModel):
     dollars: float = 0.0
     model: str = "offline"
     error: str | None = None
+    calls: int = Field(0, description="endpoint calls behind this result (0 for offline agents)")
+    failures: dict[str, int] = Field(
+        default_factory=dict, description="failed endpoint calls by cause (timeout, cut_off, refused, ...)"
+    )
     notes: list[str] = Field(
         default_factory=list, description="retries, reply repairs: recorded on candidates"
     )

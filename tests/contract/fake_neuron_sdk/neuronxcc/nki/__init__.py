@@ -2,8 +2,7 @@
 
 `baremetal(kernel, save_neff_name=, save_trace_name=, additional_compile_opt=)` returns a callable
 that runs the kernel on numpy inputs and returns its outputs, writes a NEFF file and, when asked,
-an NTFF trace whose `total_time` (seconds) is the next value of `FAKE_NEURON_TIMES` (a comma list
-consumed in order across processes, state in `FAKE_NEURON_STATE`) or else the simulated latency.
+(when asked) an NTFF; the NEFF carries the simulated metrics the fake `neuron-explorer` reports.
 Every call is appended to `FAKE_NEURON_LOG` (JSON lines) so tests can check what the backend asked
 for: the compile options, the environment, the file names.
 """
@@ -22,18 +21,6 @@ FAKE = True
 
 def jit(func: Any = None, **options: Any) -> Any:
     return _emulator.jit(func, **options)
-
-
-def _next_scripted_time() -> float | None:
-    script = os.environ.get("FAKE_NEURON_TIMES")
-    state = os.environ.get("FAKE_NEURON_STATE")
-    if not script or not state:
-        return None
-    times = [float(t) for t in script.split(",")]
-    counter = Path(state)
-    used = int(counter.read_text()) if counter.exists() else 0
-    counter.write_text(str(used + 1))
-    return times[used % len(times)]
 
 
 def _log(entry: dict[str, Any]) -> None:
@@ -73,23 +60,32 @@ def baremetal(
             }
         )
         result = _emulator.run_kernel(fn, list(inputs))
-        if save_neff_name:
-            Path(save_neff_name).write_bytes(b"FAKE-NEFF " + fn.__name__.encode())
-        if save_trace_name:
+        if save_neff_name or save_trace_name:
             from accelopt.profiling.metrics import profile_trace
 
             profile, _ = profile_trace(result.trace, "trn1")
-            scripted = _next_scripted_time()
+            # What Neuron Explorer would report of this program (Summary.parquet field names;
+            # `*_percent` in percent). The fake NEFF carries it to the fake `neuron-explorer`.
             metrics = {
-                "total_time": scripted if scripted is not None else profile.latency_ms / 1e3,
+                "total_time": profile.latency_ms / 1e3,
                 "hbm_read_bytes": profile.hbm_read_bytes,
                 "hbm_write_bytes": profile.hbm_write_bytes,
                 "hardware_flops": profile.hardware_flops,
-                "vector_engine_active_time_percent": profile.vector_engine_active_time_percent,
-                "dma_active_time_percent": profile.dma_active_time_percent,
+                "vector_engine_active_time_percent": 100 * profile.vector_engine_active_time_percent,
+                "dma_active_time_percent": 100 * profile.dma_active_time_percent,
                 "peak_flops_bandwidth_ratio": 223.78,
             }
-            Path(save_trace_name).write_text(json.dumps({"fake_ntff": True, "metrics": metrics}))
+            # per source line and engine, the simulated busy seconds (the fake Instruction table)
+            lines = [
+                [fn.__code__.co_filename, cost.line, engine, ms / 1e3]
+                for cost in profile.lines
+                for engine, ms in cost.engines.items()
+            ]
+            if save_neff_name:
+                payload = {"kernel": fn.__name__, "metrics": metrics, "lines": lines}
+                Path(save_neff_name).write_text("FAKE-NEFF " + json.dumps(payload))
+            if save_trace_name:  # the legacy in-process trace: one execution, no scripted time
+                Path(save_trace_name).write_text(json.dumps({"fake_ntff": True, "metrics": metrics}))
         if result.single and len(result.outputs) == 1:
             return result.outputs[0]
         return tuple(result.outputs)

@@ -47,6 +47,9 @@ class RunConfig(BaseModel):
 
     agents: Literal["auto", "llm", "offline"] = "auto"
     backend: str = "simulator"
+    ray: str | None = Field(
+        None, description="run evaluations as Ray tasks: 'local' (a private loopback cluster) or a cluster address"
+    )
     memory: str | None = Field(None, description="memory database; default $ACCELOPT_MEMORY or per user")
     search: SearchConfig = Field(default_factory=SearchConfig)
     llm: LLMConfig | None = None
