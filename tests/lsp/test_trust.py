@@ -96,7 +96,7 @@ async def test_granting_workspace_trust_runs_the_rest_of_the_workspace(editor: E
     )
 
 
-def test_the_folders_path_check_is_by_resolved_path(tmp_path: Path):
+async def test_the_folders_path_check_is_by_resolved_path(tmp_path: Path):
     from accelopt.lsp.trust import FolderTrust
 
     inside = tmp_path / "ok"

@@ -42,28 +42,64 @@ async def within(seconds: float, work: Callable[..., T], *args: Any) -> T:
         else:
             future.set_result(outcome)  # type: ignore[arg-type]
 
+    def hand_over(outcome: T | None, error: BaseException | None) -> None:
+        try:
+            loop.call_soon_threadsafe(settle, outcome, error)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
+
+    state = _WorkState()
+
     def run() -> None:
+        outcome: T | None = None
+        error: BaseException | None = None
+        stopped = False
         try:
             outcome = work(*args)
         except _Stop:
-            return
-        except BaseException as error:  # handed to the caller, whatever it is
-            loop.call_soon_threadsafe(settle, None, error)
-        else:
-            loop.call_soon_threadsafe(settle, outcome, None)
+            stopped = True
+        except BaseException as raised:  # handed to the caller, whatever it is
+            error = raised
+        while True:  # from here on no stop is sent, and none is left pending
+            try:
+                with state.lock:
+                    state.finished = True
+                    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threading.get_ident()), None)
+                break
+            except _Stop:  # one landed before the lock was taken: clear it under the lock
+                stopped = True
+        if not stopped:
+            hand_over(outcome, error)
 
     thread = threading.Thread(target=run, name="accelopt-bounded-work", daemon=True)
     thread.start()
     try:
         return await asyncio.wait_for(asyncio.shield(future), max(0.0, seconds))
     except asyncio.TimeoutError:
-        _stop(thread)
+        _stop(thread, state)
         raise DeadlineExceeded(f"did not finish within {seconds:.1f} s") from None
     except asyncio.CancelledError:
-        _stop(thread)
+        _stop(thread, state)
         raise
 
 
-def _stop(thread: threading.Thread) -> None:
-    if thread.ident is not None and thread.is_alive():
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(_Stop))
+class _WorkState:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.finished = False
+
+
+def _stop(thread: threading.Thread, state: _WorkState) -> None:
+    """Raise `_Stop` in `thread`, again every 50 ms until it has ended: an asynchronous exception
+    that lands in a callback the interpreter runs on that thread (a garbage-collector callback,
+    a `__del__`) is reported and dropped, not propagated."""
+
+    def keep_stopping() -> None:
+        for _ in range(600):
+            with state.lock:
+                if state.finished or thread.ident is None or not thread.is_alive():
+                    return
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(_Stop))
+            thread.join(0.05)
+
+    threading.Thread(target=keep_stopping, name="accelopt-bounded-work-stop", daemon=True).start()
