@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup sandbox-deps lint pytest extension-test clean
+.PHONY: demo test setup sandbox-deps lint typecheck pytest extension-test clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ lint: setup
 	$(VENV)/bin/ruff check server tests benchmarks kernels_examples nkibench
 	$(VENV)/bin/lint-imports
 
+# mypy over server/accelopt (configuration: [tool.mypy] in pyproject.toml).
+typecheck: setup
+	$(VENV)/bin/mypy
+
 # One BLAS thread: tests that emulate in-process run many small matmuls, which threads only slow down.
 pytest: setup
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(VENV)/bin/pytest -q -p no:cacheprovider
@@ -46,7 +50,7 @@ pytest: setup
 extension-test: setup
 	@if [ -f extension/package.json ] || grep -q '"vscode"' package.json; then ./scripts/extension_test.sh; fi
 
-test: lint pytest extension-test
+test: lint typecheck pytest extension-test
 
 clean:
 	rm -rf $(VENV) node_modules out dist

@@ -10,9 +10,9 @@ trace-only run (shapes and regions only) and of the numpy reference, the number 
 instructions, and microseconds per instruction. Targets (issue 2): numeric run within 3x of the
 numpy reference on compute-heavy kernels; trace-only <= 10 us per instruction.
 
-Trace-only runs replay repeated kernel statements (accelopt/nki/replay.py): a statement's first
+Trace-only runs replay repeated kernel statements (accelopt/nki/fast/replay.py): a statement's first
 call is logged and compiled, later calls replay it. Regular loops go further
-(accelopt/nki/fastforward.py): two real iterations are compared and the middle ones are written
+(accelopt/nki/fast/fastforward.py): two real iterations are compared and the middle ones are written
 from a template without running the kernel's Python. Replay logs stay with the loaded kernel,
 so "us/instr trace" (best of --repeat) is a warm figure, and "1st trace" is the kernel's first
 trace-only run, which pays for logging and compiling every statement once.

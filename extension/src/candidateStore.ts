@@ -1,6 +1,7 @@
 /**
- * The client's picture of every search: candidates grouped by kernel and ranked, kept current
- * from the server's `accelopt/candidates` and `accelopt/searchState` notifications.
+ * The client's picture of every search: candidates grouped by kernel in the search's own ranking
+ * (the `rank` the server sends; the client does not rank), kept current from the server's
+ * `accelopt/candidates` and `accelopt/searchState` notifications.
  *
  * One kernel (document URI + kernel name) shows the candidates of its most recent search: a new
  * search replaces the previous one, whose candidates were made from older text anyway, and a late
@@ -13,7 +14,7 @@ import type { CandidateInfo, CandidatesNotification, SearchStateNotification } f
 /** A candidate as the views show it: its place in the ranking and the search it belongs to. */
 export interface RankedCandidate {
   readonly info: CandidateInfo;
-  /** 1-based place among the usable (correct or still evaluating) candidates; 0 for failed ones. */
+  /** The search's rank (1 = best) for usable (correct or still evaluating) candidates; 0 for failed ones. */
   readonly position: number;
   readonly searchId: string;
   readonly uri: string;
@@ -31,7 +32,7 @@ export interface KernelGroup {
   readonly searchId: string;
   readonly running: boolean;
   readonly documentVersion: number | null;
-  /** Correct candidates first, fastest first, then those still being evaluated. */
+  /** Usable candidates in the search's ranking. */
   readonly candidates: readonly RankedCandidate[];
   /** Candidates that failed their checks, in the server's order. */
   readonly failed: readonly RankedCandidate[];
@@ -56,26 +57,9 @@ function isUsable(candidate: CandidateInfo): boolean {
   return candidate.status === 'ok' || candidate.status === 'pending';
 }
 
-function orderKey(value: number | null): number {
-  return value === null || !Number.isFinite(value) ? Number.NEGATIVE_INFINITY : value;
-}
-
-/**
- * Ranking the views use: correct before still-evaluating, then fastest first, then closest to
- * peak, then the server's rank, then id (so the order is total and stable).
- */
-export function compareCandidates(a: CandidateInfo, b: CandidateInfo): number {
-  const okA = a.status === 'ok';
-  const okB = b.status === 'ok';
-  if (okA !== okB) {
-    return okA ? -1 : 1;
-  }
-  return (
-    orderKey(b.speedup) - orderKey(a.speedup) ||
-    orderKey(b.percentOfPeak) - orderKey(a.percentOfPeak) ||
-    a.rank - b.rank ||
-    a.id.localeCompare(b.id)
-  );
+/** The search's order: its rank, then id (a total order even for a malformed list). */
+export function byRank(a: CandidateInfo, b: CandidateInfo): number {
+  return a.rank - b.rank || a.id.localeCompare(b.id);
 }
 
 interface MutableGroup {
@@ -250,9 +234,9 @@ function snapshot(key: string, group: MutableGroup): KernelGroup {
     applied: info.id === group.appliedId,
     outdated: group.appliedId !== undefined && info.id !== group.appliedId,
   });
-  const usable = group.candidates.filter(isUsable).sort(compareCandidates);
-  const failed = group.candidates.filter((c) => !isUsable(c)).sort((a, b) => a.rank - b.rank);
-  const candidates = usable.map((info, index) => wrap(info, index + 1));
+  const usable = group.candidates.filter(isUsable).sort(byRank);
+  const failed = group.candidates.filter((c) => !isUsable(c)).sort(byRank);
+  const candidates = usable.map((info) => wrap(info, info.rank));
   return {
     key,
     uri: group.uri,

@@ -1,20 +1,18 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { CandidateStore, compareCandidates } from '../src/candidateStore';
+import { CandidateStore, byRank } from '../src/candidateStore';
 import { candidate, candidates, searchState } from './support/fixtures';
 
 describe('candidate ranking', () => {
-  it('puts correct candidates first, fastest first, then closest to peak, then the server rank', () => {
+  it("keeps the search's ranking, whatever the figures say", () => {
     const list = [
-      candidate('pending', { status: 'pending', speedup: null, rank: 1 }),
-      candidate('slow', { speedup: 1.1, rank: 2 }),
-      candidate('fast', { speedup: 2.0, rank: 5 }),
-      candidate('fast-nearer-peak', { speedup: 2.0, percentOfPeak: 0.9, rank: 6 }),
-      candidate('untimed', { speedup: null, rank: 3 }),
+      candidate('third', { speedup: 2.0, rank: 3 }),
+      candidate('first', { speedup: 1.1, rank: 1 }),
+      candidate('second', { speedup: 1.9, percentOfPeak: 0.9, rank: 2 }),
     ];
-    const order = [...list].sort(compareCandidates).map((c) => c.id);
-    assert.deepEqual(order, ['fast-nearer-peak', 'fast', 'slow', 'untimed', 'pending']);
+    const order = [...list].sort(byRank).map((c) => c.id);
+    assert.deepEqual(order, ['first', 'second', 'third']);
   });
 });
 
@@ -23,9 +21,9 @@ describe('CandidateStore', () => {
     const store = new CandidateStore();
     store.applyCandidates(
       candidates('s1', [
-        candidate('a', { speedup: 1.2 }),
-        candidate('broken', { status: 'compile_error', speedup: null, rank: 2 }),
-        candidate('b', { speedup: 1.9 }),
+        candidate('a', { speedup: 1.2, rank: 2 }),
+        candidate('broken', { status: 'compile_error', speedup: null, rank: 3 }),
+        candidate('b', { speedup: 1.9, rank: 1 }),
       ]),
     );
     store.applyCandidates(

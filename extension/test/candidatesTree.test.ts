@@ -20,12 +20,14 @@ describe('Candidates tree', () => {
     store.applyCandidates(
       candidates('s1', [
         candidate('c1', {
+          rank: 2,
           speedup: 1.2345,
           percentOfPeak: 0.612,
           title: 'hoist the weight load',
           rationale: ['widen the tiles', 'hoist the weight load'],
         }),
         candidate('c2', {
+          rank: 1,
           speedup: 2.5,
           percentOfPeak: 0.05,
           title: 'fuse the activation',
@@ -137,9 +139,9 @@ describe('Candidates tree', () => {
       candidates(
         's1',
         [
-          candidate('win', { speedup: 1.07, percentOfPeak: 0.3, title: 'fuse into one silu' }),
-          candidate('same', { speedup: 1.004, percentOfPeak: 0.28, title: 'reorder the loops' }),
-          candidate('slow', { speedup: 0.9, percentOfPeak: 0.25, title: 'split the tiles' }),
+          candidate('win', { rank: 1, speedup: 1.07, percentOfPeak: 0.3, title: 'fuse into one silu' }),
+          candidate('same', { rank: 2, speedup: 1.004, percentOfPeak: 0.28, title: 'reorder the loops' }),
+          candidate('slow', { rank: 3, speedup: 0.9, percentOfPeak: 0.25, title: 'split the tiles' }),
         ],
         { running: false },
       ),

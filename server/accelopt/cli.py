@@ -26,13 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
-        try:
-            module = importlib.import_module(f"accelopt.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"accelopt.commands.{name}":
-                raise
-            sp.set_defaults(_unavailable=name)
-            continue
+        module = importlib.import_module(f"accelopt.commands.{name}")
         module.add_arguments(sp)
         sp.set_defaults(_run=module.run)
     return parser
@@ -43,9 +37,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
-        return 2
-    if getattr(args, "_unavailable", None):
-        print(f"accelopt {args.command}: not available in this build yet", file=sys.stderr)
         return 2
     if args.command in SANDBOXED:
         _say_if_kernels_run_without_os_isolation()

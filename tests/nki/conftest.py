@@ -38,8 +38,8 @@ class KernelFile:
     def load(self, name: str) -> Callable[..., Any]:
         return runtime.load_kernel(self.text, name, str(self.path))
 
-    def run(self, name: str, *inputs: Any, numerics: bool = True) -> runtime.KernelRun:
-        return runtime.run_kernel(self.load(name), list(inputs), numerics=numerics)
+    def run(self, name: str, *inputs: Any, numerics: bool = True, fast_paths: bool = True) -> runtime.KernelRun:
+        return runtime.run_kernel(self.load(name), list(inputs), numerics=numerics, fast_paths=fast_paths)
 
 
 @pytest.fixture

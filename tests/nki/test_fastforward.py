@@ -1,4 +1,4 @@
-"""Trace-only runs fast-forward regular loops (accelopt.nki.fastforward): the first two or three
+"""Trace-only runs fast-forward regular loops (accelopt.nki.fast.fastforward): the first two or three
 iterations and the last one run, the middle ones are written from a template. Numeric runs never
 fast-forward, so a trace-only run must record byte for byte what it records without fast-forward
 and what the numeric run records, fail with the same error at the same line, and leave the
@@ -18,8 +18,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from accelopt.nki import fastforward, runtime
+from accelopt.nki import runtime
 from accelopt.nki.errors import NkiError
+from accelopt.nki.fast import fastforward
 from accelopt.nki.trace import Trace
 
 if TYPE_CHECKING:
@@ -76,13 +77,6 @@ def synthesized(monkeypatch: pytest.MonkeyPatch) -> list[Span]:
 
 
 @contextmanager
-def _fast_forward_off() -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(fastforward, "MIN_TRIP", sys.maxsize)
-        yield
-
-
-@contextmanager
 def _line_runs(path: str, line: int) -> Iterator[list[int]]:
     """Counts how often the kernel's Python runs line `line` of `path`."""
     hits = [0]
@@ -112,13 +106,12 @@ def _rows(trace: Trace) -> dict[str, Any]:
 @dataclass
 class Runs:
     numeric: Trace
-    plain: Trace  # trace-only, fast-forward off
+    plain: Trace  # trace-only, the fast paths off
     fast: Trace  # trace-only, fast-forward on
 
 
 def _traces(k: KernelFile, inputs: list[np.ndarray], spans: list[Span]) -> Runs:
-    with _fast_forward_off():
-        plain = k.run("k", *inputs, numerics=False).trace
+    plain = k.run("k", *inputs, numerics=False, fast_paths=False).trace
     numeric = k.run("k", *inputs, numerics=True).trace
     assert spans == [], "only trace-only runs with fast-forward on synthesize"
     fast = k.run("k", *inputs, numerics=False).trace
@@ -130,9 +123,11 @@ def _assert_same(runs: Runs) -> None:
     assert _rows(runs.fast) == _rows(runs.numeric), "the trace-only trace is not the numeric run's"
 
 
-def _error(k: KernelFile, inputs: list[np.ndarray], numerics: bool) -> tuple[str, str, str, int]:
+def _error(
+    k: KernelFile, inputs: list[np.ndarray], numerics: bool, fast_paths: bool = True
+) -> tuple[str, str, str, int]:
     with pytest.raises(NkiError) as caught:
-        k.run("k", *inputs, numerics=numerics)
+        k.run("k", *inputs, numerics=numerics, fast_paths=fast_paths)
     error = caught.value
     return error.code, error.message, error.path, error.line
 
@@ -668,8 +663,7 @@ OUT_OF_BOUNDS = {
 def test_an_access_leaving_its_tensor_mid_loop_fails_as_in_a_full_run(kernel, synthesized, source, shape):
     k = kernel(source)
     inputs = _inputs(shape)
-    with _fast_forward_off():
-        plain = _error(k, inputs, numerics=False)
+    plain = _error(k, inputs, numerics=False, fast_paths=False)
     numeric = _error(k, inputs, numerics=True)
     fast = _error(k, inputs, numerics=False)
     assert fast == plain == numeric
@@ -696,8 +690,7 @@ def test_an_affine_write_conflict_first_met_in_a_synthesized_iteration_fails_as_
         """
     )
     inputs = _inputs((32, 16))
-    with _fast_forward_off():
-        plain = _error(k, inputs, numerics=False)
+    plain = _error(k, inputs, numerics=False, fast_paths=False)
     numeric = _error(k, inputs, numerics=True)
     fast = _error(k, inputs, numerics=False)
     assert fast == plain == numeric

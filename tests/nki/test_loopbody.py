@@ -1,4 +1,4 @@
-"""The static reading of a kernel loop's body (accelopt.nki.loopbody): which loops a trace-only
+"""The static reading of a kernel loop's body (accelopt.nki.fast.loopbody): which loops a trace-only
 run may fast-forward, what their bodies read from outside, and the check of those free names'
 bindings each time the loop starts. Run-level behaviour is in test_fastforward.py."""
 
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from accelopt.nki import isa, language
+from accelopt.nki.fast.loopbody import Body, body_at, read_loop
 from accelopt.nki.instructions import SBUF, SHARED_HBM
-from accelopt.nki.loopbody import Body, body_at, read_loop
 from accelopt.nki.tensor import Tensor
 
 

@@ -185,7 +185,7 @@ def site_form_case(draw):
 def test_forms_compiled_at_a_call_site_build_the_parsers_views(case):
     """siteindex: a form learnt from one key builds, for another key of that form, exactly the
     view the general parser builds."""
-    from accelopt.nki import siteindex
+    from accelopt.nki.fast import siteindex
     from accelopt.nki.tensor import _index_tensor
 
     shape, (first, second) = case

@@ -1,4 +1,4 @@
-"""Trace-only replay (accelopt.nki.replay): a repeated kernel statement replays the first call's
+"""Trace-only replay (accelopt.nki.fast.replay): a repeated kernel statement replays the first call's
 effects. Numeric runs never replay, so a trace-only run must record exactly what the numeric run
 records, raise the same errors at the same lines, and actually replay."""
 
@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from accelopt.nki import replay, runtime
+from accelopt.nki import instructions, runtime, tensor
 from accelopt.nki.errors import NkiError
+from accelopt.nki.fast import fastforward, replay
 from accelopt.nki.trace import Trace
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "kernels_examples"
@@ -55,6 +57,33 @@ def test_trace_only_run_records_exactly_what_the_numeric_run_records(name):
     again = runtime.run_kernel(fn, inputs, numerics=False, kernel_name=kernel_name, source_path=path)
     assert _trace_rows(trace_only.trace) == _trace_rows(numeric.trace)
     assert again.trace.to_json() == trace_only.trace.to_json()
+
+
+@pytest.mark.parametrize("name", ["adamw", "matmul"])
+def test_with_the_fast_paths_off_the_semantic_core_alone_records_the_same_trace(name, monkeypatch):
+    fn, inputs, kernel_name, path = _example(name)
+
+    def run(fast_paths: bool) -> runtime.KernelRun:
+        return runtime.run_kernel(
+            fn, inputs, numerics=False, kernel_name=kernel_name, source_path=path, fast_paths=fast_paths
+        )
+
+    fast = run(True)
+    run(True)  # the replays and index forms are learned: a run with them on would use them now
+
+    def refused(*_args: Any, **_kwargs: Any) -> Any:
+        raise AssertionError("a fast path ran with the fast paths off")
+
+    class Refusing(dict[Any, Any]):
+        get = staticmethod(refused)
+
+    monkeypatch.setattr(replay, "_record", refused)
+    monkeypatch.setattr(replay, "_BY_CODE", Refusing())  # the compiled replays of the runs above
+    monkeypatch.setattr(fastforward, "iterate", refused)
+    monkeypatch.setattr(tensor, "learn", refused)
+    monkeypatch.setattr(tensor, "SITE_FORMS", Refusing())  # the index forms learned above
+    monkeypatch.setattr(instructions, "retarget_traced", refused)
+    assert run(False).trace.to_json() == fast.trace.to_json()
 
 
 def test_repeated_statements_are_replayed_not_rerun(monkeypatch):
@@ -187,7 +216,7 @@ def test_sites_generating_the_same_code_compile_it_once(monkeypatch):
     """adamw loads four tensors of one shape with one mask: four sites, one replay text."""
     import builtins
 
-    from accelopt.nki import codecache
+    from accelopt.nki.fast import codecache
 
     monkeypatch.setattr(codecache, "_CODE", {})
     compiles: list[str] = []
@@ -211,7 +240,7 @@ def test_sites_generating_the_same_code_compile_it_once(monkeypatch):
 def test_functions_defined_from_one_text_keep_their_own_globals_and_code():
     """One compile serves every site with the same text, but each function keeps a code object
     of its own (CPython specialises a code object for the globals it runs with)."""
-    from accelopt.nki.codecache import define
+    from accelopt.nki.fast.codecache import define
 
     text = "def f(x):\n    return x + K"
     f1 = define(text, "<test>", {"K": 1}, "f")

@@ -8,7 +8,7 @@ from search_fixtures import SESSION_LOOP, collect, finished_of, small_config
 from accelopt.agents.factory import make_agents
 from accelopt.agents.llm_config import LLMConfig
 from accelopt.search.beam import run_search
-from accelopt.search.events import CandidateEvent, CostEvent
+from accelopt.search.events import CandidateEvent, CostEvent, Started
 
 pytestmark = SESSION_LOOP
 
@@ -30,3 +30,10 @@ async def test_search_with_the_offline_agents(simulator, silu):
     ranked = [r.candidate for r in finished.ranked]
     assert ranked and all(c.status == "ok" for c in ranked)
     assert ranked[0].speedup == max(c.speedup for c in ranked)
+    # every candidate event carries the search's ranking so far; the last one is the final list
+    rankings = [e.ranking for e in events if isinstance(e, CandidateEvent)]
+    assert rankings[-1] == [c.id for c in ranked]
+    baseline = next(e.baseline for e in events if isinstance(e, Started))
+    latency = {c.id: c.latency_ms for c in [baseline, *candidates]}
+    for ranking in rankings:
+        assert [latency[i] for i in ranking] == sorted(latency[i] for i in ranking)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.search.candidate import Candidate
-from accelopt.search.selection import Pair, next_beam, rank, select_experiences
+from accelopt.search.selection import Pair, Ranking, next_beam, rank, select_experiences
 
 
 def candidate(
@@ -75,6 +75,25 @@ def test_ranking_is_sorted_unique_and_limited():
         candidate("d", 2.0),
     ]
     assert [(r.rank, r.candidate.id) for r in rank(pool, limit=2)] == [(1, "b"), (2, "d")]
+
+
+def test_the_ranking_kept_as_candidates_arrive_is_the_ranking_of_the_whole_list():
+    made = [
+        candidate("a", 3.0),
+        candidate("b", 1.0),
+        candidate("c", 2.0, status="incorrect"),
+        candidate("d", 2.0),
+        candidate("e", 2.0),  # as fast as d, made later: after it
+        candidate("twin", 1.0, text="value = 'b'\n"),  # b's kernel again, found in the cache
+    ]
+    made[-1].duplicate_of = "b"
+    ranking = Ranking()
+    for index in (5, 4, 0, 2, 1, 3):  # the order evaluations happen to finish in
+        c = made[index]
+        ranking.add(c, kernel_key=c.kernel.normalized_hash(), made=index)
+    assert [c.id for c in ranking.head(10)] == ["b", "d", "e", "a"]
+    assert [(r.rank, r.candidate.id) for r in rank(made, limit=10)] == [(1, "b"), (2, "d"), (3, "e"), (4, "a")]
+    assert [c.id for c in ranking.head(2)] == ["b", "d"]
 
 
 def test_spending_against_each_budget():

@@ -83,7 +83,9 @@ def window_from_models(body: Any, model: str) -> int | None:
     cards = [e for e in entries if isinstance(e, dict)]
     matching = [c for c in cards if c.get("id") == model or model in (c.get("aliases") or [])]
     for card in matching or cards[:1]:
-        meta = card.get("meta") if isinstance(card.get("meta"), dict) else {}
+        meta = card.get("meta")
+        if not isinstance(meta, dict):
+            meta = {}
         for value in (
             card.get("max_model_len"),
             meta.get("n_ctx"),

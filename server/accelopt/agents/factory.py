@@ -17,6 +17,20 @@ class AgentsUnavailable(RuntimeError):
     """The requested agents cannot be built here; the message says what to do."""
 
 
+CONFIG_FILE_ENDPOINT = "[llm] base_url in the configuration file"
+
+
+def require_endpoint(config: LLMConfig | None, *, setting: str = CONFIG_FILE_ENDPOINT) -> LLMConfig:
+    """`config` when it names an endpoint; otherwise AgentsUnavailable naming `setting`, where
+    the caller's user sets it (the CLI's configuration file, the editor's settings)."""
+    if config is None or not config.base_url:
+        raise AgentsUnavailable(
+            f"LLM agents need an endpoint: set {setting} "
+            "(any OpenAI-compatible server, e.g. http://localhost:8000/v1)"
+        )
+    return config
+
+
 def make_agents(
     config: LLMConfig | None = None,
     *,
@@ -24,28 +38,21 @@ def make_agents(
     seed: int = 0,
     transcript: str | Path | None = None,
     on_status: Callable[[str], None] | None = None,
+    endpoint_setting: str = CONFIG_FILE_ENDPOINT,
 ) -> Agents:
     """`auto` = LLM agents if `config` names an endpoint (base_url), offline agents otherwise.
     LLM agents write every exchange to `transcript` (JSONL) and report waiting to `on_status`."""
     if kind == "llm" or (kind == "auto" and config is not None and config.base_url):
-        if config is None or not config.base_url:
-            raise AgentsUnavailable(
-                "LLM agents need an endpoint: set [llm] base_url in the configuration file "
-                "(any OpenAI-compatible server, e.g. http://localhost:8000/v1)"
-            )
         from accelopt.agents.llm import llm_agents
         from accelopt.agents.transcript import Transcript
 
         return llm_agents(
-            config, transcript=Transcript(transcript) if transcript else None, on_status=on_status
+            require_endpoint(config, setting=endpoint_setting),
+            transcript=Transcript(transcript) if transcript else None,
+            on_status=on_status,
         )
-    try:
-        from accelopt.agents.offline import offline_agents  # type: ignore[attr-defined]
-    except ImportError as exc:
-        raise AgentsUnavailable(
-            "the offline agents are not available in this build yet; configure an LLM endpoint "
-            "([llm] base_url) and use --agents llm"
-        ) from exc
+    from accelopt.agents.offline import offline_agents  # libcst: imported when needed
+
     return offline_agents(seed=seed)
 
 

@@ -6,7 +6,8 @@ and cost is reported in the result so the search can enforce its budgets."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import functools
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from accelopt.agents.chat import ChatClient, ChatReply, Prompt
@@ -122,7 +123,7 @@ async def _ask(client: ChatClient, role: Role, prompt: Prompt, tally: _Tally, pa
         return None
 
 
-async def _ask_many(calls: list[Awaitable[T | None]]) -> list[T]:
+async def _ask_many(calls: Sequence[Awaitable[T | None]]) -> list[T]:
     return [r for r in await asyncio.gather(*calls) if r is not None]
 
 
@@ -160,7 +161,7 @@ class LLMPlanner:
                 schema_name="plan",
             )
             calls.append(
-                _ask(self.client, "planner", prompt, tally, lambda t, echo=echo: parse_plan(t, known, echo))
+                _ask(self.client, "planner", prompt, tally, functools.partial(parse_plan, known_lessons=known, echo=echo))
             )
         plans: list[Plan] = await _ask_many(calls)
         return tally.result(PlanResult, failed=not plans, plans=plans)

@@ -28,7 +28,7 @@ PLAN_TEXT_CHARS = 1500
 @cache
 def template(name: str) -> Template:
     return Template(
-        resources.files("accelopt.agents").joinpath("prompts", f"{name}.md").read_text(encoding="utf-8")
+        resources.files("accelopt.agents").joinpath("prompts").joinpath(f"{name}.md").read_text(encoding="utf-8")
     )
 
 

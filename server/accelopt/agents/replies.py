@@ -173,7 +173,7 @@ def parse_plan(reply: str, known_lessons: set[int], echo: set[str] | frozenset[s
     = title). Lesson ids the planner cites that were not in its prompt are dropped. A reply whose
     title is not a plan (a number, a code line, the echoed instructions) is refused."""
     data = _json_object(reply)
-    if data and isinstance(data.get("title"), str) and data["title"].strip():
+    if data and isinstance(title := data.get("title"), str) and title.strip():
         cited = data.get("lessons") or data.get("lesson_ids") or []
         ids = (
             [int(x) for x in cited if isinstance(x, int | str) and str(x).isdigit()]
@@ -216,7 +216,7 @@ def lesson_problem(lesson: Lesson, echo: set[str] | frozenset[str] = frozenset()
 
 def parse_lesson(reply: str, positive: bool, echo: set[str] | frozenset[str] = frozenset()) -> Lesson:
     data = _json_object(reply)
-    if data and isinstance(data.get("title"), str) and data["title"].strip():
+    if data and isinstance(title := data.get("title"), str) and title.strip():
         lesson = Lesson(
             title=str(data["title"]).strip()[:200],
             plan=str(data.get("plan", "") or data.get("description", "")).strip(),

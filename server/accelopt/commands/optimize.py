@@ -15,8 +15,10 @@ import contextlib
 import difflib
 import signal
 import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
@@ -32,6 +34,10 @@ from accelopt.search.events import (
     SearchEvent,
     Started,
 )
+
+if TYPE_CHECKING:
+    from accelopt.agents.run_config import RunConfig
+    from accelopt.profiling.backend import Backend
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -124,7 +130,7 @@ def _find_kernel_name(text: str, path: str, wanted: str | None) -> str:
     raise _UsageError(f"{path}: several kernels ({', '.join(kernels)}); choose one with --kernel")
 
 
-def _settings(args: argparse.Namespace) -> Any:
+def _settings(args: argparse.Namespace) -> RunConfig:
     from accelopt.agents.run_config import ConfigError, load_run_config
 
     try:
@@ -240,21 +246,31 @@ async def _optimize(args: argparse.Namespace, console: Console) -> int:
     return 0 if finished.reason != "error" else 1
 
 
-def _backend(name: str, workers: int, ray: str | None = None) -> Any:
-    try:
-        from accelopt.profiling.ray_backend import backend_for
-    except ModuleNotFoundError as exc:
-        if exc.name != "accelopt.profiling.ray_backend":
-            raise
-        raise _UsageError("the profiling backends are not available in this build yet") from exc
+def _backend(name: str, workers: int, ray: str | None = None) -> Backend:
+    from accelopt.profiling.ray_backend import backend_for
+
     try:
         return backend_for(name, max_workers=workers, ray=ray)
     except (KeyError, ValueError, RuntimeError) as exc:
         raise _UsageError(f"backend {name!r}: {exc}") from exc
 
 
+@dataclass
+class _Progress:
+    """What the progress line shows, as the events come."""
+
+    best: float = 1.0
+    peak: float | None = None
+    dollars: float = 0.0
+    tokens: int = 0
+    evals: int = 0
+
+
 async def _drive(
-    stream: Any, events: list[SearchEvent], console: Console, waiting: dict[str, str] | None = None
+    stream: AsyncIterator[SearchEvent],
+    events: list[SearchEvent],
+    console: Console,
+    waiting: dict[str, str] | None = None,
 ) -> Finished:
     """Render the events as progress; `waiting` holds the agents' latest word on the endpoint
     queue ("waiting for the endpoint"), shown until the next event."""
@@ -267,13 +283,13 @@ async def _drive(
         console=console,
         transient=False,
     )
-    state = {"best": 1.0, "peak": None, "dollars": 0.0, "tokens": 0, "evals": 0}
+    state = _Progress()
 
     def status() -> str:
-        peak = f"{100 * state['peak']:.1f}% of peak" if state["peak"] is not None else "peak –"
-        cost = f" · ${state['dollars']:.4f} ({state['tokens']:,} tokens)" if state["tokens"] else ""
+        peak = f"{100 * state.peak:.1f}% of peak" if state.peak is not None else "peak –"
+        cost = f" · ${state.dollars:.4f} ({state.tokens:,} tokens)" if state.tokens else ""
         queue = f" · {waiting.pop('status')}" if waiting and "status" in waiting else ""
-        return f"best {state['best']:.3f}x · {peak} · {state['evals']} evals{cost}{queue}"
+        return f"best {state.best:.3f}x · {peak} · {state.evals} evals{cost}{queue}"
 
     finished: Finished | None = None
     with progress:
@@ -282,10 +298,10 @@ async def _drive(
             events.append(event)
             if isinstance(event, Started):
                 base = event.baseline
-                total = int(event.config.get("iterations", 0) or 0)
+                total = event.config.iterations
                 label = base.profile.label if base.profile else event.backend
                 progress.update(bar, description="iteration 1", total=total or None, completed=0)
-                state["peak"] = base.percent_of_peak
+                state.peak = base.percent_of_peak
                 console.print(
                     f"baseline [bold]{event.kernel_name}[/]: {base.status}"
                     + (f", {base.latency_ms:.4f} ms ({label})" if base.latency_ms else f": {base.message}")
@@ -293,21 +309,20 @@ async def _drive(
                 )
             elif isinstance(event, CandidateEvent):
                 c = event.candidate
-                if c.status == "ok" and c.speedup and c.speedup > state["best"] and not c.duplicate_of:
-                    state.update(best=c.speedup, peak=c.percent_of_peak)  # a new best, shown at once
+                if c.status == "ok" and c.speedup and c.speedup > state.best and not c.duplicate_of:
+                    state.best, state.peak = c.speedup, c.percent_of_peak  # a new best, shown at once
                     console.print(f"  {c.id} {c.speedup:.3f}x · {c.plan.title if c.plan else ''}")
             elif isinstance(event, IterationEvent):
-                state.update(
-                    best=event.best_speedup, peak=event.best_percent_of_peak, evals=event.evaluations
-                )
+                state.best, state.peak = event.best_speedup, event.best_percent_of_peak
+                state.evals = event.evaluations
                 progress.update(
                     bar, completed=event.iteration, description=f"iteration {event.iteration + 1}"
                 )
             elif isinstance(event, CostEvent):
-                state.update(dollars=event.dollars, tokens=event.prompt_tokens + event.completion_tokens)
+                state.dollars, state.tokens = event.dollars, event.prompt_tokens + event.completion_tokens
             elif isinstance(event, Finished):
                 finished = event
-                state["evals"] = event.evaluations
+                state.evals = event.evaluations
                 progress.update(bar, description=event.reason)
             progress.update(bar, status=status())
     assert finished is not None, "the search ended without a Finished event"

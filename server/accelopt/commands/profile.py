@@ -12,6 +12,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -19,6 +20,11 @@ from rich.table import Table
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import Evaluation, KernelSource
 from accelopt.profiling.profile import Profile
+
+if TYPE_CHECKING:
+    from accelopt.nki.trace import Trace
+    from accelopt.profiling.task import Task
+    from accelopt.profiling.timeline import Timeline
 
 
 class UsageError(Exception):
@@ -94,11 +100,14 @@ def _error(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _evaluate(backend_name: str, kernel: KernelSource, task, options: EvaluationOptions):
+def _evaluate(
+    backend_name: str, kernel: KernelSource, task: Task, options: EvaluationOptions
+) -> tuple[Evaluation, Trace | None, Timeline | None]:
     from accelopt.profiling.backends import get_backend
+    from accelopt.profiling.simulator import SimulatorBackend
 
     backend = get_backend(backend_name, max_workers=1)
-    if hasattr(backend, "evaluate_detailed"):
+    if isinstance(backend, SimulatorBackend):  # the simulator also hands back its trace and timeline
         run = backend.evaluate_sync(kernel, task, options)
         return run.evaluation, run.trace, run.timeline
 
@@ -226,7 +235,8 @@ def _ms(value: float) -> str:
     return f"{value * 1e3:.1f} µs" if value < 1 else f"{value:.3f} ms"
 
 
-def _bytes(value: int) -> str:
+def _bytes(count: int) -> str:
+    value = float(count)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if value < 1024 or unit == "GiB":
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"

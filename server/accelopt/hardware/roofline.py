@@ -130,6 +130,12 @@ _DTYPE_BYTES = {
     "float8_e4m3": 1,
     "float8_e5m2": 1,
     "float8_e4m3fn": 1,
+    "float8_e8m0fnu": 1,
+    # OCP MX 4-packed types of NeuronCore-v4: four FP8 in 32 bits, four FP4 in 16 bits
+    "float8_e5m2_x4": 4,
+    "float8_e4m3fn_x4": 4,
+    "float4_e2m1fn_x4": 2,
+    "float4_e2m1fn": 1,
     "float64": 8,
     "int64": 8,
 }

@@ -3,6 +3,7 @@ candidate of the kernel's latest search, and the quick fix that declares a kerne
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from lsprotocol import types
@@ -66,7 +67,7 @@ def resolve(action: types.CodeAction) -> types.CodeAction:
 
 
 def declare_inputs_fix(
-    uri: str, kernel: KernelInfo, lines: list[str], diagnostic: types.Diagnostic
+    uri: str, kernel: KernelInfo, lines: Sequence[str], diagnostic: types.Diagnostic
 ) -> types.CodeAction | None:
     """Insert the suggested `# accelopt: inputs ...` line directly above the kernel's decorators."""
     data = diagnostic.data if isinstance(diagnostic.data, dict) else {}

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from pydantic.alias_generators import to_camel
+from pydantic.fields import FieldInfo
 
 from accelopt.lsp.protocol import SearchOptions, WireModel
 
@@ -97,12 +98,12 @@ def unknown_keys(data: Any, model: type[BaseModel] | None = None, prefix: str = 
     model = model or ServerSettings
     if not isinstance(data, dict):
         return []
-    known: dict[str, Any] = {}
-    for name, field in model.model_fields.items():
-        known[name] = field
-        if field.alias:
-            known[field.alias] = field
-        known[to_camel(name)] = field
+    known: dict[str, FieldInfo] = {}
+    for name, info in model.model_fields.items():
+        known[name] = info
+        if info.alias:
+            known[info.alias] = info
+        known[to_camel(name)] = info
     found: list[str] = []
     for key, value in data.items():
         field = known.get(key)

@@ -171,7 +171,3 @@ def _scan_lines(text: str, nki_imported: bool) -> list[KernelInfo]:
         )
         i = k
     return kernels
-
-
-def kernel_named(text: str, name: str) -> KernelInfo | None:
-    return next((k for k in find_kernels(text) if k.name == name), None)

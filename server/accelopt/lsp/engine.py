@@ -23,7 +23,7 @@ from accelopt.profiling.evaluation import Evaluation, KernelSource
 
 if TYPE_CHECKING:
     from accelopt.profiling.backend import Backend
-    from accelopt.profiling.task import Task
+    from accelopt.profiling.task import Size, Task
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class ProfileOutcome(BaseModel):
     elapsed_s: float = 0.0
 
 
-def build_task(kernel: KernelSource, size: str) -> Task:
+def build_task(kernel: KernelSource, size: Size) -> Task:
     """Raises TaskError when the kernel has no reference/inputs directive."""
     from accelopt.profiling.task import task_for_kernel
 

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from lsprotocol import types
 
+from accelopt.lsp.agents import AgentsRefused, check_agents
 from accelopt.lsp.config import ServerSettings
 from accelopt.lsp.edits import unified_diff
 from accelopt.lsp.engine import build_task
@@ -31,11 +32,14 @@ from accelopt.lsp.protocol import (
     CandidatesNotification,
     OptimizeResult,
     SearchOptions,
+    SearchPhase,
     SearchStateNotification,
 )
-from accelopt.lsp.search_process import SearchJob, SearchProcesses, search_events
+from accelopt.lsp.search_process import SearchProcesses, search_events
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.search.candidate import Candidate
+from accelopt.search.config import SearchConfig
+from accelopt.search.events import CandidateEvent, CostEvent, Finished, IterationEvent, SearchEvent, Started
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +53,7 @@ class SearchHost(Protocol):
 
     def notify(self, method: str, payload: dict[str, Any]) -> None: ...
 
-    def progress(self, token: str | int, value: Any) -> None: ...
+    def search_progress(self, token: str | int, value: Any) -> None: ...
 
     def search_changed(self, uri: str) -> None: ...
 
@@ -58,11 +62,10 @@ class SearchRefused(Exception):
     """A search that cannot start (another search on the kernel, no inputs, ...): told to the user."""
 
 
-def search_config(settings: ServerSettings, options: SearchOptions, search_id: str) -> Any:
+def search_config(settings: ServerSettings, options: SearchOptions, search_id: str) -> SearchConfig:
     """The engine's SearchConfig: the configuration file's [search] (when the settings name one),
     overlaid by the editor's search settings, overlaid by the request's options."""
     from accelopt.agents.run_config import ConfigError, load_run_config
-    from accelopt.search.config import SearchConfig
 
     try:
         base = load_run_config(settings.agents.config_file).search if settings.agents.config_file else SearchConfig()
@@ -86,6 +89,8 @@ def search_config(settings: ServerSettings, options: SearchOptions, search_id: s
         "max_concurrent_evaluations": defaults.max_concurrent_evaluations,
         "hardware": settings.hardware,
         "search_id": search_id,
+        # the ranking the events carry must reach past the baseline to the whole list offered
+        "ranked_limit": max(settings.max_candidates + 1, base.ranked_limit),
     }
     limits = {"max_dollars": pick("budget_usd"), "max_evaluations": pick("max_evaluations"),
               "max_wall_time_s": pick("wall_time_s")}
@@ -108,6 +113,7 @@ class SearchSession:
     token: str | int | None = None
     cancel_event: asyncio.Event = field(default_factory=asyncio.Event)
     candidates: dict[str, Candidate] = field(default_factory=dict)
+    ranking: list[str] = field(default_factory=list)  # the search's, from its latest event
     baseline_id: str | None = None
     rejected: set[str] = field(default_factory=set)
     running: bool = True
@@ -129,18 +135,14 @@ class SearchSession:
     # -- what the client sees ------------------------------------------------------------------
 
     def ranked(self) -> list[Candidate]:
-        """Correct candidates that change the kernel, fastest first (duplicates and rejects out)."""
-        pool = [
-            c
-            for c in self.candidates.values()
-            if c.status == "ok"
-            and c.speedup is not None
-            and c.id != self.baseline_id
-            and c.id not in self.rejected
-            and c.duplicate_of is None
-            and c.kernel.text != self.start_text
+        """The search's ranking as the editor offers it: without the baseline (the kernel as it
+        is) and the candidates the user rejected."""
+        offered = [
+            self.candidates[cid]
+            for cid in self.ranking
+            if cid != self.baseline_id and cid not in self.rejected and cid in self.candidates
         ]
-        return sorted(pool, key=lambda c: (-(c.speedup or 0.0), c.id))[: self.max_candidates]
+        return offered[: self.max_candidates]
 
     def info(self, candidate: Candidate, rank: int) -> CandidateInfo:
         if candidate.id not in self._diffs:
@@ -170,12 +172,12 @@ class SearchSession:
             candidates=[self.info(c, rank) for rank, c in enumerate(self.ranked(), start=1)],
         )
 
-    def state(self, state: str, message: str = "") -> SearchStateNotification:
+    def state(self, state: SearchPhase, message: str = "") -> SearchStateNotification:
         return SearchStateNotification(
             search_id=self.id,
             uri=self.uri,
             kernel_name=self.kernel_name,
-            state=state,  # type: ignore[arg-type]
+            state=state,
             iteration=self.iteration,
             total_iterations=self.total_iterations,
             best_speedup=self.best_speedup,
@@ -273,14 +275,16 @@ class SearchManager:
             on_cancel=lambda: self._host.search_changed(uri),
         )
         agents_mode = options.agents or settings.agents.mode
-        if agents_mode == "llm" and not settings.agents.base_url:
-            raise SearchRefused(
-                "LLM agents need an endpoint: set `accelopt.agents.baseUrl` (any OpenAI-compatible server)"
-            )
+        try:
+            check_agents(settings.agents, agents_mode)
+        except AgentsRefused as exc:
+            raise SearchRefused(str(exc)) from exc
+        from accelopt.lsp.search_job import SearchJob  # Task is imported by now (build_task)
+
         job = SearchJob(
             kernel=kernel,
-            task=task.model_dump(mode="json"),
-            config=config.model_dump(mode="json"),
+            task=task,
+            config=config,
             agents=settings.agents,
             agents_mode=agents_mode,
             backend=settings.backend,
@@ -294,10 +298,10 @@ class SearchManager:
         session.task = asyncio.create_task(self._drive(session, events), name=f"search-{search_id}")
         return session
 
-    async def _drive(self, session: SearchSession, events: AsyncIterator[Any]) -> OptimizeResult:
+    async def _drive(self, session: SearchSession, events: AsyncIterator[SearchEvent]) -> OptimizeResult:
         host = self._host
         if session.token is not None:
-            host.progress(
+            host.search_progress(
                 session.token,
                 types.WorkDoneProgressBegin(
                     title=f"AccelOpt: optimizing {session.kernel_name}",
@@ -334,7 +338,7 @@ class SearchManager:
             agent_failures=session.agent_failures,
         )
         if session.token is not None:
-            host.progress(
+            host.search_progress(
                 session.token, types.WorkDoneProgressEnd(message=f"{reason}: {session.progress_message()}")
             )
         host.notify(CANDIDATES, _wire(session.notification()))
@@ -342,17 +346,17 @@ class SearchManager:
         host.search_changed(session.uri)
         return session.result
 
-    def _apply(self, session: SearchSession, event: Any) -> tuple[str, str] | None:
+    def _apply(self, session: SearchSession, event: SearchEvent) -> tuple[str, str] | None:
         """Fold one SearchEvent into the session and tell the client; returns (reason, message)
         for the Finished event."""
         host = self._host
-        kind = event.kind
-        if kind == "started":
+        if isinstance(event, Started):
             session.baseline_id = event.baseline.id
             session.candidates[event.baseline.id] = event.baseline
-        elif kind == "candidate":
-            candidate: Candidate = event.candidate
+        elif isinstance(event, CandidateEvent):
+            candidate = event.candidate
             session.candidates[candidate.id] = candidate
+            session.ranking = event.ranking
             if candidate.status not in ("pending",):
                 session.evaluations += 1
             if (
@@ -363,7 +367,7 @@ class SearchManager:
                 session.best_speedup = max(session.best_speedup or 0.0, candidate.speedup)
                 host.notify(CANDIDATES, _wire(session.notification()))
             self._report(session)
-        elif kind == "iteration":
+        elif isinstance(event, IterationEvent):
             session.iteration = event.iteration
             session.total_iterations = event.total_iterations
             session.evaluations = max(session.evaluations, event.evaluations)
@@ -372,11 +376,12 @@ class SearchManager:
             self._report(session)
             host.notify(SEARCH_STATE, _wire(session.state("iteration")))
             host.search_changed(session.uri)
-        elif kind == "cost":
+        elif isinstance(event, CostEvent):
             session.dollars = event.dollars
-        elif kind == "finished":
+        elif isinstance(event, Finished):
             for ranked in event.ranked:
                 session.candidates[ranked.candidate.id] = ranked.candidate
+            session.ranking = [ranked.candidate.id for ranked in event.ranked]
             session.evaluations = max(session.evaluations, event.evaluations)
             if event.endpoint.calls:
                 session.agent_calls, session.agent_failures = event.endpoint.describe(), event.endpoint.failed
@@ -387,7 +392,7 @@ class SearchManager:
         if session.token is None:
             return
         total = max(session.total_iterations, 1)
-        self._host.progress(
+        self._host.search_progress(
             session.token,
             types.WorkDoneProgressReport(
                 message=session.progress_message(),

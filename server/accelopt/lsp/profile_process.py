@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import logging
@@ -151,7 +152,7 @@ async def _serve() -> None:
                 )
             )
             running[job] = task
-            task.add_done_callback(lambda _t, job=job: running.pop(job, None))
+            task.add_done_callback(functools.partial(_forget, running, job))
     finally:
         for task in running.values():
             task.cancel()
@@ -159,6 +160,10 @@ async def _serve() -> None:
         for backend in backends.values():
             with contextlib.suppress(Exception):
                 await backend.aclose()
+
+
+def _forget(running: dict[int, asyncio.Task[None]], job: int, _done: asyncio.Task[None]) -> None:
+    running.pop(job, None)
 
 
 def main() -> int:

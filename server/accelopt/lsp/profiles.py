@@ -10,6 +10,7 @@ shape a profile), so a save that only touched comments, or reopening a file, cos
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 from collections import OrderedDict
@@ -75,7 +76,7 @@ class ProfileStore:
             entry = None  # the profile process died under it: this request tries again
         if entry is None:
             entry = _Entry(asyncio.create_task(self._process.profile(kernel, self._settings())))
-            entry.task.add_done_callback(lambda _t, key=content_key: self._landed(key))
+            entry.task.add_done_callback(functools.partial(self._landed, content_key))
             self._by_content[content_key] = entry
             self._evict()
         else:
@@ -122,7 +123,7 @@ class ProfileStore:
             return ProfileOutcome(kernel_name="", error="profile cancelled", transient=True)
         return task.result()  # ProfileProcess.profile never raises
 
-    def _landed(self, content_key: ContentKey) -> None:
+    def _landed(self, content_key: ContentKey, _done: asyncio.Task[ProfileOutcome]) -> None:
         entry = self._by_content.get(content_key)
         if entry is None or entry.task.cancelled():
             return

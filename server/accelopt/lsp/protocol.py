@@ -105,11 +105,14 @@ class CandidatesParams(WireModel):
     search_id: str
 
 
+SearchPhase = Literal["started", "iteration", "finished"]
+
+
 class SearchStateNotification(WireModel):
     search_id: str
     uri: str
     kernel_name: str
-    state: Literal["started", "iteration", "finished"]
+    state: SearchPhase
     iteration: int = 0
     total_iterations: int = 0
     best_speedup: float | None = None

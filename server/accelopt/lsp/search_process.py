@@ -22,30 +22,18 @@ import logging
 import os
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING
 
 from accelopt.lsp.children import start_child, stdin_lines
-from accelopt.lsp.config import AgentSettings
-from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.parent_death import die_with_parent
+
+if TYPE_CHECKING:
+    from accelopt.lsp.search_job import SearchJob
+    from accelopt.search.events import SearchEvent
 
 log = logging.getLogger(__name__)
 
 CANCEL = b"cancel\n"
-
-
-class SearchJob(BaseModel):
-    kernel: KernelSource
-    task: dict[str, Any]  # accelopt.profiling.task.Task, as data
-    config: dict[str, Any]  # accelopt.search.config.SearchConfig, as data
-    agents: AgentSettings
-    agents_mode: str
-    backend: str
-    workers: int
-    memory_path: str | None
-    ray: str | None = None  # evaluations as Ray tasks: 'local' or a cluster address
 
 
 class SearchProcessFailed(RuntimeError):
@@ -98,7 +86,7 @@ async def search_events(
     cancel: asyncio.Event,
     child: asyncio.subprocess.Process,
     grace_s: float = 20.0,
-) -> AsyncIterator[Any]:
+) -> AsyncIterator[SearchEvent]:
     """The events of `job` run by `child` (from SearchProcesses.take), as SearchEvent models.
     Setting `cancel` asks the search to stop (it still reports Finished); cancelling the
     consumer, or a child that does not stop within `grace_s` of being asked, kills it."""
@@ -155,10 +143,9 @@ def warm_imports() -> None:
 async def _run_child() -> int:
     from accelopt.lsp.agents import make_search_agents
     from accelopt.lsp.engine import close_backend
+    from accelopt.lsp.search_job import SearchJob
     from accelopt.profiling.ray_backend import backend_for
-    from accelopt.profiling.task import Task
     from accelopt.search.beam import run_search
-    from accelopt.search.config import SearchConfig
     from accelopt.search.events import search_event_adapter
     from accelopt.search.memory import Memory
 
@@ -186,16 +173,14 @@ async def _run_child() -> int:
     memory = None
     backend = None
     try:
-        config = SearchConfig.model_validate(job.config)
-        agents = make_search_agents(job.agents, job.agents_mode, config.seed)
+        agents = make_search_agents(job.agents, job.agents_mode, job.config.seed)
         backend = backend_for(job.backend, max_workers=job.workers, ray=job.ray)
         try:
             memory = Memory(job.memory_path)
         except Exception:
             log.exception("optimization memory unavailable; searching without it")
-        task = Task.model_validate(job.task)
         async for event in run_search(
-            job.kernel, task, agents, backend, config, memory=memory, cancel=cancel
+            job.kernel, job.task, agents, backend, job.config, memory=memory, cancel=cancel
         ):
             emit(search_event_adapter.dump_json(event))
         return 0

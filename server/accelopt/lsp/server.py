@@ -24,7 +24,7 @@ from accelopt.lsp import actions, codelens, diagnostics, hover, trust
 from accelopt.lsp.config import ServerSettings, merge_settings, unknown_keys
 from accelopt.lsp.discovery import KernelInfo, find_kernels
 from accelopt.lsp.edits import minimal_edits
-from accelopt.lsp.engine import warm_task_imports
+from accelopt.lsp.engine import ProfileOutcome, warm_task_imports
 from accelopt.lsp.memory_view import list_experiences
 from accelopt.lsp.optimize import SearchManager, SearchRefused, SearchSession
 from accelopt.lsp.profile_process import ProfileProcess
@@ -114,7 +114,7 @@ class AccelOptServer(LanguageServer):
     def notify(self, method: str, payload: dict[str, Any]) -> None:
         self.protocol.notify(method, payload)
 
-    def progress(self, token: str | int, value: Any) -> None:
+    def search_progress(self, token: str | int, value: Any) -> None:
         progress = self.work_done_progress
         if isinstance(value, types.WorkDoneProgressBegin):
             progress.begin(token, value)
@@ -154,10 +154,13 @@ class AccelOptServer(LanguageServer):
         if doc.version != version:
             return
         kernels = self.kernels(doc)
-        outcomes = {k.name: self.profiles.peek(uri, version, k.name) for k in kernels}
-        if any(o is None for o in outcomes.values()):
-            return
-        found = diagnostics.document_diagnostics(kernels, outcomes, doc.source)  # type: ignore[arg-type]
+        outcomes: dict[str, ProfileOutcome] = {}
+        for k in kernels:
+            outcome = self.profiles.peek(uri, version, k.name)
+            if outcome is None:
+                return
+            outcomes[k.name] = outcome
+        found = diagnostics.document_diagnostics(kernels, outcomes, doc.source)
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=found)
         )
@@ -283,7 +286,7 @@ class AccelOptServer(LanguageServer):
                         text_document=types.OptionalVersionedTextDocumentIdentifier(
                             uri=session.uri, version=session.start_version
                         ),
-                        edits=edits,  # type: ignore[arg-type]
+                        edits=edits,
                     )
                 ]
             )
@@ -452,7 +455,7 @@ def create_server() -> AccelOptServer:
             )
         except SearchRefused as exc:
             if token is not None:
-                ls.progress(token, types.WorkDoneProgressEnd(message=str(exc)))
+                ls.search_progress(token, types.WorkDoneProgressEnd(message=str(exc)))
             ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=str(exc)))
             return _wire(OptimizeStarted(search_id=None, message=str(exc)))
         return _wire(OptimizeStarted(search_id=session.id))

@@ -12,6 +12,7 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from accelopt.nki.dtypes import dname
@@ -29,7 +30,7 @@ from accelopt.nki.trace import (
 )
 
 if TYPE_CHECKING:
-    from accelopt.nki.replay import Recorder
+    from accelopt.nki.fast.replay import Recorder
     from accelopt.nki.tensor import Tensor
 
 _ASSIGNED_NAME = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?:\[.*\])?\s*(?:[-+*/]|//|\*\*)?=(?!=)")
@@ -53,7 +54,9 @@ class LoopScope:
 
 
 class KernelContext:
-    def __init__(self, kernel_name: str, kernel_path: str, numerics: bool = True) -> None:
+    def __init__(
+        self, kernel_name: str, kernel_path: str, numerics: bool = True, fast_paths: bool = True
+    ) -> None:
         self.trace = Trace(kernel_name=kernel_name, source_path=kernel_path, numerics=numerics)
         self.numerics = numerics
         self.kernel_path = kernel_path
@@ -73,21 +76,38 @@ class KernelContext:
         self._pending: dict[int, tuple[Any, ...]] = {}
         self.loop_reduce_state: dict[tuple[Any, ...], Any] = {}
         self.program_ids: tuple[int, ...] = ()
-        # trace-only replay of repeated API calls (accelopt.nki.replay): the recorder of the
-        # call being logged, and the API nesting depth (nested calls are not replayed alone)
-        self._recorder: Recorder | None = None
-        self._api_depth = 0
+        # SPMD (accelopt.nki.spmd): the launch grid's sizes, and the shared_hbm tensors the first
+        # program instance allocated, handed in allocation order to the later instances
+        self.grid_sizes: tuple[int, ...] = ()
+        self.shared_outputs: list[Tensor] | None = None
+        self.shared_cursor = 0
+        self.program_index = 0  # launch order of the running instance
+        # direct allocation (accelopt.nki.compiler): allocation sites already placed, and the
+        # number of no_reorder blocks entered so far
+        self.placed_sites: set[tuple[Any, ...]] = set()
+        self.no_reorder_blocks = 0
+        # the NeuronCore generation the kernel runs for: trn1, trn2 or trn3 (nisa.get_nc_version)
+        self.target = "trn1"
+        # --- the fast paths' seam (accelopt.nki.fast) ------------------------------------------
+        # The one switch: replays, loop fast-forward, the per-site index forms and the traced-
+        # assignment shortcut run only while it is on. Off, every kernel statement runs through
+        # the semantic core; what the run records is the same either way.
+        self.fast_paths = fast_paths
+        # trace-only replay of repeated API calls (fast/replay.py): the recorder of the call
+        # being logged, and the API nesting depth (nested calls are not replayed alone)
+        self.recorder: Recorder | None = None
+        self.api_depth = 0
         # while a loop learns its iterations (fastforward.py): every write noted, as
         # (tensor id, its allocation scopes, region, line, accumulate, frame ints)
-        self._write_log: list[tuple[Any, ...]] | None = None
+        self.write_log: list[tuple[Any, ...]] | None = None
         # and, if its body makes masks that move with it, every mask condition made: (expr, op)
-        self._condition_log: list[tuple[Any, str]] | None = None
+        self.condition_log: list[tuple[Any, str]] | None = None
 
     # --- locations -----------------------------------------------------------------------
 
     def line(self) -> int:
         """The kernel source line of the innermost kernel frame calling into the emulator."""
-        frame = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(1)
         path = self.kernel_path
         fallback = 0
         while frame is not None:
@@ -141,12 +161,12 @@ class KernelContext:
             is_input,
             self.frames if alloc_loops is None else alloc_loops,
         )
-        if self._recorder is not None:
-            self._recorder.registered(tensor, name, line, is_input, alloc_loops is not None)
+        if self.recorder is not None:
+            self.recorder.registered(tensor, name, line, is_input, alloc_loops is not None)
 
     def forget_tensor(self, tensor: Tensor) -> None:
-        if self._recorder is not None:
-            self._recorder.refuse()
+        if self.recorder is not None:
+            self.recorder.refuse()
         if self._pending.pop(tensor._tid, None) is None:
             self.trace.tensors.pop(tensor._tid, None)
 
@@ -247,8 +267,8 @@ class KernelContext:
             {} if extra is None else extra,
         )
         records.append(record)
-        if self._recorder is not None:
-            self._recorder.emitted(record)
+        if self.recorder is not None:
+            self.recorder.emitted(record)
         return record
 
     def note_write(self, tensor: Tensor, region: Region, line: int, accumulate: bool) -> None:
@@ -256,10 +276,10 @@ class KernelContext:
         tensor._written = True
         if tensor._root is not None:
             tensor._root._written = True
-        if self._recorder is not None:
-            self._recorder.wrote(tensor, region, line, accumulate)
-        if self._write_log is not None:
-            self._write_log.append(
+        if self.recorder is not None:
+            self.recorder.wrote(tensor, region, line, accumulate)
+        if self.write_log is not None:
+            self.write_log.append(
                 (tensor._tid, tensor._alloc_scopes, region, line, accumulate, self.frame_ints)
             )
         if accumulate or not self.affine_scopes:

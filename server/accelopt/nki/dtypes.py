@@ -23,6 +23,20 @@ uint8 = np.dtype(np.uint8)
 uint16 = np.dtype(np.uint16)
 uint32 = np.dtype(np.uint32)
 bool_ = np.dtype(np.bool_)
+# OCP microscaling (MX) types of NeuronCore-v4 (accelopt.nki.mx): the E8M0 block scale, FP4, and
+# the 4-packed element types. A 4-packed type holds four FP8 (32 bits) or four FP4 (16 bits)
+# values of consecutive free-axis elements; we keep the packed bits in a one-field record so
+# that each packed type is a dtype of its own (numpy arithmetic never touches them).
+float8_e8m0fnu = np.dtype(ml_dtypes.float8_e8m0fnu)
+float4_e2m1fn = np.dtype(ml_dtypes.float4_e2m1fn)
+float8_e5m2_x4 = np.dtype([("float8_e5m2_x4", "<u4")])
+float8_e4m3fn_x4 = np.dtype([("float8_e4m3fn_x4", "<u4")])
+float4_e2m1fn_x4 = np.dtype([("float4_e2m1fn_x4", "<u2")])
+PACKED_X4 = {float8_e5m2_x4: float8_e5m2, float8_e4m3fn_x4: float8_e4m3fn, float4_e2m1fn_x4: float4_e2m1fn}
+_BY_NAME = {str(d.names[0]): d for d in PACKED_X4} | {
+    "float8_e8m0fnu": float8_e8m0fnu,
+    "float4_e2m1fn": float4_e2m1fn,
+}
 
 _FLOAT_KINDS = ("f", "V")  # ml_dtypes types report kind "V"
 
@@ -33,11 +47,13 @@ def as_dtype(value: Any) -> np.dtype:
         return value
     if isinstance(value, str) and value in ("bfloat16", "bf16"):
         return bfloat16
+    if isinstance(value, str) and value in _BY_NAME:
+        return _BY_NAME[value]
     return np.dtype(value)
 
 
 def is_float(dtype: np.dtype) -> bool:
-    return dtype.kind in _FLOAT_KINDS
+    return dtype.kind in _FLOAT_KINDS and dtype.names is None  # packed MX types are bit records
 
 
 def itemsize(dtype: np.dtype) -> int:
@@ -66,7 +82,7 @@ def nan_fill(dtype: np.dtype) -> Any:
     return np.nan if is_float(dtype) else 0
 
 
-_NAMES: dict[np.dtype, str] = {}
+_NAMES: dict[np.dtype, str] = {d: str(d.names[0]) for d in PACKED_X4}
 
 
 def dname(dtype: np.dtype) -> str:

@@ -35,10 +35,6 @@ class NkiError(Exception):
         return (NkiError, (self.code, self.message, self.path, self.line))
 
 
-def is_emulator_frame(frame: FrameType) -> bool:
-    return frame.f_code.co_filename.startswith(_EMULATOR_DIR)
-
-
 def kernel_location(kernel_path: str | None = None) -> tuple[str, int]:
     """The (path, line) of the innermost kernel frame on the current stack.
 

@@ -4,7 +4,7 @@ decorators (``jit``, ``baremetal``, ``trace``, ``benchmark``), ``simulate_kernel
 
 from __future__ import annotations
 
-from accelopt.nki import isa, language
+from accelopt.nki import compiler, isa, language
 from accelopt.nki import typing as typing
 from accelopt.nki.runtime import Kernel, baremetal, benchmark, jit, profile, simulate, simulate_kernel
 
@@ -16,6 +16,7 @@ __all__ = [
     "Kernel",
     "baremetal",
     "benchmark",
+    "compiler",
     "isa",
     "jit",
     "language",

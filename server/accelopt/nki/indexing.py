@@ -251,11 +251,11 @@ class IndexExpr:
         else:
             diff = self - other if isinstance(other, (*_INT_TYPES, IndexExpr)) else None
             if diff is None:
-                return NotImplemented  # type: ignore[return-value]
+                return NotImplemented
             condition = (diff, op)
         ctx = _context._ACTIVE
-        if ctx is not None and ctx._condition_log is not None:
-            ctx._condition_log.append(condition)  # a loop learning its iterations (fastforward.py)
+        if ctx is not None and ctx.condition_log is not None:
+            ctx.condition_log.append(condition)  # a loop learning its iterations (fastforward.py)
         return Predicate((condition,))
 
     def __ge__(self, other: Any) -> Predicate:

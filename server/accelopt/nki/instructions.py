@@ -51,11 +51,11 @@ def to_view(ctx: KernelContext, x: Any, line: int) -> View:
     """A tile argument as a view; reading it ends its 'fresh' state and checks its scope."""
     if isinstance(x, Tensor):
         if x._alias is not None:
-            if ctx._recorder is not None:
-                ctx._recorder.refuse()
+            if ctx.recorder is not None:
+                ctx.recorder.refuse()
             return x._alias
-        if ctx._recorder is not None:
-            ctx._recorder.viewed(x, line)
+        if ctx.recorder is not None:
+            ctx.recorder.viewed(x, line)
         if x._fresh:
             x._fresh = False
             x._exact = None
@@ -64,8 +64,8 @@ def to_view(ctx: KernelContext, x: Any, line: int) -> View:
         return x._full_view()
     if isinstance(x, View):
         tensor = x._tensor
-        if ctx._recorder is not None:
-            ctx._recorder.viewed(tensor, line)
+        if ctx.recorder is not None:
+            ctx.recorder.viewed(tensor, line)
         if tensor._fresh:
             tensor._fresh = False
             tensor._exact = None
@@ -245,27 +245,6 @@ def guard_bounds(ctx: KernelContext, view: View, mask: MaskInfo | None) -> None:
 
 
 # --- tiles ---------------------------------------------------------------------------------
-
-
-def new_tile(
-    ctx: KernelContext,
-    shape: tuple[int, ...],
-    dtype: np.dtype,
-    buffer: Buffer,
-    line: int,
-    name: str,
-    *,
-    block_dims: int = 0,
-    fill: Any = None,
-    allocate: bool = True,
-) -> Tensor:
-    """A new tensor registered in the trace; numeric runs get storage (NaN unless `fill`)."""
-    data = None
-    if ctx.numerics and allocate:
-        data = new_data(shape, dtype, fill)
-    tensor = Tensor(shape, dtype, buffer, block_dims, data)
-    ctx.register_tensor(tensor, ctx.name_at(line, name), line)
-    return tensor
 
 
 def result_tile(
@@ -645,6 +624,7 @@ def _retarget(ctx: KernelContext, dst: View, src: Tensor, line: int, accumulate:
     ctx.forget_tensor(src)
     if ctx.numerics and dst._tensor._data is not None:
         values = src._exact if src._exact is not None else src._data
+        assert values is not None  # a numerics run gives every tile data
         if pmask is None:
             dst._write(np.reshape(values, dst.shape), accumulate=accumulate)
         elif pmask.exact_box and dst.shape == src.shape:
@@ -729,6 +709,7 @@ def fill_into(ctx: KernelContext, dst: View, value: float | int, line: int) -> N
     partitions, free = pf(dst.shape)
     region = dst._region()
     memory = dst._tensor.memory
+    legal: tuple[Engine, ...]
     if memory is Memory.HBM:
         engine, legal = Engine.DMA, (Engine.DMA,)
     else:
@@ -775,9 +756,10 @@ def augmented_assign(target: Any, value: Any, opname: str, site: tuple[int, int]
     ):
         if (
             site is not None
+            and ctx.fast_paths
             and not ctx.numerics
-            and ctx._recorder is None
-            and not ctx._api_depth
+            and ctx.recorder is None
+            and not ctx.api_depth
             and dst._tensor.memory is Memory.PSUM
             and retarget_traced(ctx, site, dst, value, accumulate=True)
         ):

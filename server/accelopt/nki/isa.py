@@ -14,12 +14,12 @@ import numpy as np
 from accelopt.nki import dtypes as _dt
 from accelopt.nki import language as _nl
 from accelopt.nki import ops as _ops
-from accelopt.nki import replay as _replay
 
 # Imported helpers are bound to underscore names: kernels see this module as `nisa` (see language.py).
 from accelopt.nki.context import KernelContext as _KernelContext
 from accelopt.nki.context import current as _current
 from accelopt.nki.dtypes import dname as _dname
+from accelopt.nki.fast import replay as _replay
 from accelopt.nki.indexing import IndexExpr as _IndexExpr
 from accelopt.nki.indexing import Predicate as _Predicate
 from accelopt.nki.instructions import SBUF as _SBUF
@@ -36,6 +36,8 @@ from accelopt.nki.instructions import result_tile as _result_tile
 from accelopt.nki.instructions import scalar_of as _scalar_of
 from accelopt.nki.instructions import to_view as _to_view
 from accelopt.nki.instructions import unassigned_extra as _unassigned_extra
+from accelopt.nki.mx import activate2, nc_matmul_mx, quantize_mx  # noqa: F401 - kernel-facing
+from accelopt.nki.target import get_nc_version, nc_version  # noqa: F401 - kernel-facing
 from accelopt.nki.tensor import Tensor as _Tensor
 from accelopt.nki.tensor import TileOps as _TileOps
 from accelopt.nki.tensor import View as _View
@@ -67,13 +69,6 @@ gpsimd_engine = engine.gpsimd
 unknown_engine = engine.unknown
 
 
-class nc_version(_enum.Enum):
-    gen2 = 2
-    gen3 = 3
-
-
-def get_nc_version() -> nc_version:
-    return nc_version.gen2
 
 
 class reduce_cmd(_enum.Enum):
@@ -222,12 +217,25 @@ def _emit_vector_whole_tile(
 @_writes_dst
 def nc_transpose(data: Any, mask: Any = None, dtype: Any = None, engine: Any = None, **_: Any) -> _Tensor:
     """Transpose a tile: on the Tensor Engine into PSUM (default), or on the Vector Engine
-    (at most 32x32) into SBUF."""
+    (at most 32x32) into SBUF.
+
+    Per the nc_transpose reference page: the Tensor Engine reads SBUF and writes PSUM; the Vector
+    Engine reads and writes SBUF or PSUM; without `engine` the compiler picks by shape. So with no
+    engine given, a PSUM input of at most 32x32 goes to the Vector Engine, and a Tensor Engine
+    result assigned into an SBUF tile lands there through a PSUM -> SBUF copy (what the compiler
+    emits); an explicit ``engine=nisa.tensor_engine`` result still writes only PSUM."""
     ctx = _current()
     line = ctx.line()
     view = _to_view(ctx, data, line)
     _check_on_chip(ctx, view, "nisa.nc_transpose", line)
+    compiler_choice = engine is None or engine is unknown_engine
+    if compiler_choice and view._tensor.memory is _Memory.PSUM:
+        p, f = _pf(view.shape)
+        if p <= 32 and f <= 32:
+            engine = vector_engine
     chosen = _engine(ctx, engine, _Engine.TENSOR, (_Engine.TENSOR, _Engine.VECTOR), "nisa.nc_transpose", line)
+    if chosen is _Engine.UNASSIGNED:
+        chosen = _Engine.TENSOR
     if chosen is _Engine.VECTOR:
         p, f = _pf(view.shape)
         if p > 32 or f > 32:
@@ -241,7 +249,7 @@ def nc_transpose(data: Any, mask: Any = None, dtype: Any = None, engine: Any = N
         out = _result_tile(ctx, (f, p), out_dtype, _SBUF, line, "transpose", values, None)
         _emit_vector_whole_tile(ctx, line, "transpose", view, out, out_dtype, is_transpose=True)
         return out
-    return _nl._tensor_engine_transpose(ctx, line, view, "nisa.nc_transpose", strict=True)
+    return _nl._tensor_engine_transpose(ctx, line, view, "nisa.nc_transpose", strict=not compiler_choice)
 
 
 # --- Scalar Engine -------------------------------------------------------------------------

@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from accelopt.nki import compiler as _compiler
 from accelopt.nki import dtypes as _dt
 from accelopt.nki import ops as _ops
-from accelopt.nki import replay as _replay
+from accelopt.nki.compiler import no_reorder  # noqa: F401
 
 # Everything this module imports for its own use is bound to an underscore name: kernels see
 # this module as `nl`, and the sandbox refuses underscore attributes, so helpers that could reach
@@ -25,9 +26,14 @@ from accelopt.nki.context import current as _current
 from accelopt.nki.dtypes import (  # noqa: F401 - kernel-facing dtypes
     bfloat16,
     bool_,
+    float4_e2m1fn,
+    float4_e2m1fn_x4,
     float8_e4m3,
     float8_e4m3fn,
+    float8_e4m3fn_x4,
     float8_e5m2,
+    float8_e5m2_x4,
+    float8_e8m0fnu,
     float16,
     float32,
     int8,
@@ -39,6 +45,7 @@ from accelopt.nki.dtypes import (  # noqa: F401 - kernel-facing dtypes
     uint32,
 )
 from accelopt.nki.dtypes import dname as _dname
+from accelopt.nki.fast import replay as _replay
 from accelopt.nki.indexing import arange, ds, mgrid  # noqa: F401
 from accelopt.nki.instructions import HBM as _HBM
 from accelopt.nki.instructions import MATMUL_MAX_K as _MATMUL_MAX_K
@@ -67,6 +74,9 @@ from accelopt.nki.instructions import scalar_of as _scalar_of
 from accelopt.nki.instructions import to_view as _to_view
 from accelopt.nki.instructions import unassigned_extra as _unassigned_extra
 from accelopt.nki.loops import affine_range, sequential_range, static_range  # noqa: F401
+from accelopt.nki.mx import abs_max, abs_min  # noqa: F401
+from accelopt.nki.spmd import nc, num_programs, program_id, program_ndim, spmd_dim  # noqa: F401
+from accelopt.nki.spmd import shared_output as _shared_output
 from accelopt.nki.tensor import Buffer as _Buffer
 from accelopt.nki.tensor import Tensor as _Tensor
 from accelopt.nki.tensor import TileOps as _TileOps
@@ -100,17 +110,7 @@ class tile_size:
 # --- SPMD ----------------------------------------------------------------------------------
 
 
-def program_id(axis: int = 0) -> int:
-    ids = _current().program_ids
-    return ids[axis] if axis < len(ids) else 0
-
-
-def num_programs(axis: int | None = None) -> int:
-    return 1
-
-
-def program_ndim() -> int:
-    return 0
+# program_id, num_programs, program_ndim, nc and spmd_dim live in accelopt.nki.spmd
 
 
 def device_print(prefix: str, x: Any, **_: Any) -> None:
@@ -147,15 +147,28 @@ def _allocate(shape: Any, dtype: Any, buffer: Any, fill: Any, line: int, name: s
                 f"at most {limit} fit",
                 line,
             )
+    if ctx.shared_outputs is not None and buf is _SHARED_HBM:
+        shared = _shared_output(ctx, dims, dtype, line)
+        if shared is not None:  # a later SPMD instance: the first instance's output
+            return shared
     data = _new_data(dims, dtype, fill) if ctx.numerics else None
     tensor = _Tensor(dims, dtype, buf, block_dims, data)
     ctx.register_tensor(tensor, name or ctx.name_at(line, "tensor"), line)
+    if buf.__class__ is not _Buffer:  # ncc.sbuf/psum.(mod_)alloc: the kernel placed it
+        _compiler._place(ctx, tensor, ctx.tensor_name(tensor), line)
+    if ctx.shared_outputs is not None and buf is _SHARED_HBM:
+        ctx.shared_outputs.append(tensor)
     return tensor
 
 
-def ndarray(shape: Any, dtype: Any = float32, buffer: Any = None, name: str = "", **_: Any) -> _Tensor:
-    """A new tensor; its memory reads as NaN until written (an unwritten output is visible)."""
+def ndarray(
+    shape: Any, dtype: Any = float32, buffer: Any = None, name: str = "", address: Any = None, **_: Any
+) -> _Tensor:
+    """A new tensor; its memory reads as NaN until written (an unwritten output is visible).
+    `address=(partition_offset, free_offset)` places it on chip by hand (accelopt.nki.compiler)."""
     ctx = _current()
+    if address is not None:
+        buffer = _compiler.at_address(_buffer(buffer), address) or buffer
     return _allocate(shape, dtype, buffer, None, ctx.line(), name)
 
 
@@ -189,6 +202,7 @@ def full(
 
 def _memset_record(ctx: _KernelContext, tensor: _Tensor, value: Any, line: int) -> None:
     memory = tensor.memory
+    legal: tuple[_Engine, ...]
     if memory is _Memory.HBM:
         engine, legal = _Engine.DMA, (_Engine.DMA,)
     elif memory is _Memory.PSUM:
@@ -414,6 +428,7 @@ def _unary(
     mask: Any = None,
     api: str = "",
 ) -> _Tensor:
+    legal: tuple[_Engine, ...]
     if spec.transcendental:
         engine, legal, opcode = _Engine.SCALAR, (_Engine.SCALAR,), "activation"
     elif spec.trivial:
@@ -452,6 +467,7 @@ def _binary(
     a_tile, b_tile = isinstance(a, _TileOps), isinstance(b, _TileOps)
     if not a_tile and not b_tile:
         raise ctx.error("err_unsupported_operand", f"nl.{spec.name} needs at least one tile operand", line)
+    legal: tuple[_Engine, ...]
     if a_tile and b_tile and _free_size(a) > 1 and _free_size(b) > 1:
         engine, legal, opcode = _Engine.VECTOR, _VECTOR_ONLY, "tensor_tensor"
         max_psum = 1
@@ -592,6 +608,10 @@ def identity(x: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
     return _unary(ctx, ctx.line(), _ops.spec("copy"), x, dtype, mask, api="nl.identity")
 
 
+def _select(condition: Any, x: Any, y: Any) -> np.ndarray:
+    return np.where(np.asarray(condition) != 0, x, y)
+
+
 def where(condition: Any, x: Any, y: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
     ctx = _current()
     line = ctx.line()
@@ -601,7 +621,7 @@ def where(condition: Any, x: Any, y: Any, dtype: Any = None, mask: Any = None, *
         api="nl.where",
         opcode="select",
         operands=(condition, x, y),
-        compute=lambda c, a, b: np.where(np.asarray(c) != 0, a, b),
+        compute=_select,
         engine=_Engine.VECTOR,
         legal=_VECTOR_ONLY,
         dtype=dtype,

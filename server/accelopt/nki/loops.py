@@ -9,8 +9,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from accelopt.nki import fastforward, loopbody
 from accelopt.nki.context import active_context
+from accelopt.nki.fast import fastforward, loopbody
 from accelopt.nki.loopvar import LoopVar
 from accelopt.nki.trace import LoopKind
 
@@ -28,6 +28,7 @@ def _traced(rng: range, kind: LoopKind, nki_scope: bool) -> Iterator[int]:
         variables = _loop_vars(scope.loop_id, rng)
         if (
             not ctx.numerics
+            and ctx.fast_paths
             and len(rng) >= fastforward.MIN_TRIP
             and caller.f_code.co_filename == ctx.kernel_path
             and (body := loopbody.body_at(ctx.kernel_path, line)) is not None

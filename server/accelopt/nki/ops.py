@@ -98,6 +98,8 @@ def _add(spec: OpSpec) -> None:
     _SPECS[spec.name] = spec
 
 
+_fn: Callable[..., Any]
+_reduce: Callable[..., Any] | None
 for _name, _fn, _reduce in (
     ("add", np.add, np.add.reduce),
     ("subtract", np.subtract, None),
@@ -269,6 +271,5 @@ def resolve(op: Any) -> OpSpec:
     raise current().error("err_unsupported_op", f"{op!r} is not an operator this emulator knows")
 
 
-# The engines that can execute an elementwise instruction of each kind.
-VECTOR_LIKE = (Engine.VECTOR, Engine.GPSIMD)
+# The engines that can execute an elementwise instruction.
 ELEMENTWISE = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)

@@ -15,6 +15,7 @@ import itertools
 import linecache
 import sys
 import types
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -26,13 +27,18 @@ from accelopt.nki.context import KernelContext, activate, active_context
 from accelopt.nki.errors import NkiError
 from accelopt.nki.instructions import SHARED_HBM
 from accelopt.nki.loops import KernelRange
+from accelopt.nki.spmd import Grid, check_cores
+from accelopt.nki.target import kernel_target
 from accelopt.nki.tensor import Tensor
-from accelopt.nki.trace import Memory, Trace
+from accelopt.nki.trace import Memory, ProgramSpan, Trace
 
 _MODULE_COUNTER = itertools.count()
 # Found once at import (trusted code): at run time limiting BLAS threads only calls into the
 # libraries already located, so sandboxed runs need no library scanning.
 _BLAS_THREADS = ThreadpoolController()
+# kernel function -> the options its decorators gave (`platform_target=`, ...): load_kernel hands
+# out the plain function, run_kernel finds them here
+_KERNEL_OPTIONS: weakref.WeakKeyDictionary[Callable[..., Any], dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
 @dataclass
@@ -50,7 +56,7 @@ class KernelRun:
 
 def install_aliases() -> None:
     """Make ``neuronxcc.nki[.language|.isa|.typing]`` and ``nki[...]`` import the emulator."""
-    from accelopt.nki import facade, isa, language
+    from accelopt.nki import compiler, facade, isa, language
     from accelopt.nki import typing as nki_typing
 
     neuronxcc = sys.modules.get("neuronxcc")
@@ -58,7 +64,7 @@ def install_aliases() -> None:
         neuronxcc = types.ModuleType(
             "neuronxcc", "AccelOpt NKI emulator alias of the Neuron compiler package"
         )
-        neuronxcc.__path__ = []  # type: ignore[attr-defined]
+        neuronxcc.__path__ = []
         neuronxcc.__accelopt_emulator__ = True  # type: ignore[attr-defined]
     neuronxcc.nki = facade  # type: ignore[attr-defined]
     sys.modules.update(
@@ -68,6 +74,8 @@ def install_aliases() -> None:
             "neuronxcc.nki.language": language,
             "neuronxcc.nki.isa": isa,
             "neuronxcc.nki.typing": nki_typing,
+            "neuronxcc.nki.compiler": compiler,
+            "nki.compiler": compiler,
             "nki": facade,
             "nki.language": language,
             "nki.isa": isa,
@@ -151,12 +159,23 @@ def run_kernel(
     numerics: bool = True,
     kernel_name: str | None = None,
     source_path: str | None = None,
+    grid: Any = None,
+    target: str | None = None,
+    fast_paths: bool = True,
 ) -> KernelRun:
     """Run a kernel on numpy inputs. With ``numerics=False`` only shapes and regions are traced
-    (outputs are NaN arrays of the right shape and dtype)."""
+    (outputs are NaN arrays of the right shape and dtype). ``fast_paths=False`` runs every
+    statement through the semantic core (accelopt.nki.fast: the same trace, more slowly).
+
+    `grid` is an SPMD launch grid (``2``, ``(2, 2)``, ``(nl.nc(2), 2)``): every program instance
+    runs, in launch order, on the same inputs and shared outputs (accelopt.nki.spmd). `target`
+    (trn1, trn2, trn3) is the hardware the run is for; a kernel's own ``platform_target=`` wins."""
     fn = unwrap(fn)
     path = source_path or fn.__code__.co_filename
-    ctx = KernelContext(kernel_name or fn.__name__, path, numerics)
+    ctx = KernelContext(kernel_name or fn.__name__, path, numerics, fast_paths)
+    ctx.target = ctx.trace.target = kernel_target(_KERNEL_OPTIONS.get(fn, {}), target, path, fn)
+    ctx.trace.compiler_flags = tuple(_KERNEL_OPTIONS.get(fn, {}).get("compiler_flags", ()))
+    launch = Grid.of(grid) if grid is not None else None
     params = list(inspect.signature(fn).parameters)
     line = fn.__code__.co_firstlineno
     # Tile-sized matmuls run fastest on one BLAS thread (threads thrash on 128x512 tiles).
@@ -168,11 +187,14 @@ def run_kernel(
     with activate(ctx), blas, collector:
         args = [
             _input_tensor(ctx, x, params[i] if i < len(params) else f"arg{i}", line)
-            if isinstance(x, (np.ndarray, np.generic)) and np.ndim(x) > 0
+            if isinstance(x, np.ndarray) and x.ndim > 0  # (a numpy scalar has no dimensions)
             else x
             for i, x in enumerate(inputs)
         ]
-        result = fn(*args)
+        if launch is None:
+            result = fn(*args)
+        else:
+            result = _run_grid(ctx, fn, args, launch)
         returned, single = _flatten(result)
         if not returned:
             # kernels that write into their (output) arguments and return nothing
@@ -197,6 +219,48 @@ def run_kernel(
         trace = ctx.finish()
     outputs = [_output_array(t, numerics) for t in returned]
     return KernelRun(outputs=outputs, trace=trace, single=single)
+
+
+def mark_kernel(kernel: Any, flag: str) -> None:
+    """Note a compiler decorator (accelopt.nki.compiler) on a kernel function or nki.jit kernel."""
+    fn = unwrap(kernel)
+    options = _KERNEL_OPTIONS.setdefault(fn, {})
+    options["compiler_flags"] = (*options.get("compiler_flags", ()), flag)
+
+
+def _run_grid(ctx: KernelContext, fn: Callable[..., Any], args: list[Any], launch: Grid) -> Any:
+    """Every program instance of `launch`, in launch order; the first instance's result."""
+    line = fn.__code__.co_firstlineno
+    check_cores(launch, ctx.target, ctx.kernel_path, line)
+    ctx.grid_sizes = ctx.trace.grid = launch.sizes
+    if launch.count == 1:
+        ctx.program_ids = (0,) * len(launch.sizes)
+        return fn(*args)
+    ctx.shared_outputs = []
+    result: Any = None
+    for index, (ids, core) in enumerate(launch.instances(ctx.target)):
+        ctx.program_ids = ids
+        ctx.program_index = index
+        ctx.shared_cursor = 0
+        ctx.loop_reduce_state = {}  # keyed by loop frames, which every instance repeats
+        first = len(ctx.trace.records)
+        returned = fn(*args)
+        if index == 0:
+            result = returned
+        elif _differ(_flatten(returned)[0], _flatten(result)[0]):
+            raise NkiError(
+                "err_spmd_outputs_differ",
+                f"program instance {ids} returns other tensors than instance "
+                f"{(0,) * len(ids)}; every instance must return the same shared_hbm outputs",
+                ctx.kernel_path,
+                line,
+            )
+        ctx.trace.programs.append(ProgramSpan(ids, core, first, len(ctx.trace.records)))
+    return result
+
+
+def _differ(mine: list[Tensor], first: list[Tensor]) -> bool:
+    return len(mine) != len(first) or any(a is not b for a, b in zip(mine, first))
 
 
 @contextlib.contextmanager
@@ -246,6 +310,8 @@ class Kernel:
     def __init__(self, func: Callable[..., Any], **options: Any) -> None:
         self.func = func
         self.options = options
+        if options:
+            _KERNEL_OPTIONS[func] = {**_KERNEL_OPTIONS.get(func, {}), **options}
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -257,17 +323,24 @@ class Kernel:
         return _simulate_call(self.func, list(args))
 
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
-        dims = grid if isinstance(grid, tuple) else (grid,)
-        if any(int(d) != 1 for d in dims):
-            raise NotImplementedError("SPMD launch grids larger than 1 are not emulated")
-        return self
+        """``kernel[g](...)`` / ``kernel[g1, g2](...)``: launch every program instance of the grid."""
+        launch = Grid.of(grid)
+
+        def launched(*args: Any, **kwargs: Any) -> Any:
+            if active_context() is not None or any(isinstance(a, Tensor) for a in args):
+                return self.func(*args, **kwargs)  # a kernel calling a kernel: one instance
+            if kwargs:
+                args = tuple(inspect.signature(self.func).bind(*args, **kwargs).args)
+            return _simulate_call(self.func, list(args), grid=launch)
+
+        return launched
 
     def __repr__(self) -> str:
         return f"<nki kernel {self.func.__name__}>"
 
 
-def _simulate_call(fn: Callable[..., Any], args: list[Any]) -> Any:
-    run = run_kernel(fn, args, numerics=True)
+def _simulate_call(fn: Callable[..., Any], args: list[Any], grid: Any = None) -> Any:
+    run = run_kernel(fn, args, numerics=True, grid=grid)
     if run.single and len(run.outputs) == 1:
         return run.outputs[0]
     return tuple(run.outputs)

@@ -19,9 +19,9 @@ import numpy as np
 from accelopt.nki import context as _context
 from accelopt.nki.context import current
 from accelopt.nki.dtypes import nan_fill
+from accelopt.nki.fast.siteindex import SITE_FORMS, learn
 from accelopt.nki.indexing import IndexExpr, Predicate
 from accelopt.nki.loopvar import LoopVar
-from accelopt.nki.siteindex import SITE_FORMS, learn
 from accelopt.nki.trace import Memory, Region
 
 if TYPE_CHECKING:
@@ -269,6 +269,9 @@ class Tensor(TileOps):
     def __getitem__(self, key: Any) -> View:
         if key is Ellipsis:
             return self._full_view()
+        ctx = _context._ACTIVE
+        if ctx is not None and not ctx.fast_paths:
+            return _index_tensor(self, key)
         caller = sys._getframe(1)
         site = (id(caller.f_code), caller.f_lasti)
         builders = SITE_FORMS.get(site)
@@ -292,7 +295,9 @@ class Tensor(TileOps):
                     return
             caller = sys._getframe(1)
             site = (id(caller.f_code), caller.f_lasti)
-            builders = SITE_FORMS.get(site)
+            ctx = _context._ACTIVE
+            fast = ctx is None or ctx.fast_paths
+            builders = SITE_FORMS.get(site) if fast else None
             view = None
             if builders is not None:
                 for build in builders:
@@ -300,14 +305,14 @@ class Tensor(TileOps):
                     if view is not None:
                         break
             if view is None:
-                view = _index_learning(self, key, site)
+                view = _index_learning(self, key, site) if fast else _index_tensor(self, key)
             if value.__class__ is Tensor:
-                ctx = _context._ACTIVE
                 if (
                     ctx is not None
+                    and ctx.fast_paths
                     and not ctx.numerics
-                    and ctx._recorder is None
-                    and not ctx._api_depth
+                    and ctx.recorder is None
+                    and not ctx.api_depth
                     and _instr().retarget_traced(ctx, site, view, value)
                 ):
                     return
@@ -726,7 +731,7 @@ def _slices_view(tensor: Tensor, key: tuple[Any, ...]) -> View | None:
     shape = tensor.shape
     offsets = []
     terms = []
-    vshape = []
+    vshape: list[int] = []
     box = []
     for d, k in enumerate(key):
         size = shape[d]

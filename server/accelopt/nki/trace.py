@@ -132,6 +132,17 @@ class TraceRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class ProgramSpan:
+    """One program instance of an SPMD launch grid: its ids, the physical NeuronCore it runs on
+    (within the logical core) and its records, trace.records[first:end]."""
+
+    ids: tuple[int, ...]
+    core: int
+    first: int
+    end: int
+
+
 @dataclass(slots=True)
 class Trace:
     kernel_name: str
@@ -140,6 +151,17 @@ class Trace:
     tensors: dict[int, TensorInfo] = field(default_factory=dict)
     loops: dict[int, LoopInfo] = field(default_factory=dict)
     numerics: bool = True  # False for a trace-only run
+    # SPMD: the launch grid's sizes (() without a grid) and, for a grid of more than one
+    # instance, every instance's span of records (accelopt.nki.spmd; timed by profiling.grid)
+    grid: tuple[int, ...] = ()
+    programs: list[ProgramSpan] = field(default_factory=list)
+    # the NeuronCore generation the kernel ran for (what nisa.get_nc_version answered)
+    target: str = "trn1"
+    # direct allocation (accelopt.nki.compiler): per allocation site [line, name, shape, memory,
+    # [[*block index, *location], ...]] (location: SBUF (partition, byte address), PSUM (bank,
+    # partition, byte address)); and the compiler decorators the kernel carries
+    placements: list[list[Any]] = field(default_factory=list)
+    compiler_flags: tuple[str, ...] = ()
 
     # --- serialization (JSON-compatible, validated on the way in) -------------------------
 
@@ -168,6 +190,11 @@ class Trace:
                 for t in self.tensors.values()
             ],
             "records": [_record_to_list(r) for r in self.records],
+            "grid": list(self.grid),
+            "programs": [[list(p.ids), p.core, p.first, p.end] for p in self.programs],
+            "target": self.target,
+            "placements": self.placements,
+            "compiler_flags": list(self.compiler_flags),
         }
 
     def to_json(self) -> str:
@@ -198,6 +225,25 @@ class Trace:
                 alloc_loops=tuple(LoopFrame(int(a), int(b)) for a, b in alloc),
             )
         trace.records = [_record_from_list(row) for row in data["records"]]
+        trace.grid = tuple(int(s) for s in data.get("grid", ()))
+        count = len(trace.records)
+        for ids, core, first, end in data.get("programs", ()):
+            span = ProgramSpan(tuple(int(i) for i in ids), int(core), int(first), int(end))
+            if not 0 <= span.first <= span.end <= count or span.core < 0:
+                raise ValueError("trace program span outside the records")
+            trace.programs.append(span)
+        trace.target = str(data.get("target", "trn1"))
+        for line, name, shape, memory, entries in data.get("placements", ()):
+            trace.placements.append(
+                [
+                    int(line),
+                    str(name),
+                    [int(s) for s in shape],
+                    Memory(memory).value,
+                    [[int(v) for v in entry] for entry in entries],
+                ]
+            )
+        trace.compiler_flags = tuple(str(f) for f in data.get("compiler_flags", ()))
         return trace
 
     @classmethod

@@ -1,6 +1,7 @@
 """The schedule as a Chrome/Perfetto trace (the JSON "Trace Event Format"): one track per engine
-and per DMA engine, one slice per instruction named by opcode and source line. Open the file
-in https://ui.perfetto.dev or chrome://tracing."""
+and per DMA engine (per physical NeuronCore for an SPMD grid on several cores), one slice per
+instruction named by opcode and source line. Open the file in https://ui.perfetto.dev or
+chrome://tracing."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from accelopt.profiling.timeline import Timeline
 
 _COMPUTE_TRACKS = {"tensor": 1, "vector": 2, "scalar": 3, "gpsimd": 4}
 _DMA_TRACK_BASE = 100
+_CORE_TRACKS = 1000  # track ids of physical core c start at c * _CORE_TRACKS
 _PID = 1
 
 
@@ -27,30 +29,23 @@ def to_chrome_trace(trace: Trace, timeline: Timeline) -> dict[str, Any]:
             "args": {"name": f"{trace.kernel_name} (simulated {timeline.hardware})"},
         }
     ]
-    for engine, tid in _COMPUTE_TRACKS.items():
-        events.append(
-            {"name": "thread_name", "ph": "M", "pid": _PID, "tid": tid, "args": {"name": f"{engine} engine"}}
-        )
-        events.append(
-            {"name": "thread_sort_index", "ph": "M", "pid": _PID, "tid": tid, "args": {"sort_index": tid}}
-        )
-    for queue in range(len(timeline.dma_queue_busy)):
-        tid = _DMA_TRACK_BASE + queue
-        events.append(
-            {
-                "name": "thread_name",
-                "ph": "M",
-                "pid": _PID,
-                "tid": tid,
-                "args": {"name": f"DMA engine {queue}"},
-            }
-        )
-        events.append(
-            {"name": "thread_sort_index", "ph": "M", "pid": _PID, "tid": tid, "args": {"sort_index": tid}}
-        )
+    for core in range(timeline.cores):
+        prefix = f"core {core} " if timeline.cores > 1 else ""
+        base = core * _CORE_TRACKS
+        tracks = [(base + tid, f"{prefix}{engine} engine") for engine, tid in _COMPUTE_TRACKS.items()]
+        tracks += [
+            (base + _DMA_TRACK_BASE + queue, f"{prefix}DMA engine {queue}")
+            for queue in range(len(timeline.dma_queue_busy))
+        ]
+        for tid, label in tracks:
+            events.append({"name": "thread_name", "ph": "M", "pid": _PID, "tid": tid, "args": {"name": label}})
+            events.append(
+                {"name": "thread_sort_index", "ph": "M", "pid": _PID, "tid": tid, "args": {"sort_index": tid}}
+            )
     for op in timeline.ops:
         name = f"{op.kind} L{op.line}" if op.line else op.kind
         args = {"line": op.line, "record": op.record}
+        base = op.core * _CORE_TRACKS
         if op.pieces:
             for queue, start, end in op.pieces:
                 events.append(
@@ -59,7 +54,7 @@ def to_chrome_trace(trace: Trace, timeline: Timeline) -> dict[str, Any]:
                         "cat": "dma",
                         "ph": "X",
                         "pid": _PID,
-                        "tid": _DMA_TRACK_BASE + queue,
+                        "tid": base + _DMA_TRACK_BASE + queue,
                         "ts": _us(start),
                         "dur": _us(end - start),
                         "args": args,
@@ -72,7 +67,7 @@ def to_chrome_trace(trace: Trace, timeline: Timeline) -> dict[str, Any]:
                     "cat": op.engine,
                     "ph": "X",
                     "pid": _PID,
-                    "tid": _COMPUTE_TRACKS.get(op.engine, 0),
+                    "tid": base + _COMPUTE_TRACKS.get(op.engine, 0),
                     "ts": _us(op.start),
                     "dur": _us(op.end - op.start),
                     "args": args,

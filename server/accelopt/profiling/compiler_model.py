@@ -28,8 +28,10 @@ the event-driven scheduler in `timeline.py`.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from accelopt.hardware.roofline import dtype_bytes
@@ -81,6 +83,9 @@ class _Logical:
     last: int = -1
     space: str = ""  # memory.value, for fast dictionary keys
     accesses: list[int] = field(default_factory=list)
+    # where the kernel placed it itself (ncc.sbuf/psum.(mod_)alloc): (memory, *location); such a
+    # buffer is that physical location, outside the compiler's pools and never spilled
+    placed: tuple[object, ...] | None = None
 
 
 @dataclass(slots=True)
@@ -121,6 +126,13 @@ class _Resolver:
         self.groups = _Interner()
         self.logical: list[_Logical] = []
         self.cache: dict[tuple[int, Box], list[Access]] = {}
+        # direct allocation: allocation site (line, name, shape) -> block index -> location
+        self.placements: dict[tuple[object, ...], dict[tuple[int, ...], tuple[int, ...]]] = {}
+        for line, name, shape, memory, entries in trace.placements:
+            table = self.placements.setdefault((line, name, tuple(shape)), {})
+            blocks = len(entries[0]) - (3 if memory == "psum" else 2) if entries else 0
+            for entry in entries:
+                table[tuple(entry[:blocks])] = (memory, *entry[blocks:])
 
     def _logical(self, key: object, info: TensorInfo, inner_shape: tuple[int, ...]) -> int:
         lid = self.logical_ids(key)
@@ -130,6 +142,12 @@ class _Resolver:
             for extent in inner_shape[1:]:
                 per_partition *= extent
             memory = Memory.PSUM if info.tensor_id in self.psum_resident else info.memory
+            placed = None
+            if self.placements and info.memory is not Memory.HBM:
+                table = self.placements.get((info.line, info.name, info.shape))
+                if table:
+                    index = key[2] if isinstance(key, tuple) and key[0] == "b" else ()
+                    placed = table.get(index) or next(iter(table.values()))
             self.logical.append(
                 _Logical(
                     group=self.groups(_site_key(info)) if info.memory is not Memory.HBM else -1,
@@ -138,6 +156,7 @@ class _Resolver:
                     partitions=partitions,
                     full_box=tuple((0, s) for s in inner_shape),
                     space=memory.value,
+                    placed=placed,
                 )
             )
         return lid
@@ -166,6 +185,7 @@ class _Resolver:
             count = 1
             for r in ranges:
                 count *= len(r)
+            key_of: Callable[[tuple[int, ...]], tuple[object, ...]]
             if count > _MAX_BLOCKS_PER_REGION:
                 ranges = [range(0, 1)] * bd
                 key_of = lambda idx: ("t", info.tensor_id)  # noqa: E731
@@ -222,6 +242,9 @@ def psum_resident_broadcasts(trace: Trace, hw: HardwareSpec) -> set[int]:
 
 
 def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
+    if "skip_middle_end_transformations" in trace.compiler_flags:
+        # the kernel asked the compiler to leave its loops as written: nothing is hoisted
+        options = dataclasses.replace(options, hoist_invariant_loads=False, hoist_transposes=False)
     psum_resident = psum_resident_broadcasts(trace, hw)
     resolver = _Resolver(trace, psum_resident)
     alias: dict[int, int] = {}
@@ -280,7 +303,8 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
             if first is None:
                 seen[key] = position
             else:
-                first_writes = per_record[first][1] if per_record[first] is not None else []
+                first_record = per_record[first]
+                first_writes = first_record[1] if first_record is not None else []
                 unchanged_source = all(last_write.get(lid, -1) < first for lid, _ in reads)
                 results_intact = all(last_write.get(lid, -1) == first for lid, _ in first_writes)
                 if unchanged_source and results_intact and len(first_writes) == len(writes):
@@ -343,7 +367,11 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
     slot_of = _assign_slots(logical, options.buffer_reuse, hw)
     physical = _Interner()
     phys_of = [
-        physical(("hbm", lid)) if lb.memory is Memory.HBM else physical(("slot", lb.group, slot_of[lid]))
+        physical(("hbm", lid))
+        if lb.memory is Memory.HBM
+        else physical(("placed", *lb.placed))
+        if lb.placed is not None
+        else physical(("slot", lb.group, slot_of[lid]))
         for lid, lb in enumerate(logical)
     ]
     phys = phys_of.__getitem__
@@ -401,7 +429,7 @@ def _capacity(memory: Memory, hw: HardwareSpec) -> int:
 def _peak_live(logical: list[_Logical], hw: HardwareSpec) -> dict[str, int]:
     deltas: dict[str, dict[int, int]] = {"sbuf": {}, "psum": {}}
     for lb in logical:
-        if lb.memory is Memory.HBM or lb.first < 0:
+        if lb.memory is Memory.HBM or lb.first < 0 or lb.placed is not None:
             continue
         d = deltas[lb.memory.value]
         d[lb.first] = d.get(lb.first, 0) + _footprint(lb, hw)
@@ -451,7 +479,7 @@ def _assign_slots(logical: list[_Logical], reuse: bool, hw: HardwareSpec) -> lis
         return list(range(len(logical)))
     by_group: dict[int, list[int]] = {}
     for lid, lb in enumerate(logical):
-        if lb.memory is not Memory.HBM and lb.first >= 0:
+        if lb.memory is not Memory.HBM and lb.first >= 0 and lb.placed is None:
             by_group.setdefault(lb.group, []).append(lid)
     peaks: dict[int, int] = {}
     for group, lids in by_group.items():
@@ -493,7 +521,9 @@ def _assign_slots(logical: list[_Logical], reuse: bool, hw: HardwareSpec) -> lis
 class _SpillPlanner:
     """Belady spilling over logical buffers, per on-chip memory, in program order."""
 
-    def __init__(self, logical: list[_Logical], hw: HardwareSpec, phys, physical: _Interner) -> None:
+    def __init__(
+        self, logical: list[_Logical], hw: HardwareSpec, phys: Callable[[int], int], physical: _Interner
+    ) -> None:
         self.logical = logical
         self.hw = hw
         self.phys = phys
@@ -506,7 +536,7 @@ class _SpillPlanner:
         self.spilled: set[int] = set()
         self.dying: dict[int, list[int]] = {}
         for lid, lb in enumerate(logical):
-            if lb.memory is not Memory.HBM and lb.first >= 0:
+            if lb.memory is not Memory.HBM and lb.first >= 0 and lb.placed is None:
                 self.dying.setdefault(lb.last, []).append(lid)
         self.saved = 0
         self.reloaded = 0
@@ -530,13 +560,17 @@ class _SpillPlanner:
         self.reloaded += nbytes
         return PlannedOp(-1, kind, [spill_slot], [home], nbytes, lb.partitions, cause)
 
-    def before(self, idx: int, reads, writes, extra_writes: list[Access]) -> list[PlannedOp]:
+    def before(
+        self, idx: int, reads: list[tuple[int, Box]], writes: list[tuple[int, Box]], extra_writes: list[Access]
+    ) -> list[PlannedOp]:
         ops: list[PlannedOp] = []
         logical = self.logical
         missing = [
             lid
             for lid, _ in itertools.chain(reads, writes)
-            if logical[lid].memory is not Memory.HBM and lid not in self.resident[logical[lid].space]
+            if logical[lid].memory is not Memory.HBM
+            and logical[lid].placed is None
+            and lid not in self.resident[logical[lid].space]
         ]
         has_data = self.has_data
         for lid, _ in writes:

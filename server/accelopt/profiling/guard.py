@@ -22,9 +22,10 @@ import _imp
 import builtins
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import FrameType
+from types import FrameType, ModuleType
+from typing import NoReturn
 
 from accelopt.profiling.policy import DENIED_ATTRIBUTES, PolicyName, module_allowed
 
@@ -286,8 +287,10 @@ class _Guard:
             raise self._refuse(f"reading '{path}' is not allowed", caller)
 
     def _readable(self, path: object) -> bool:
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            return False
         try:
-            real = os.path.realpath(os.fsdecode(path))  # type: ignore[arg-type]
+            real = os.path.realpath(os.fsdecode(path))
         except (TypeError, ValueError):
             return False
         return any(real == root or real.startswith(root + os.sep) for root in self.read_roots)
@@ -302,7 +305,14 @@ class _Guard:
                 raise self._refuse(f"getattr of '{name}' is not allowed", caller)
         return self._real_getattr(obj, name, *default)
 
-    def guarded_import(self, name, globals=None, locals=None, fromlist=(), level=0):
+    def guarded_import(
+        self,
+        name: str,
+        globals: Mapping[str, object] | None = None,
+        locals: Mapping[str, object] | None = None,
+        fromlist: Sequence[str] | None = (),
+        level: int = 0,
+    ) -> ModuleType:
         if self.active:
             caller = sys._getframe(1)
             if not self._is_trusted_file(caller.f_code.co_filename):
@@ -322,7 +332,7 @@ class _Guard:
 _GUARD = _Guard()
 
 
-def _refuse_socket(*args, **kwargs):
+def _refuse_socket(*args: object, **kwargs: object) -> NoReturn:
     raise _GUARD._refuse("opening a socket is not allowed", sys._getframe(1))
 
 
@@ -375,16 +385,11 @@ def install(
                 setattr(module, name, _refuse_node)
     builtins.getattr = _GUARD.guarded_getattr  # type: ignore[assignment]
     socket.socket = _refuse_socket  # type: ignore[misc,assignment]
-    socket.create_connection = _refuse_socket  # type: ignore[assignment]
-    socket.socketpair = _refuse_socket  # type: ignore[assignment]
+    socket.create_connection = _refuse_socket
+    socket.socketpair = _refuse_socket
     builtins.__import__ = _GUARD.guarded_import
     sys.addaudithook(_GUARD.audit)
     _GUARD.active = True
-
-
-def add_user_file(filename: str) -> None:
-    """Mark another source file as untrusted (e.g. the reference module loaded after install)."""
-    _GUARD.user_files = _GUARD.user_files | {filename}
 
 
 def namespace_snapshot(module_names: Iterable[str]) -> dict[tuple[str, str], int]:

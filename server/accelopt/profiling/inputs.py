@@ -24,6 +24,7 @@ from accelopt.profiling.arrays import resolve_dtype
 from accelopt.profiling.evaluation import KernelSource
 
 DirectiveKind = Literal["reference", "inputs"]
+_DIRECTIVE_KINDS: dict[str, DirectiveKind] = {"reference": "reference", "inputs": "inputs"}
 
 _DIRECTIVE = re.compile(r"#\s*accelopt\s*:\s*(?P<kind>[A-Za-z_]+)\s*(?P<rest>.*?)\s*$")
 _SPEC = re.compile(
@@ -108,15 +109,42 @@ def find_directive(text: str, kernel_name: str) -> Directive | None:
         match = _DIRECTIVE.match(comment)
         if match is None:
             continue
-        kind = match["kind"].lower()
-        if kind not in ("reference", "inputs"):
+        if match["kind"].lower() == "grid":
+            continue  # how the kernel is launched, not where its inputs come from (find_grid)
+        kind = _DIRECTIVE_KINDS.get(match["kind"].lower())
+        if kind is None:
             raise DirectiveError(
-                f"unknown accelopt directive '{match['kind']}': expected `# accelopt: reference FILE.py` "
-                "or `# accelopt: inputs name=dtype[shape] ...`",
+                f"unknown accelopt directive '{match['kind']}': expected `# accelopt: reference FILE.py`, "
+                "`# accelopt: inputs name=dtype[shape] ...` or `# accelopt: grid 2,2`",
                 line,
             )
-        best = Directive(kind=kind, argument=match["rest"], line=line)  # type: ignore[arg-type]
+        best = Directive(kind=kind, argument=match["rest"], line=line)
     return best
+
+
+_GRID = re.compile(r"^(?:\s*(?:\d+|nc\(\s*\d+\s*\)|spmd_dim\([^()]*(?:\([^()]*\)[^()]*)*\))\s*,?)+$")
+
+
+def find_grid(text: str, kernel_name: str) -> str | None:
+    """The SPMD launch grid declared above the kernel, e.g. `# accelopt: grid nc(2), 2` (None
+    without one): the grid the kernel is launched on, as `kernel[nl.nc(2), 2]` would."""
+    limit = kernel_def_line(text, kernel_name)
+    found: str | None = None
+    for line, comment in _comments(text):
+        if limit is not None and line >= limit:
+            break
+        match = _DIRECTIVE.match(comment)
+        if match is None or match["kind"].lower() != "grid":
+            continue
+        argument = match["rest"].strip()
+        if not argument or _GRID.match(argument) is None:
+            raise DirectiveError(
+                f"cannot read launch grid '{argument}': expected sizes such as `2`, `2,2`, `nc(2),2` "
+                "or `spmd_dim(nc(2),2),2`",
+                line,
+            )
+        found = argument
+    return found
 
 
 def parse_input_specs(argument: str, line: int | None = None) -> list[InputSpec]:

@@ -7,9 +7,10 @@ from accelopt.hardware.roofline import peak_latency, work_from_trace
 from accelopt.hardware.specs import HardwareSpec, get_hardware
 from accelopt.hardware.work import Work
 from accelopt.nki.trace import Trace
+from accelopt.profiling.grid import schedule
 from accelopt.profiling.lowering import is_tensor_engine
 from accelopt.profiling.profile import Bound, LineCost, Profile
-from accelopt.profiling.timeline import ModelOptions, Timeline, schedule
+from accelopt.profiling.timeline import ModelOptions, Timeline
 
 # A run is bound by a resource when that resource is busy at least this fraction of the time
 # (DMA engines -> "hbm", Tensor Engine -> "tensor", the busiest of Vector/Scalar/GpSimd ->
@@ -32,7 +33,7 @@ def bound_from_busy(tensor: float, vector: float, scalar: float, gpsimd: float, 
 
 
 def run_bound(timeline: Timeline) -> Bound:
-    total = timeline.total_time
+    total = timeline.total_time * timeline.cores  # engine time of every physical core used
     if total <= 0:
         return "latency"
     busy = timeline.engine_busy
@@ -117,8 +118,12 @@ def build_profile(
     hbm = timeline.hbm_read_bytes + timeline.hbm_write_bytes
     roof_work = work if work is not None else work_from_trace(trace)
     peak_s, roof_bound = peak_latency(roof_work, hw)
+    # an SPMD grid on several physical cores has their peaks together (profiling.grid)
+    peak_s /= timeline.cores
     percent = peak_s / total if total > 0 else 0.0
     busy = timeline.engine_busy
+    # busy fractions are of the engine time of every physical core the run used
+    engine_time = total * timeline.cores
     return Profile(
         backend="simulator",
         hardware=hw.name,
@@ -135,13 +140,16 @@ def build_profile(
         transpose_flops=transpose_flops,
         mm_arithmetic_intensity=(hardware_flops - transpose_flops) / hbm if hbm else 0.0,
         peak_flops_bandwidth_ratio=hw.peak_flops_bandwidth_ratio,
-        hfu_estimated_percent=hardware_flops / (hw.tensor_bf16_flops * total) if total > 0 else 0.0,
-        tensor_engine_active_time_percent=_fraction(busy["tensor"], total),
-        vector_engine_active_time_percent=_fraction(busy["vector"], total),
-        scalar_engine_active_time_percent=_fraction(busy["scalar"], total),
-        gpsimd_engine_active_time_percent=_fraction(busy["gpsimd"], total),
-        dma_active_time_percent=_fraction(busy["dma"], total),
+        hfu_estimated_percent=(
+            hardware_flops / (hw.tensor_bf16_flops * engine_time) if engine_time > 0 else 0.0
+        ),
+        tensor_engine_active_time_percent=_fraction(busy["tensor"], engine_time),
+        vector_engine_active_time_percent=_fraction(busy["vector"], engine_time),
+        scalar_engine_active_time_percent=_fraction(busy["scalar"], engine_time),
+        gpsimd_engine_active_time_percent=_fraction(busy["gpsimd"], engine_time),
+        dma_active_time_percent=_fraction(busy["dma"], engine_time),
         instruction_count=timeline.instructions,
+        physical_cores=timeline.cores,
         dma_transfer_count=timeline.dma_transfers,
         work=roof_work,
         peak_latency_ms=peak_s * 1e3,

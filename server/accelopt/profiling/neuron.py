@@ -480,12 +480,12 @@ def _worker(job: NeuronJob, job_dir: Path) -> NeuronResult:
     from accelopt.profiling.inputs import generate_inputs
 
     try:  # today's SDK ships the `nki` package; older hosts only the legacy `neuronxcc.nki`
-        import nki  # type: ignore[import-not-found]
+        import nki
 
         nki.baremetal  # noqa: B018 - the attribute the worker needs
     except (ImportError, AttributeError):
         try:
-            import neuronxcc.nki as nki  # type: ignore[no-redef]
+            import neuronxcc.nki as nki
         except ImportError as exc:
             return NeuronResult(
                 status="runtime_error", message=f"no Neuron SDK (nki or neuronxcc.nki) in the worker: {exc}"

@@ -18,11 +18,10 @@ from pydantic import BaseModel, Field, ValidationError
 from accelopt.profiling.evaluation import KernelSource
 
 if TYPE_CHECKING:
-    from accelopt.profiling.task import Task
+    from accelopt.profiling.task import Size, Task
 
 SUITE_ENV = "ACCELOPT_NKIBENCH"
 SIZES = ("full", "small")
-Size = Literal["full", "small"]
 Style = Literal["hand-written", "compiler-generated"]
 
 
@@ -116,7 +115,8 @@ def bench_task(
     except OSError as exc:
         raise NkiBenchError(f"{path}: {exc.strerror}") from None
     kernel = KernelSource(text=text, name=kernel_function(text, entry.kernel_name, path), path=str(path))
-    task = task_for_kernel(kernel, reference=str((root / entry.reference).resolve()), size=size)
+    checked: Size = "small" if size == "small" else "full"  # one of SIZES, checked above
+    task = task_for_kernel(kernel, reference=str((root / entry.reference).resolve()), size=checked)
     return kernel, task.model_copy(update={"name": entry.name, "tolerance": entry.tolerance})
 
 

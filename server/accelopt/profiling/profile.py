@@ -78,6 +78,9 @@ class Profile(BaseModel):
 
     instruction_count: int = 0
     dma_transfer_count: int = 0
+    # physical NeuronCores the run used: an SPMD grid on a logical core of 2 uses 2 (then the
+    # engine busy fractions and the roofline peak are over both)
+    physical_cores: int = Field(1, ge=1)
 
     # Roofline view
     work: Work = Field(default_factory=Work)
@@ -98,7 +101,8 @@ class Profile(BaseModel):
         where = self.hardware
         if self.backend == "simulator":
             where = hardware_label(self.hardware)
-        return f"{kind} on {where}"
+        cores = f", {self.physical_cores} physical cores" if self.physical_cores > 1 else ""
+        return f"{kind} on {where}{cores}"
 
     def summary_fields(self) -> dict[str, float]:
         """The neuron-profile-style metric dictionary the agents read."""

@@ -38,7 +38,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import ValidationError
@@ -140,7 +140,10 @@ class Sandbox:
         for name, array in (inputs or {}).items():
             np.save(root / "in" / f"{name}.npy", arrays.to_transport(array), allow_pickle=False)
         if bundle is not None:
-            np.savez(root / "in" / "outputs.npz", **bundle)
+            # Typed loosely: numpy's stubs would match a `**` of arrays against its `allow_pickle`
+            # flag, which older numpy (>= 1.24 is supported) does not have.
+            named: dict[str, Any] = bundle
+            np.savez(root / "in" / "outputs.npz", **named)
         limits = self.limits
         if timeout_s is not None:
             cpu = min(limits.cpu_seconds, math.ceil(timeout_s) + 1)
@@ -318,7 +321,7 @@ def _load_arrays(path: Path, result: WorkerResult) -> dict[str, np.ndarray]:
 def _crash_reason(returncode: int | None, root: Path) -> str:
     if returncode is not None and returncode < 0:
         sig = -returncode
-        names = {
+        names: dict[int, str] = {
             signal.SIGKILL: "killed (SIGKILL; out of memory?)",
             signal.SIGSEGV: "crashed with a segmentation fault",
             signal.SIGABRT: "aborted",
@@ -462,6 +465,7 @@ def _namespace_prefix(as_root: bool) -> tuple[str, ...]:
     unshare = shutil.which("unshare")
     if unshare is None:
         return ()
+    prefix: tuple[str, ...]
     if as_root:
         prefix = (unshare, "--net", "--setgid", str(_NOBODY), "--setuid", str(_NOBODY), "--")
     else:

@@ -24,10 +24,10 @@ import secrets
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from accelopt.hardware.roofline import work_from_trace
 from accelopt.hardware.work import Work
 from accelopt.nki.trace import Trace
 from accelopt.profiling import arrays
@@ -35,12 +35,14 @@ from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.compare import compare_outputs
 from accelopt.profiling.deadline import DeadlineExceeded, within
 from accelopt.profiling.evaluation import Evaluation, KernelSource
-from accelopt.profiling.inputs import generate_inputs
+from accelopt.profiling.inputs import DirectiveError, find_grid, generate_inputs
+from accelopt.profiling.metrics import profile_trace
 from accelopt.profiling.policy import check_source
 from accelopt.profiling.profile import Profile
 from accelopt.profiling.sandbox import Sandbox, WorkerOutcome
 from accelopt.profiling.task import Task, transform_is_identity
-from accelopt.profiling.worker_protocol import ResourceLimits, WorkerJob
+from accelopt.profiling.timeline import Timeline
+from accelopt.profiling.worker_protocol import ArrayRef, ResourceLimits, WorkerJob
 
 _KERNEL_PLACEHOLDER_PATH = "<kernel>"
 
@@ -51,7 +53,7 @@ class SimulatedRun:
 
     evaluation: Evaluation
     trace: Trace | None = None
-    timeline: Any = None
+    timeline: Timeline | None = None
 
 
 @dataclass
@@ -143,10 +145,14 @@ class SimulatorBackend:
             and task.baseline.normalized_hash() == kernel.normalized_hash()
         )
         need_outputs = check and not is_baseline_itself
-        references = await self._references(task, cache, seeds, need_outputs, options.timeout_s)
+        references = await self._references(
+            task, cache, seeds, need_outputs, options.timeout_s, options.hardware
+        )
 
         outcome = await self._run(
-            _kernel_job(kernel, numerics=check), options.timeout_s, [references[s].inputs for s in seeds]
+            _kernel_job(kernel, numerics=check, hardware=options.hardware, grid=task.grid),
+            options.timeout_s,
+            [references[s].inputs for s in seeds],
         )
         failure = _outcome_failure(outcome, seeds, who=None)
         if failure is not None:
@@ -169,7 +175,7 @@ class SimulatorBackend:
             work = await analysis.run(_work_from_trace, trace)
             cache.work = work
         profile, timeline = await analysis.run(_profile, trace, options.hardware, work, kernel.text)
-        message = "" if profile is not None else "no timing model is available in this build"
+        message = "" if profile is not None else "the worker returned no instruction trace to time"
         evaluation = Evaluation(
             status="ok", message=message, max_error=max_error, seeds=seeds, profile=profile
         )
@@ -185,6 +191,7 @@ class SimulatorBackend:
         is_baseline_itself: bool,
         options: EvaluationOptions,
     ) -> float:
+        assert outcome.result is not None
         kernel_outputs = [outcome.group(i, "outputs") for i in range(len(seeds))]
         single = all(run.structure == "single" for run in outcome.result.runs) and all(
             len(k) == 1 and len(references[s].outputs or []) == 1 for k, s in zip(kernel_outputs, seeds)
@@ -228,7 +235,13 @@ class SimulatorBackend:
         return cache.pool[:count]
 
     async def _references(
-        self, task: Task, cache: _TaskCache, seeds: list[int], need_outputs: bool, timeout_s: float
+        self,
+        task: Task,
+        cache: _TaskCache,
+        seeds: list[int],
+        need_outputs: bool,
+        timeout_s: float,
+        hardware: str = "trn1",
     ) -> dict[int, _SeedData]:
         async with cache.lock:
             missing = [
@@ -238,7 +251,7 @@ class SimulatorBackend:
                 if task.kind == "reference":
                     await self._run_reference_module(task, cache, missing, need_outputs, timeout_s)
                 else:
-                    await self._run_baseline(task, cache, missing, need_outputs, timeout_s)
+                    await self._run_baseline(task, cache, missing, need_outputs, timeout_s, hardware)
             found = {s: cache.seeds[s] for s in seeds}
             if self.fresh_seeds:
                 for s in seeds:
@@ -275,7 +288,13 @@ class SimulatorBackend:
                 cache.work = None
 
     async def _run_baseline(
-        self, task: Task, cache: _TaskCache, seeds: list[int], need_outputs: bool, timeout_s: float
+        self,
+        task: Task,
+        cache: _TaskCache,
+        seeds: list[int],
+        need_outputs: bool,
+        timeout_s: float,
+        hardware: str = "trn1",
     ) -> None:
         generated = {s: generate_inputs(task.inputs, s) for s in seeds}
         if not need_outputs:
@@ -284,7 +303,7 @@ class SimulatorBackend:
             return
         assert task.baseline is not None
         outcome = await self._run(
-            _kernel_job(task.baseline, numerics=True), timeout_s, [generated[s] for s in seeds]
+            _kernel_job(task.baseline, numerics=True, hardware=hardware, grid=task.grid), timeout_s, [generated[s] for s in seeds]
         )
         failure = _outcome_failure(outcome, seeds, who="baseline kernel (the correctness oracle)")
         if failure is not None:
@@ -315,15 +334,17 @@ class SimulatorBackend:
     ) -> list[tuple[list[np.ndarray], list[np.ndarray]]]:
         assert outcome.result is not None
         bundle: dict[str, np.ndarray] = {}
-        kernel_refs, ref_refs = [], []
+        kernel_refs: list[list[ArrayRef]] = []
+        ref_refs: list[list[ArrayRef]] = []
         for i, seed in enumerate(seeds):
-            k_names, r_names = [], []
+            k_names: list[ArrayRef] = []
+            r_names: list[ArrayRef] = []
             for j, a in enumerate(kernel_outputs[i]):
                 bundle[f"k{i}_{j}"] = arrays.to_transport(a)
-                k_names.append({"name": f"k{i}_{j}", "dtype": arrays.dtype_name(a), "shape": a.shape})
+                k_names.append(ArrayRef(name=f"k{i}_{j}", dtype=arrays.dtype_name(a), shape=a.shape))
             for j, a in enumerate(references[seed].outputs or []):
                 bundle[f"r{i}_{j}"] = arrays.to_transport(a)
-                r_names.append({"name": f"r{i}_{j}", "dtype": arrays.dtype_name(a), "shape": a.shape})
+                r_names.append(ArrayRef(name=f"r{i}_{j}", dtype=arrays.dtype_name(a), shape=a.shape))
             kernel_refs.append(k_names)
             ref_refs.append(r_names)
         job = WorkerJob(
@@ -385,7 +406,14 @@ def _static_check(kernel: KernelSource) -> None:
         )
 
 
-def _kernel_job(kernel: KernelSource, *, numerics: bool) -> WorkerJob:
+def _kernel_job(
+    kernel: KernelSource, *, numerics: bool, hardware: str, grid: str | None = None
+) -> WorkerJob:
+    """A kernel run in a worker; the kernel's own `# accelopt: grid` wins over the task's `grid`."""
+    try:
+        grid = find_grid(kernel.text, kernel.name) or grid
+    except DirectiveError as exc:
+        raise _Failed(Evaluation(status="compile_error", message=exc.message, line=exc.line)) from None
     return WorkerJob(
         mode="kernel",
         policy="kernel",
@@ -393,6 +421,8 @@ def _kernel_job(kernel: KernelSource, *, numerics: bool) -> WorkerJob:
         source_path=kernel.path or _KERNEL_PLACEHOLDER_PATH,
         kernel_name=kernel.name,
         numerics=numerics,
+        hardware=hardware,
+        grid=grid,
     )
 
 
@@ -498,24 +528,14 @@ def _parse_trace(outcome: WorkerOutcome) -> Trace | None:
 
 
 def _work_from_trace(trace: Trace | None) -> Work | None:
-    if trace is None:
-        return None
-    try:
-        from accelopt.hardware.roofline import work_from_trace
-    except ImportError:
-        return None
-    return work_from_trace(trace)
+    return work_from_trace(trace) if trace is not None else None
 
 
 def _profile(
     trace: Trace | None, hardware: str, work: Work | None, source_text: str
-) -> tuple[Profile | None, Any]:
+) -> tuple[Profile | None, Timeline | None]:
     """Integration point with the timing model (`accelopt.profiling.metrics`)."""
     if trace is None:
-        return None, None
-    try:
-        from accelopt.profiling.metrics import profile_trace
-    except ImportError:
         return None, None
     try:
         return profile_trace(trace, hardware, work, source_text=source_text)

@@ -28,6 +28,7 @@ from accelopt.profiling.inputs import (
     DirectiveError,
     InputSpec,
     find_directive,
+    find_grid,
     kernel_def_line,
     parse_input_specs,
     suggest_inputs_directive,
@@ -74,6 +75,11 @@ class Task(BaseModel):
     baseline: KernelSource | None = Field(
         None, description="baseline kind: the kernel whose outputs are the truth"
     )
+    grid: str | None = Field(
+        None,
+        description="the SPMD launch grid declared above the original kernel (`# accelopt: grid ...`); "
+        "a candidate that declares none is launched on it",
+    )
 
     def key(self) -> str:
         """Identity of the task's contents (what the backend caches reference results under)."""
@@ -82,9 +88,19 @@ class Task(BaseModel):
 
 def task_for_kernel(kernel: KernelSource, reference: str | None = None, size: Size = "full") -> Task:
     """The task for a kernel: an explicit reference module wins, then the directive above it.
+    The kernel's declared launch grid (if any) goes with the task.
 
     Raises TaskError (with file and line) when there is no way to get inputs or a reference is
     unusable; the message says how to declare one."""
+    try:
+        grid = find_grid(kernel.text, kernel.name)
+    except DirectiveError as exc:
+        raise TaskError(exc.message, kernel.path, exc.line) from None
+    task = _task_for_kernel(kernel, reference, size)
+    return task if grid is None else task.model_copy(update={"grid": grid})
+
+
+def _task_for_kernel(kernel: KernelSource, reference: str | None, size: Size) -> Task:
     if reference is not None:
         return reference_task(kernel, reference, size=size)
     try:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from accelopt.hardware.roofline import dtype_bytes
 from accelopt.hardware.specs import HardwareSpec, get_hardware
-from accelopt.nki.trace import LoopKind, Memory, Trace, TraceRecord
+from accelopt.nki.trace import LoopFrame, LoopKind, Memory, Trace, TraceRecord
 from accelopt.profiling.compiler_model import Box, CompilerPlan, ModelOptions, PlannedOp, plan
 from accelopt.profiling.lowering import (
     ComputeWork,
@@ -67,6 +67,7 @@ class ScheduledOp:
     busy: float  # engine-occupied seconds (DMA: summed over its pieces)
     line: int
     pieces: tuple[tuple[int, float, float], ...] = ()  # DMA: (engine, start, end) per piece
+    core: int = 0  # the physical NeuronCore of an SPMD instance (profiling.grid)
 
 
 @dataclass(slots=True)
@@ -89,6 +90,9 @@ class Timeline:
     dma_transfers: int = 0
     instructions: int = 0
     peak_live_bytes: dict[str, int] = field(default_factory=dict)
+    # physical NeuronCores the run used (an SPMD grid on a logical core of 2: 2); engine_busy
+    # sums over them, so a busy fraction divides by total_time * cores
+    cores: int = 1
 
 
 class _GapList:
@@ -278,18 +282,21 @@ def _contains(outer: Box, inner: Box) -> bool:
     return True
 
 
+# A sequential loop's instance: its id and the frames of the loops around it.
+LoopInstance = tuple[int, tuple[LoopFrame, ...]]
+
 def _union_length(intervals: list[tuple[float, float]]) -> float:
     total = 0.0
-    cur_start = cur_end = None
+    current: tuple[float, float] | None = None  # the union's run being extended
     for start, end in sorted(intervals):
-        if cur_end is None or start > cur_end:
-            if cur_end is not None:
-                total += cur_end - cur_start
-            cur_start, cur_end = start, end
+        if current is None or start > current[1]:
+            if current is not None:
+                total += current[1] - current[0]
+            current = (start, end)
         else:
-            cur_end = max(cur_end, end)
-    if cur_end is not None:
-        total += cur_end - cur_start
+            current = (current[0], max(current[1], end))
+    if current is not None:
+        total += current[1] - current[0]
     return total
 
 
@@ -311,8 +318,8 @@ class _Scheduler:
         self.pending: list[tuple[_BoxMap, Box, list[Box]]] = []  # see _producers
         self.issue_front = 0.0  # latest start of a compute instruction placed so far
         # sequential loop instance -> [iteration, barrier, latest compute end in this iteration]
-        self.barriers: dict[tuple[object, ...], list[float]] = {}
-        self.seq_keys: dict[tuple[object, ...], list[tuple[tuple[object, ...], int]]] = {}
+        self.barriers: dict[LoopInstance, list[float]] = {}
+        self.seq_keys: dict[tuple[LoopFrame, ...], list[tuple[LoopInstance, int]]] = {}
         self.sem = hw.semaphore_latency_s
         self.lowered: dict[tuple[object, ...], tuple[ComputeWork, bool, bool]] = {}
         self.dma_lowered: dict[tuple[object, ...], DmaWork] = {}
@@ -325,12 +332,16 @@ class _Scheduler:
         }
         self.memory_code = {tid: _MEMORY_CODE[where.value] for tid, where in self.memory.items()}
         # on-chip tensor -> (read counter, write counter, bytes per element)
-        self.counter_keys = {
+        self.counter_keys: dict[int, tuple[str, str, int]] = {
             tid: (f"{where.value}_read", f"{where.value}_write", dtype_bytes(trace.tensors[tid].dtype))
             for tid, where in self.memory.items()
             if where is not Memory.HBM
         }
         self.ops: list[ScheduledOp] = []
+        # nl.no_reorder blocks (accelopt.nki.compiler): block -> end of its latest instruction;
+        # `order_floor` is the earliest start of the op being placed
+        self.in_order: dict[object, float] = {}
+        self.order_floor = 0.0
         self.counters = {
             "hbm_read": 0,
             "hbm_write": 0,
@@ -393,7 +404,7 @@ class _Scheduler:
 
     # --- sequential loops -------------------------------------------------------------------
 
-    def _sequential(self, rec: TraceRecord) -> list[tuple[tuple[object, ...], int]]:
+    def _sequential(self, rec: TraceRecord) -> list[tuple[LoopInstance, int]]:
         """The sequential loop instances enclosing `rec` and its iteration in each."""
         cached = self.seq_keys.get(rec.loops)
         if cached is not None:
@@ -408,7 +419,7 @@ class _Scheduler:
         self.seq_keys[rec.loops] = keys
         return keys
 
-    def _barrier(self, keys: list[tuple[tuple[object, ...], int]]) -> float:
+    def _barrier(self, keys: list[tuple[LoopInstance, int]]) -> float:
         barrier = 0.0
         for key, iteration in keys:
             state = self.barriers.get(key)
@@ -432,14 +443,22 @@ class _Scheduler:
             self._place_compute(op, cause, producers, op_id, work)
             return
         rec = trace.records[op.record] if op.record >= 0 else None
+        block = rec.extra.get("no_reorder") if rec is not None else None
+        if block is not None:  # runs after the block's previous instruction has finished
+            self.order_floor = self.in_order.get(block, 0.0)
         if rec is None or is_dma(rec):
             self._place_dma(op, rec, producers, op_id)
         else:
             self._place_compute(op, rec, producers, op_id)
+        if block is not None:
+            self.in_order[block] = self.ops[-1].end
+            self.order_floor = 0.0
 
-    def _place_dma(self, op: PlannedOp, rec: TraceRecord | None, producers, op_id: int) -> None:
+    def _place_dma(
+        self, op: PlannedOp, rec: TraceRecord | None, producers: list[tuple[float, str, int]], op_id: int
+    ) -> None:
         hw = self.hw
-        ready = 0.0
+        ready = self.order_floor
         for end, _, _ in producers:
             ready = max(ready, end + self.sem)
         if rec is None:
@@ -487,7 +506,9 @@ class _Scheduler:
         self._record(op, end, _DMA, op_id)
         self.ops.append(ScheduledOp(op.record, op.kind, _DMA, start, end, busy, line, tuple(pieces)))
 
-    def _share_groups(self, pieces) -> list[tuple[list[tuple[int, _GapList]], float]]:
+    def _share_groups(
+        self, pieces: tuple[tuple[int, float], ...]
+    ) -> list[tuple[list[tuple[int, _GapList]], float]]:
         """Group DMA pieces that can be placed once for several engines.
 
         Engines whose busy intervals are identical share one `_GapList` (all of them start that
@@ -522,7 +543,12 @@ class _Scheduler:
         return groups
 
     def _place_compute(
-        self, op: PlannedOp, rec: TraceRecord, producers, op_id: int, work: ComputeWork | None = None
+        self,
+        op: PlannedOp,
+        rec: TraceRecord,
+        producers: list[tuple[float, str, int]],
+        op_id: int,
+        work: ComputeWork | None = None,
     ) -> None:
         hw = self.hw
         if work is None:
@@ -530,7 +556,9 @@ class _Scheduler:
         else:  # a staging copy: PSUM -> SBUF
             touches_sbuf = touches_psum = True
         seq = self._sequential(rec) if rec.loops else []
-        barrier = self._barrier(seq) if seq else 0.0
+        barrier = self._barrier(seq) if seq else self.order_floor
+        if seq and self.order_floor > barrier:
+            barrier = self.order_floor
         best = None
         for engine, duration in work.options:
             ready = barrier
@@ -624,21 +652,26 @@ class _Scheduler:
     def _count_on_chip(self, rec: TraceRecord) -> None:
         counters = self.counters
         keys = self.counter_keys
-        for regions, side in ((rec.reads, 0), (rec.writes, 1)):
+        for regions, writing in ((rec.reads, False), (rec.writes, True)):
             for region in regions:
                 found = keys.get(region.tensor_id)
                 if found is None:
                     continue
-                n = found[2]
+                read_counter, write_counter, n = found
                 for start, stop in region.box:
                     n *= stop - start
-                counters[found[side]] += n
+                counters[write_counter if writing else read_counter] += n
 
 
 def schedule(trace: Trace, hw: HardwareSpec | str, options: ModelOptions | None = None) -> Timeline:
-    """Time `trace` on `hw` with the compiler behaviours in `options` (all on by default)."""
+    """Time `trace` on one NeuronCore of `hw` with the compiler behaviours in `options` (all on
+    by default). A trace of an SPMD grid of several instances: `profiling.grid.schedule`."""
     spec = get_hardware(hw) if isinstance(hw, str) else hw
-    opts = options or ModelOptions()
+    return schedule_instance(trace, spec, options or ModelOptions())
+
+
+def schedule_instance(trace: Trace, spec: HardwareSpec, opts: ModelOptions) -> Timeline:
+    """Time one program instance's trace on one NeuronCore."""
     # The model allocates millions of small tuples and makes no reference cycles: the cyclic
     # collector would only rescan the (large) trace over and over, so it waits until we are done.
     collecting = gc.isenabled()

@@ -50,6 +50,10 @@ def main(job_dir: str) -> int:
 
         runtime = _runtime
         runtime.install_aliases()
+        if job.get("grid"):  # parsed while imports are trusted; the parent checked its form
+            from accelopt.nki.spmd import parse_grid
+
+            job["_grid"] = parse_grid(job["grid"])
 
     out_dir = os.path.join(job_dir, "out")
     status_file = open(os.path.join(out_dir, "status.json"), "w", encoding="utf-8")
@@ -212,7 +216,9 @@ def _as_list(value: Any) -> tuple[list[Any], str]:
     return [value], "single"
 
 
-def _save_group(saved: dict[str, Any], prefix: str, values: list[Any], np: Any, arrays: Any) -> list[dict]:
+def _save_group(
+    saved: dict[str, Any], prefix: str, values: list[Any], np: Any, arrays: Any
+) -> list[dict[str, Any]]:
     refs = []
     for j, value in enumerate(values):
         array = value if type(value) is np.ndarray else np.asarray(value)
@@ -224,30 +230,51 @@ def _save_group(saved: dict[str, Any], prefix: str, values: list[Any], np: Any, 
     return refs
 
 
-def _run_kernel(job, runtime, runs_inputs, result, saved, np, arrays):
+# The job is plain JSON (no pydantic here, see above); numpy, the emulator's runtime and the
+# array transport come in as modules, imported by `main` in the trusted phase.
+Job = dict[str, Any]
+
+
+def _run_kernel(
+    job: Job,
+    runtime: Any,
+    runs_inputs: list[list[Any]],
+    result: dict[str, Any],
+    saved: dict[str, Any],
+    np: Any,
+    arrays: Any,
+) -> Any:
     name = job["kernel_name"]
+    grid = job.get("_grid")
     fn = runtime.load_kernel(job["source"], name, job["source_path"])
     trace = None
     for i, inputs in enumerate(runs_inputs):
         run = runtime.run_kernel(
-            fn, inputs, numerics=job["numerics"], kernel_name=name, source_path=job["source_path"]
+            fn,
+            inputs,
+            numerics=job["numerics"],
+            kernel_name=name,
+            source_path=job["source_path"],
+            grid=grid,
+            target=job.get("hardware") or None,
         )
         if trace is None:
             trace = run.trace
         outputs = list(run.outputs)
         structure = "single" if getattr(run, "single", len(outputs) == 1) else "tuple"
+        groups: dict[str, list[dict[str, Any]]] = {}
         record = {
             "structure": structure,
-            "groups": {},
+            "groups": groups,
             "input_fingerprints": [arrays.fingerprint(a) for a in inputs],
         }
         if job["numerics"]:
-            record["groups"]["outputs"] = _save_group(saved, f"r{i}_out", outputs, np, arrays)
+            groups["outputs"] = _save_group(saved, f"r{i}_out", outputs, np, arrays)
         result["runs"].append(record)
     return trace
 
 
-def _load_reference_module(job):
+def _load_reference_module(job: Job) -> Any:
     import types
 
     module = types.ModuleType("accelopt_reference")
@@ -257,30 +284,31 @@ def _load_reference_module(job):
     return module
 
 
-def _run_reference(job, result, saved, np, arrays):
+def _run_reference(job: Job, result: dict[str, Any], saved: dict[str, Any], np: Any, arrays: Any) -> None:
     module = _load_reference_module(job)
     for i, seed in enumerate(job["seeds"]):
         np.random.seed(seed)
         raw = list(module.get_inputs(job["size"]))
         # Copies: forward() may reuse or modify its arguments in place.
         nki_inputs = [np.array(a, copy=True) for a in module.transform_to_nki_inputs(raw)]
-        record = {
-            "structure": "list",
-            "groups": {"inputs": _save_group(saved, f"r{i}_in", nki_inputs, np, arrays)},
-        }
+        groups = {"inputs": _save_group(saved, f"r{i}_in", nki_inputs, np, arrays)}
+        record: dict[str, Any] = {"structure": "list", "groups": groups}
         if i == 0 and callable(getattr(module, "work", None)):
             result["work"] = {str(k): float(v) for k, v in dict(module.work(*raw)).items()}
         if not job.get("inputs_only"):
             ref, structure = _as_list(module.forward(*raw))
             record["structure"] = structure
-            record["groups"]["outputs"] = _save_group(saved, f"r{i}_ref", ref, np, arrays)
+            groups["outputs"] = _save_group(saved, f"r{i}_ref", ref, np, arrays)
         result["runs"].append(record)
 
 
-def _run_transform(job, npz, result, saved, np, arrays):
+def _run_transform(
+    job: Job, npz: dict[str, Any] | None, result: dict[str, Any], saved: dict[str, Any], np: Any, arrays: Any
+) -> None:
     module = _load_reference_module(job)
+    assert npz is not None  # a transform job comes with the outputs to transform
 
-    def rebuild(refs):
+    def rebuild(refs: list[dict[str, Any]]) -> list[Any]:
         return [arrays.from_transport(npz[r["name"]], r["dtype"]) for r in refs]
 
     for i, (k_refs, r_refs) in enumerate(zip(job["kernel_outputs"], job["reference_outputs"])):

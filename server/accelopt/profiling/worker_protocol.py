@@ -45,6 +45,10 @@ class WorkerJob(BaseModel):
     source_path: str = Field(description="filename its code runs under: how its frames are recognised")
     kernel_name: str | None = None
     numerics: bool = True
+    # kernel mode: the hardware the run is for (nisa.get_nc_version) and the SPMD launch grid
+    # (`# accelopt: grid ...` text, read by accelopt.nki.spmd.parse_grid; None: no grid)
+    hardware: str = "trn1"
+    grid: str | None = None
     size: str = "full"
     # reference mode: one run per seed (np.random.seed(seed) before get_inputs)
     seeds: list[int] = Field(default_factory=list)

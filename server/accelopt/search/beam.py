@@ -25,7 +25,9 @@ import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
 
 from accelopt.profiling.backend import Backend, EvaluationOptions
 from accelopt.profiling.evaluation import Evaluation, KernelSource
@@ -41,6 +43,7 @@ from accelopt.search.events import (
     LessonEvent,
     SearchEvent,
     Started,
+    StopReason,
 )
 from accelopt.search.kernel_text import kernel_family
 from accelopt.search.memory import IN_MEMORY, Memory, MemoryUnavailable
@@ -55,12 +58,15 @@ from accelopt.search.roles import (
     SummarizeRequest,
     SummarizeResult,
 )
-from accelopt.search.selection import Pair, is_ranked, next_beam, rank, select_experiences
+from accelopt.search.selection import Pair, Ranking, is_ranked, next_beam, select_experiences
+
+if TYPE_CHECKING:
+    from accelopt.profiling.task import Task
 
 log = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=AgentOutput)
-StopReason = str  # one of Finished.reason's values
+Q = TypeVar("Q", bound=BaseModel)
 
 
 class _Stopped(Exception):
@@ -69,7 +75,7 @@ class _Stopped(Exception):
 
 async def run_search(
     kernel: KernelSource,
-    task: Any,
+    task: Task,
     agents: Agents,
     backend: Backend,
     config: SearchConfig,
@@ -88,7 +94,7 @@ class _Search:
     def __init__(
         self,
         kernel: KernelSource,
-        task: Any,
+        task: Task,
         agents: Agents,
         backend: Backend,
         config: SearchConfig,
@@ -103,12 +109,14 @@ class _Search:
         self.owns_memory = memory is None
         self.memory = memory if memory is not None else Memory(IN_MEMORY)
         self.family = kernel_family(kernel.name)
-        self.task_name = str(getattr(task, "name", "") or kernel.name)
-        self.backend_name = str(getattr(backend, "name", "backend"))
+        self.task_name = task.name or kernel.name
+        self.backend_name = backend.name
         self.spending = Spending(config.budget)
         self.cache = EvaluationCache()
         self.first_with_key: dict[tuple[str, ...], str] = {}
         self.candidates: list[Candidate] = []
+        self.ranking = Ranking()
+        self._made: dict[str, int] = {}  # candidate id -> its place in creation order
         self.baseline: Candidate | None = None
         self.stop_reason: StopReason | None = None
         self.stop_message = ""
@@ -212,7 +220,7 @@ class _Search:
                 hardware=self.config.hardware,
                 agents=self.agents.name,
                 baseline=baseline,
-                config=self.config.model_dump(mode="json"),
+                config=self.config,
             )
         )
 
@@ -225,9 +233,9 @@ class _Search:
             reason, message = "error", f"no agent call succeeded: {endpoint.describe()}"
         return Finished(
             search_id=self.search_id,
-            reason=reason,  # type: ignore[arg-type]
+            reason=reason,
             message=message,
-            ranked=rank(self.candidates, self.config.ranked_limit),
+            ranked=self.ranking.ranked(self.config.ranked_limit),
             evaluations=self.spending.evaluations,
             wall_time_s=self.spending.elapsed_s,
             endpoint=self.spending.endpoint.model_copy(deep=True),
@@ -457,7 +465,7 @@ class _Search:
 
     # -- agents -------------------------------------------------------------------------------
 
-    async def _call(self, result_type: type[R], method: Callable[[Any], Awaitable[R]], request: Any) -> R:
+    async def _call(self, result_type: type[R], method: Callable[[Q], Awaitable[R]], request: Q) -> R:
         """One agent call under the concurrency limit and the budgets; an exception from the
         agent becomes an error result so that one bad call never ends the search."""
         if self._limits_reached():
@@ -615,7 +623,12 @@ class _Search:
             self.first_with_key[key] = candidate.id
         evaluation, _ = await self.cache.get_or_evaluate(key, lambda: self._run_backend(candidate.kernel))
         self._apply(candidate, evaluation)
-        self._emit(CandidateEvent(search_id=self.search_id, candidate=candidate))
+        self.ranking.add(candidate, kernel_key=key[0], made=self._made[candidate.id])
+        self._emit_candidate(candidate)
+
+    def _emit_candidate(self, candidate: Candidate) -> None:
+        ranking = [c.id for c in self.ranking.head(self.config.ranked_limit)]
+        self._emit(CandidateEvent(search_id=self.search_id, candidate=candidate, ranking=ranking))
 
     async def _run_backend(self, kernel: KernelSource, *, budgeted: bool = True) -> Evaluation:
         options = EvaluationOptions(
@@ -644,6 +657,7 @@ class _Search:
         key = self.cache.key(candidate.kernel, self.task, self.backend_name, self.config.hardware)
         self.first_with_key.setdefault(key, candidate.id)
         self.cache.put(key, evaluation)
+        self.ranking.add(candidate, kernel_key=key[0], made=self._made[candidate.id])
 
     def _apply(self, candidate: Candidate, evaluation: Evaluation) -> None:
         candidate.status = evaluation.status
@@ -686,6 +700,7 @@ class _Search:
             lessons_used=lessons,
             agent_notes=list(notes or []),
         )
+        self._made[candidate.id] = self._next_id
         self._next_id += 1
         self.candidates.append(candidate)
         return candidate
@@ -694,7 +709,7 @@ class _Search:
         candidate.status = "agent_error"
         candidate.message = message
         candidate.agent_notes = [*candidate.agent_notes, *notes]
-        self._emit(CandidateEvent(search_id=self.search_id, candidate=candidate))
+        self._emit_candidate(candidate)
 
     def _by_id(self, candidate_id: str | None) -> Candidate:
         return next(c for c in self.candidates if c.id == candidate_id)

@@ -9,17 +9,17 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable
-from typing import Any
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING
 
 from accelopt.profiling.evaluation import Evaluation, KernelSource
 
+if TYPE_CHECKING:
+    from accelopt.profiling.task import Task
 
-def task_fingerprint(task: Any) -> str:
-    """A stable digest of a task (a pydantic model in practice; anything with a repr otherwise)."""
-    text = task.model_dump_json() if isinstance(task, BaseModel) else repr(task)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+def task_fingerprint(task: Task) -> str:
+    """A stable digest of everything a task says."""
+    return hashlib.sha256(task.model_dump_json().encode()).hexdigest()[:16]
 
 
 class EvaluationCache:
@@ -29,7 +29,7 @@ class EvaluationCache:
         self.hits = 0
 
     @staticmethod
-    def key(kernel: KernelSource, task: Any, backend: str, hardware: str) -> tuple[str, ...]:
+    def key(kernel: KernelSource, task: Task, backend: str, hardware: str) -> tuple[str, ...]:
         return (kernel.normalized_hash(), task_fingerprint(task), backend, hardware)
 
     def put(self, key: tuple[str, ...], evaluation: Evaluation) -> None:

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, TypeAdapter
 
 from accelopt.search.candidate import Candidate, Lesson, RankedCandidate
+from accelopt.search.config import SearchConfig
 
 
 class Started(BaseModel):
@@ -18,13 +19,18 @@ class Started(BaseModel):
     hardware: str
     agents: str
     baseline: Candidate
-    config: dict[str, object] = Field(default_factory=dict)
+    config: SearchConfig
 
 
 class CandidateEvent(BaseModel):
     kind: Literal["candidate"] = "candidate"
     search_id: str
     candidate: Candidate
+    ranking: list[str] = Field(
+        default_factory=list,
+        description="the search's ranking after this candidate: ids of the best correct candidates, one "
+        "per distinct kernel, fastest first (rank = place + 1), as long as the final list",
+    )
 
 
 class IterationEvent(BaseModel):
@@ -78,10 +84,13 @@ class EndpointCalls(BaseModel):
         return f"{self.calls} endpoint calls, {self.succeeded} usable{failed}; {tokens}"
 
 
+StopReason = Literal["completed", "budget", "early_stop", "target_reached", "cancelled", "error"]
+
+
 class Finished(BaseModel):
     kind: Literal["finished"] = "finished"
     search_id: str
-    reason: Literal["completed", "budget", "early_stop", "target_reached", "cancelled", "error"]
+    reason: StopReason
     message: str = ""
     ranked: list[RankedCandidate] = Field(default_factory=list)
     evaluations: int = 0

@@ -12,6 +12,7 @@ published slow -> fast pairs, the speedup says which way it went.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import math
 import os
@@ -214,7 +215,9 @@ class Memory:
 
     # -- selection ----------------------------------------------------------------------------
 
-    def _recent_with_tokens(self, window: int) -> list[tuple[Experience, frozenset[str], frozenset[str]]]:
+    def _recent_with_tokens(
+        self, window: int
+    ) -> builtins.list[tuple[Experience, frozenset[str], frozenset[str]]]:  # `list` is a method here
         """The newest `window` experiences with their slow kernels' tokens and NKI instructions. Rows are immutable,
         so each is decoded once per Memory object; the id list is read afresh every time, so
         rows added or removed by other processes are seen."""
@@ -247,7 +250,7 @@ class Memory:
         limit: int = 16,
         hardware: str | None = None,
         now: datetime | None = None,
-    ) -> list[Experience]:
+    ) -> builtins.list[Experience]:
         """The experiences most relevant to `kernel`, most relevant first.
 
         Relevance = same kernel family (strongest), overlap of the NKI instructions the two

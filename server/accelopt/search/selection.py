@@ -1,8 +1,9 @@
 """The three choices the loop makes between iterations: which before→after pairs become
-experiences, which kernels form the next beam, and how the final list is ranked."""
+experiences, which kernels form the next beam, and how candidates are ranked."""
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from accelopt.search.candidate import Candidate, RankedCandidate
@@ -44,28 +45,54 @@ def select_experiences(
     return chosen + negatives[: limit - len(chosen)]
 
 
+class Ranking:
+    """The one ranking of a search's candidates, kept up to date as they are evaluated: every
+    correct candidate, one per distinct kernel (normalized source), fastest first. A tie goes to
+    the candidate that was evaluated rather than found in the cache, then to the earliest made.
+    Its head travels in every CandidateEvent and is the Finished event's list, so the CLI, the
+    language server and the editor all show this order."""
+
+    def __init__(self) -> None:
+        self._order: list[tuple[float, bool, int, str]] = []  # sorted: (latency, duplicate, made, id)
+        self._entry_of_kernel: dict[str, tuple[float, bool, int, str]] = {}
+        self._candidates: dict[str, Candidate] = {}
+
+    def add(self, candidate: Candidate, *, kernel_key: str, made: int) -> None:
+        """Take an evaluated candidate into account (`made`: its place in creation order)."""
+        if not is_ranked(candidate):
+            return
+        assert candidate.latency_ms is not None
+        entry = (candidate.latency_ms, candidate.duplicate_of is not None, made, candidate.id)
+        current = self._entry_of_kernel.get(kernel_key)
+        if current is not None:
+            if current <= entry:
+                return
+            self._order.pop(bisect.bisect_left(self._order, current))
+            del self._candidates[current[3]]
+        bisect.insort(self._order, entry)
+        self._entry_of_kernel[kernel_key] = entry
+        self._candidates[candidate.id] = candidate
+
+    def head(self, limit: int) -> list[Candidate]:
+        return [self._candidates[entry[3]] for entry in self._order[:limit]]
+
+    def ranked(self, limit: int) -> list[RankedCandidate]:
+        return [RankedCandidate(rank=i + 1, candidate=c) for i, c in enumerate(self.head(limit))]
+
+
+def _ranking_of(candidates: list[Candidate]) -> Ranking:
+    ranking = Ranking()
+    for made, candidate in enumerate(candidates):
+        ranking.add(candidate, kernel_key=candidate.kernel.normalized_hash(), made=made)
+    return ranking
+
+
 def next_beam(parents: list[Candidate], children: list[Candidate], width: int) -> list[Candidate]:
-    """Elitist: the `width` fastest correct kernels among parents and children, one per
-    normalized source (the earliest candidate wins a tie, so parents keep their place)."""
-    pool = [c for c in [*parents, *children] if is_ranked(c)]
-    return _fastest_unique(pool)[:width]
+    """Elitist: the `width` best-ranked kernels among parents and children (parents first on a
+    tie, so they keep their place)."""
+    return _ranking_of([*parents, *children]).head(width)
 
 
 def rank(candidates: list[Candidate], limit: int) -> list[RankedCandidate]:
-    ranked = _fastest_unique([c for c in candidates if is_ranked(c)])[:limit]
-    return [RankedCandidate(rank=i + 1, candidate=c) for i, c in enumerate(ranked)]
-
-
-def _fastest_unique(pool: list[Candidate]) -> list[Candidate]:
-    # Ties (the same kernel twice) go to the candidate that was evaluated, then to the earliest.
-    order = sorted(
-        enumerate(pool), key=lambda item: (item[1].latency_ms, item[1].duplicate_of is not None, item[0])
-    )
-    seen: set[str] = set()
-    result: list[Candidate] = []
-    for _, candidate in order:
-        key = candidate.kernel.normalized_hash()
-        if key not in seen:
-            seen.add(key)
-            result.append(candidate)
-    return result
+    """The ranking of a finished list of candidates (in creation order)."""
+    return _ranking_of(candidates).ranked(limit)

@@ -169,6 +169,7 @@ def single_assignment(view: KernelView, name: str) -> cst.BaseExpression | None:
         if name in acc.mutates:
             return None
         if name in acc.rebinds:
+            assert isinstance(stmt, cst.SimpleStatementLine)  # the only statements with an access
             for small in stmt.body:
                 if isinstance(small, cst.Assign) and len(small.targets) == 1:
                     target = small.targets[0].target
@@ -227,7 +228,8 @@ def column_shape(
         if callee.namespace in ("nl", "nisa") and callee.name in ALLOCATORS:
             shape = argument(value, 0, "shape")
             if isinstance(shape, cst.Tuple) and len(shape.elements) == 2:
-                return tuple(_dim(view, e.value) for e in shape.elements)  # type: ignore[return-value]
+                first, second = shape.elements
+                return (_dim(view, first.value), _dim(view, second.value))
         if callee.name in ("sum", "max", "min", "mean", "tensor_reduce", "prod"):
             keep = keyword(value, "keepdims")
             if keep is not None and dotted(keep.value) == "True":

@@ -13,6 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -140,16 +141,24 @@ def names_in(node: cst.CSTNode | None) -> set[str]:
     if len(_NAMES) > _CHILDREN_LIMIT:
         _NAMES.clear()
     name = cst.Name
-    found = frozenset(n.value for n in walk(node, reads_only=True) if type(n) is name)  # type: ignore[attr-defined]
+    found = frozenset(n.value for n in walk(node, reads_only=True) if type(n) is name)
     _NAMES[id(node)] = (node, found)
     return set(found)
 
 
-def base_name(expr: cst.BaseExpression) -> str | None:
-    """`t` for `t`, `t[...]`, `t[...][...]`, `t.attr`."""
+def base_name(expr: cst.BaseExpression | None) -> str | None:
+    """`t` for `t`, `t[...]`, `t[...][...]`, `t.attr` (None for anything else, or no expression)."""
     while isinstance(expr, (cst.Subscript, cst.Attribute)):
         expr = expr.value
     return expr.value if isinstance(expr, cst.Name) else None
+
+
+def assign_target(code: str) -> cst.BaseAssignTargetExpression:
+    """`code` (a name, subscript, attribute or tuple of them) parsed as an assignment's target."""
+    target = cst.parse_expression(code)
+    if not isinstance(target, cst.BaseAssignTargetExpression):
+        raise ValueError(f"`{code}` cannot be assigned to")
+    return target
 
 
 def dotted(expr: cst.BaseExpression) -> str | None:
@@ -226,7 +235,7 @@ class KernelView:
         self.kernel_name = kernel_name
         # Analyses of one view run one at a time (agents call in from worker threads).
         self.lock = threading.RLock()
-        self.analyses: dict[str, list[object]] = {}
+        self.analyses: dict[str, list[Any]] = {}  # rewrite name -> its sites (types of rewrites/, above)
         self.wrapper = MetadataWrapper(parsed, unsafe_skip_copy=True)
         self.module = self.wrapper.module
         self._positions = self.wrapper.resolve(PositionProvider)
@@ -399,7 +408,7 @@ class KernelView:
             return Callee("", name)
         return Callee(ns, ".".join(rest))
 
-    def is_call(self, expr: cst.BaseExpression | None, namespace: str, *names: str) -> bool:
+    def is_call(self, expr: cst.CSTNode | None, namespace: str, *names: str) -> bool:
         if not isinstance(expr, cst.Call):
             return False
         callee = self.callee(expr)
@@ -576,10 +585,10 @@ class KernelView:
                 index: dict[str, list[cst.Name]] = {}
                 for n in walk(self.func, reads_only=True):
                     if type(n) is cst.Name:
-                        index.setdefault(n.value, []).append(n)  # type: ignore[attr-defined]
+                        index.setdefault(n.value, []).append(n)
                 self._name_index = index
             return list(self._name_index.get(name, []))
-        return [n for n in walk(root, reads_only=True) if type(n) is cst.Name and n.value == name]  # type: ignore[attr-defined]
+        return [n for n in walk(root, reads_only=True) if type(n) is cst.Name and n.value == name]
 
     def statement_of(self, node: cst.CSTNode) -> cst.BaseStatement | None:
         """The statement (simple line or compound header) a node belongs to."""
@@ -619,7 +628,9 @@ class _Replacer(cst.CSTTransformer):
     def __init__(self, edits: dict[int, object]) -> None:
         self.edits = edits
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
+    # Any: an edit may turn a node into another kind of node, a splice or a removal, which
+    # libcst's generic signature (a node of the same type back) cannot say.
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
         key = id(original_node)
         if key not in self.edits:
             return updated_node

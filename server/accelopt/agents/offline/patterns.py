@@ -9,6 +9,7 @@ followed by `nl.multiply(t, s)`), so they work on hand-written and compiler-gene
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
@@ -218,7 +219,7 @@ class Emitter:
             return {}
         statements = [cst.parse_statement(text + "\n") for text in self.missing.values()]
         module = self.view.module
-        anchor = next(
+        anchor: cst.BaseStatement | None = next(
             (
                 s
                 for s in module.body
@@ -242,13 +243,13 @@ def render_with(view: KernelView, emitter: Emitter, edits: dict[int, object]) ->
         if key in all_edits:
             previous = all_edits[key]
 
-            def chained(updated: cst.CSTNode, previous=previous, value=value) -> object:
+            def chained(updated: cst.CSTNode, previous: object = previous, value: Any = value) -> object:
                 inner = (
                     previous(updated)
                     if callable(previous) and not isinstance(previous, cst.CSTNode)
                     else previous
                 )
-                return value(inner)  # type: ignore[operator]
+                return value(inner)
 
             all_edits[key] = chained
         else:

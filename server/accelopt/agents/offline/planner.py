@@ -73,7 +73,8 @@ def choose_params(site: Site, profile: Profile | None) -> Params:
             }.get(str(v["engine"]))
             return getattr(profile, field) if field else 1.0
 
-        return dict(min(variants, key=busy))
+        least_busy = min(variants, key=busy)
+        return dict(least_busy)
     return dict(variants[0])
 
 

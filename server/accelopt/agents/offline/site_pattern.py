@@ -104,6 +104,7 @@ def site_pattern(view: KernelView, site: Site) -> SitePattern:
     if isinstance(stmt, cst.For):
         calls = _api_calls(view, stmt.body)
         return SitePattern(site.rewrite, calls, frozenset(), depth, guessed)
+    assert isinstance(stmt, cst.SimpleStatementLine)  # _statement_at finds these and loop headers
     return SitePattern(site.rewrite, _api_calls(view, stmt), _consumers(view, stmt), depth, guessed)
 
 
@@ -214,8 +215,8 @@ def _consumers(view: KernelView, stmt: cst.SimpleStatementLine) -> frozenset[str
             if view.statement_of(use) is stmt:
                 continue
             for ancestor in view.ancestors(use):
-                if isinstance(ancestor, cst.Call) and (name := _instruction(view, ancestor)):
-                    found.add(name)
+                if isinstance(ancestor, cst.Call) and (instruction := _instruction(view, ancestor)):
+                    found.add(instruction)
                     break
                 if isinstance(ancestor, cst.BaseStatement):
                     break

@@ -43,7 +43,6 @@ class Refusal:
 class Rewrite(ABC):
     name: ClassVar[str]
     summary: ClassVar[str]
-    styles: ClassVar[tuple[str, ...]] = ("hand-written", "compiler-generated")
     # How likely the change is to pay on its own, before the profile and the memory have a say
     # (0..1). Loop interchange is 0: it rarely helps by itself but enables hoisting and preloading.
     prior: ClassVar[float] = 0.5
@@ -63,7 +62,7 @@ class Rewrite(ABC):
         with view.lock:
             if self.name not in view.analyses:
                 view.analyses[self.name] = list(self.analyse(view))
-            return view.analyses[self.name]  # type: ignore[return-value]
+            return view.analyses[self.name]
 
     def sites(self, source: str, kernel_name: str) -> list[Site]:
         try:

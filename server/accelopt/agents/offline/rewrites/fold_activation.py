@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from accelopt.agents.offline.facts import is_scalar
+from accelopt.agents.offline.facts import Definition, is_scalar
 from accelopt.agents.offline.kernel_ir import KernelView
 from accelopt.agents.offline.patterns import (
     Emitter,
@@ -91,7 +91,11 @@ class FoldActivation(Rewrite):
         return render_with(view, emit, edits)
 
 
-def _fold(view: KernelView, data: cst.BaseExpression, *, has_bias: bool = False):
+# (data, scale or None, bias or None, the definitions folded into the activation)
+_Folded = tuple[cst.BaseExpression, cst.BaseExpression | None, cst.BaseExpression | None, list[Definition]]
+
+
+def _fold(view: KernelView, data: cst.BaseExpression, *, has_bias: bool = False) -> _Folded | str | None:
     """(data, scale, bias, definitions) when the activation input is x*s, x*s + b or x + b;
     a reason string when it nearly is; None when there is nothing to fold."""
     resolved = resolve(view, data)

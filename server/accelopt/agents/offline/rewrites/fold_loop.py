@@ -18,6 +18,7 @@ or when no factor divides the trip count.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -41,6 +42,7 @@ from accelopt.agents.offline.kernel_ir import (
 )
 from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
 from accelopt.agents.offline.rewrites.errors import NotApplicable
+from accelopt.agents.offline.rewrites.plain_loop import require_plain_loop
 
 FACTORS = (2, 4, 8)
 SBUF_PARTITION_BYTES = 180_224
@@ -142,16 +144,9 @@ def _indexes_a_tensor_dimension(view: KernelView, loop: Loop) -> bool:
 
 def _analyse(view: KernelView, loop: Loop) -> _Fold:
     var = loop.var
-    if loop.kind != "affine":
-        raise NotApplicable(f"the {var} loop is {loop.kind}: its iterations may depend on each other")
-    if loop.trip_expr is None:
-        raise NotApplicable(f"the {var} loop has a start or step")
-    nl = view.alias_for("nl")
-    if nl is None:
+    trip_expr = require_plain_loop(view, loop)
+    if view.alias_for("nl") is None:
         raise NotApplicable("the kernel does not import neuronxcc.nki.language")
-    for stmt in view.statements(loop.node):
-        if isinstance(stmt, (cst.If, cst.While, cst.With, cst.Try)):
-            raise NotApplicable(f"the loop holds control flow at line {view.line(stmt)}")
     fold = _Fold(loop)
     for call in view.calls_in(loop.node):
         callee = view.callee(call)
@@ -163,8 +158,8 @@ def _analyse(view: KernelView, loop: Loop) -> _Fold:
             raise NotApplicable(f"it allocates a tile inside the loop (line {view.line(call)})")
         if (callee.namespace, callee.name) not in ELEMENTWISE:
             raise NotApplicable(f"{callee} (line {view.line(call)}) is not an elementwise step")
-        for name in NON_ELEMENTWISE_KEYWORDS:
-            if keyword(call, name) is not None:
+        for reducing in NON_ELEMENTWISE_KEYWORDS:
+            if keyword(call, reducing) is not None:
                 raise NotApplicable(f"{callee} (line {view.line(call)}) reduces along an axis")
     for use in view.name_uses(var, loop.node):
         if use is loop.node.target:
@@ -230,7 +225,7 @@ def _analyse(view: KernelView, loop: Loop) -> _Fold:
         assert isinstance(shape, cst.Tuple)
         last = view.eval_int(shape.elements[-1].value)
         free_bytes += 4 * (last if last is not None else 512)
-    trip = view.eval_int(loop.trip_expr)
+    trip = view.eval_int(trip_expr)
     for factor in FACTORS:
         if trip is not None and (trip < factor or trip % factor):
             continue
@@ -375,7 +370,7 @@ def _render(view: KernelView, fold: _Fold, factor: int) -> str:
     for grid in fold.grids:
         edits[id(grid)] = three_d
 
-    def hbm_access(position: int):
+    def hbm_access(position: int) -> Callable[[cst.CSTNode], cst.CSTNode]:
         def edit(updated: cst.CSTNode) -> cst.CSTNode:
             assert isinstance(updated, cst.Subscript)
             index = cst.parse_expression(f"{factor} * {block} + {nl}.arange({factor})[None, :, None]")
@@ -385,7 +380,7 @@ def _render(view: KernelView, fold: _Fold, factor: int) -> str:
 
         return edit
 
-    def sbuf_access(position: int):
+    def sbuf_access(position: int) -> Callable[[cst.CSTNode], cst.CSTNode]:
         def edit(updated: cst.CSTNode) -> cst.CSTNode:
             assert isinstance(updated, cst.Subscript)
             elements = list(updated.slice)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from accelopt.agents.offline.kernel_ir import KernelView, names_in
+from accelopt.agents.offline.kernel_ir import KernelView, Loop, names_in
 from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
 
 
@@ -67,7 +67,9 @@ class LoopInterchange(Rewrite):
         return found
 
     def transform(self, view: KernelView, site: Site, params: Params) -> str:
-        outer, inner = site.payload  # type: Loop, Loop
+        outer: Loop
+        inner: Loop
+        outer, inner = site.payload
 
         def swap_outer(updated: cst.CSTNode) -> cst.CSTNode:
             assert isinstance(updated, cst.For)

@@ -17,7 +17,15 @@ from __future__ import annotations
 import libcst as cst
 
 from accelopt.agents.offline.facts import slice_extent
-from accelopt.agents.offline.kernel_ir import KernelView, Loop, argument, base_name, names_in, walk
+from accelopt.agents.offline.kernel_ir import (
+    KernelView,
+    Loop,
+    argument,
+    assign_target,
+    base_name,
+    names_in,
+    walk,
+)
 from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 
@@ -33,7 +41,7 @@ class PreloadOperand(Rewrite):
         found: list[Site | Refusal] = []
         for stmt in view.simple_statements():
             assign = _load_assign(view, stmt)
-            loads: list[cst.Assign | cst.Call] = [assign] if assign is not None else _inline_loads(view, stmt)
+            loads: list[cst.Assign | cst.Call] = [assign] if assign is not None else [*_inline_loads(view, stmt)]
             for load in loads:
                 found.extend(self._sites_for(view, stmt, load))
         return found
@@ -43,46 +51,46 @@ class PreloadOperand(Rewrite):
     ) -> list[Site | Refusal]:
         found: list[Site | Refusal] = []
         call = load.value if isinstance(load, cst.Assign) else load
-        if True:
-            inner = view.loop_of_node(stmt)
-            if inner is None or not any(s is stmt for s in inner.body):
-                return found
-            chain: list[Loop] = []
-            current = inner.parent
-            while current is not None:
-                chain.append(current)
-                current = current.parent
-            for outer in chain:
-                outcome = _plan(view, stmt, load, inner, outer)
-                if outcome is None:
-                    continue
-                line = view.line(stmt)
-                src = base_name(argument(call, 0, "src") or call) or "operand"
-                title = (
-                    f"load {src} once before the {outer.var} loop instead of in every {outer.var} iteration"
+        assert isinstance(call, cst.Call)  # _load_assign keeps only `name = <load call>`
+        inner = view.loop_of_node(stmt)
+        if inner is None or not any(s is stmt for s in inner.body):
+            return found
+        chain: list[Loop] = []
+        current = inner.parent
+        while current is not None:
+            chain.append(current)
+            current = current.parent
+        for outer in chain:
+            outcome = _plan(view, stmt, load, inner, outer)
+            if outcome is None:
+                continue
+            line = view.line(stmt)
+            src = base_name(argument(call, 0, "src") or call) or "operand"
+            title = (
+                f"load {src} once before the {outer.var} loop instead of in every {outer.var} iteration"
+            )
+            sid = (
+                site_id(self.name, line, outer.line)
+                if isinstance(load, cst.Assign)
+                else site_id(self.name, view.where(load), outer.line)
+            )
+            if isinstance(outcome, str):
+                found.append(Refusal(self.name, sid, line, f"cannot {title}: {outcome}"))
+                continue
+            found.append(
+                Site(
+                    self.name,
+                    sid,
+                    line,
+                    title,
+                    description=(
+                        f"The load at line {line} does not depend on {outer.var}: keep its tiles in SBUF "
+                        f"across the {outer.var} loop (line {outer.line}) instead of re-reading HBM."
+                    ),
+                    relieves=("hbm",),
+                    payload=outcome,
                 )
-                sid = (
-                    site_id(self.name, line, outer.line)
-                    if isinstance(load, cst.Assign)
-                    else site_id(self.name, view.where(load), outer.line)
-                )
-                if isinstance(outcome, str):
-                    found.append(Refusal(self.name, sid, line, f"cannot {title}: {outcome}"))
-                    continue
-                found.append(
-                    Site(
-                        self.name,
-                        sid,
-                        line,
-                        title,
-                        description=(
-                            f"The load at line {line} does not depend on {outer.var}: keep its tiles in SBUF "
-                            f"across the {outer.var} loop (line {outer.line}) instead of re-reading HBM."
-                        ),
-                        relieves=("hbm",),
-                        payload=outcome,
-                    )
-                )
+            )
         return found
 
     def transform(self, view: KernelView, site: Site, params: Params) -> str:
@@ -270,7 +278,7 @@ def _tile_edits(
     extents: list[str] = []
     static_bytes = 4
     for element in src.slice:
-        index = element.slice
+        index: cst.BaseSlice | None = element.slice
         if isinstance(index, cst.Index):
             index = _named_slice(view, index.value)
             if index is None:
@@ -306,7 +314,7 @@ def _tile_edits(
     alloc = cst.parse_statement(f"{new} = {nl}.ndarray(({shape}), dtype={table}.dtype, buffer={nl}.sbuf)\n")
     block = ", ".join([lp.var for lp in kept] + [":", ":"])
     moved = cst.SimpleStatementLine(
-        body=[cst.Assign(targets=[cst.AssignTarget(cst.parse_expression(f"{new}[{block}]"))], value=load)]
+        body=[cst.Assign(targets=[cst.AssignTarget(assign_target(f"{new}[{block}]"))], value=load)]
     )
     edits[id(load)] = cst.parse_expression(f"{new}[{block}]")
     return [alloc], moved

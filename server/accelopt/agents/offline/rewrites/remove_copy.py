@@ -102,7 +102,8 @@ def _refusal(
         return "the copy is masked"
     if memory == "hbm":
         return "the source is in HBM"
-    reader = view.parent(view.parent(use))  # Name -> Arg -> Call
+    arg = view.parent(use)
+    reader = view.parent(arg) if arg is not None else None  # Name -> Arg -> Call
     if not isinstance(reader, cst.Call):
         return "its reader is not an instruction"
     callee = view.callee(reader)

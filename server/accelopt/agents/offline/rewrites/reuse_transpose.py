@@ -87,16 +87,17 @@ class ReuseTranspose(Rewrite):
             first = _transpose_assign(view, candidate)
             if first is None or _squash(view.code(first.value)) != _squash(view.code(second.value)):
                 continue
+            assert isinstance(candidate, cst.SimpleStatementLine)  # _transpose_assign found one
             target_expr = first.targets[0].target
             target = base_name(target_expr)
             if target is None:
-                return candidate, "the earlier result has no name"  # type: ignore[return-value]
+                return candidate, "the earlier result has no name"
             kept = names_in(target_expr) | operands  # the result, its index and the operand
             for between in siblings[index + 1 : position]:
                 written = view.access(between).writes & kept
                 if written:
-                    return candidate, f"{sorted(written)[0]} changes in between"  # type: ignore[return-value]
-            return candidate, None  # type: ignore[return-value]
+                    return candidate, f"{sorted(written)[0]} changes in between"
+            return candidate, None
         return None
 
     def transform(self, view: KernelView, site: Site, params: Params) -> str:

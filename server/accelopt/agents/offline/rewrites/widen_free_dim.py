@@ -139,7 +139,7 @@ def _analyse(view: KernelView, loop: Loop) -> _Widening | str | None:
     for use in uses:
         if _in_loop_indices(view, use):
             continue
-        root = use
+        root: cst.BaseExpression = use
         parent = view.parent(root)
         while isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation)):
             root = parent

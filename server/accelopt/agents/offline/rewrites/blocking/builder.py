@@ -8,6 +8,7 @@ import libcst as cst
 from accelopt.agents.offline.kernel_ir import (
     KernelView,
     argument,
+    assign_target,
     base_name,
     dotted,
     names_in,
@@ -24,6 +25,7 @@ from accelopt.agents.offline.rewrites.blocking.plan import (
     inline_element,
     is_name,
     is_par_dim,
+    known_assign,
     paren,
     single_assign,
     target_name,
@@ -225,7 +227,7 @@ class Builder:
         text = self._call_text(load.call, self._wide_subscript(src, load.width), load.width)
         if load.allocation is None:
             return cst.parse_statement(f"{load.new_name} = {text}\n")
-        target = single_assign(load.stmt).targets[0].target  # type: ignore[union-attr]
+        target = known_assign(load.stmt).targets[0].target
         assert isinstance(target, cst.Subscript)
         blocks = "".join(f"{self._block_index(el.slice)}, " for el in list(target.slice)[:-2])
         partition = self.view.code(target.slice[-2].slice)
@@ -285,8 +287,8 @@ class Builder:
 
         def rebuild(updated: cst.CSTNode) -> cst.CSTNode:
             node = previous(updated) if callable(previous) else updated
-            assert isinstance(node, cst.For)
-            body = list(node.body.body)  # type: ignore[attr-defined]
+            assert isinstance(node, cst.For) and isinstance(node.body, cst.IndentedBlock)
+            body: list[cst.BaseStatement] = list(node.body.body)
             assert len(body) == len(original)
             new_body: list[cst.BaseStatement] = []
             for position, stmt in enumerate(body):
@@ -302,19 +304,19 @@ class Builder:
                             store = group.stores[p]
                             if store.producer is not None:
                                 continue
-                            value = argument(body[p].body[0].value, 1, "value")  # type: ignore[attr-defined]
-                            members.append(
-                                cst.parse_statement(f"{pieces[p]} = {view.code(value)}\n")  # type: ignore[arg-type]
-                            )
+                            value = argument(_statement_call(body[p]), 1, "value")
+                            assert value is not None  # a store the plan accepted has a value
+                            members.append(cst.parse_statement(f"{pieces[p]} = {view.code(value)}\n"))
                             continue
                         member = body[p]
                         if id(original[p]) in producers:
                             target_piece = pieces[producers[id(original[p])]]
-                            assign = member.body[0]  # type: ignore[attr-defined]
-                            member = member.with_changes(  # type: ignore[attr-defined]
+                            assign = single_assign(member)
+                            assert assign is not None  # a producer is a single assignment
+                            member = member.with_changes(
                                 body=[
                                     assign.with_changes(
-                                        targets=[cst.AssignTarget(cst.parse_expression(target_piece))]
+                                        targets=[cst.AssignTarget(assign_target(target_piece))]
                                     )
                                 ]
                             )
@@ -355,8 +357,9 @@ class Builder:
             seen.add(name)
             stmt = plan.defs[name]
             copies.insert(0, stmt.with_changes(leading_lines=()))
-            read |= names_in(single_assign(stmt).value)  # type: ignore[union-attr]
-            pending.extend(sorted((names_in(single_assign(stmt).value) & per_member) - defined_here - seen))  # type: ignore[union-attr]
+            defined = names_in(known_assign(stmt).value)
+            read |= defined
+            pending.extend(sorted((defined & per_member) - defined_here - seen))
         body: list[cst.BaseStatement] = []
         if self.var in read:
             body.append(
@@ -442,3 +445,11 @@ class _Widener(cst.CSTTransformer):
             new_arg = call.args[0].with_changes(value=cst.Integer(str(self.width * self.factor)))
             return updated_node.with_changes(value=call.with_changes(args=[new_arg]))
         return updated_node
+
+
+def _statement_call(stmt: cst.BaseStatement) -> cst.Call:
+    """The call a one-call statement line (`nl.store(...)`) makes."""
+    assert isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr)
+    call = stmt.body[0].value
+    assert isinstance(call, cst.Call)
+    return call

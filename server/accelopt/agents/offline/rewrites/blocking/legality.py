@@ -28,6 +28,7 @@ from accelopt.agents.offline.rewrites.blocking.plan import (
     is_filler,
     is_name,
     is_par_dim,
+    known_assign,
     precedes,
     single_assign,
     squash,
@@ -36,6 +37,7 @@ from accelopt.agents.offline.rewrites.blocking.plan import (
 )
 from accelopt.agents.offline.rewrites.blocking.transfers import find_wide_dmas
 from accelopt.agents.offline.rewrites.errors import NotApplicable
+from accelopt.agents.offline.rewrites.plain_loop import require_plain_loop
 
 
 def feeds_tensor_engine(view: KernelView, loop: Loop) -> bool:
@@ -48,13 +50,8 @@ def feeds_tensor_engine(view: KernelView, loop: Loop) -> bool:
 
 def analyse_loop(view: KernelView, loop: Loop) -> BlockPlan:
     var = loop.var
-    if loop.kind != "affine":
-        raise NotApplicable(f"the {var} loop is {loop.kind}: its iterations may depend on each other")
-    if loop.trip_expr is None:
-        raise NotApplicable(f"the {var} loop has a start or step")
+    trip = require_plain_loop(view, loop)
     for stmt in view.statements(loop.node):
-        if isinstance(stmt, (cst.If, cst.While, cst.With, cst.Try)):
-            raise NotApplicable(f"the loop holds control flow at line {view.line(stmt)}")
         if isinstance(stmt, cst.For) and view.loop_for(stmt) is None:
             raise NotApplicable(f"the loop at line {view.line(stmt)} is not an NKI range loop")
     simple = [s for s in view.simple_statements(loop.node) if not is_filler(s)]
@@ -79,7 +76,7 @@ def analyse_loop(view: KernelView, loop: Loop) -> BlockPlan:
     loads = sum(len(g.loads) + len(g.inline) + len(g.stores) for gs in plan.groups.values() for g in gs)
     if not plan.shared and not loads:
         raise NotApplicable(f"no load is shared between {var} tiles and no transfer gets wider")
-    plan.trip = view.eval_int(loop.trip_expr)
+    plan.trip = view.eval_int(trip)
     plan.factors = _factors(view, plan, simple)
     if not plan.factors and plan.trip is not None and all(plan.trip % f for f in FACTORS):
         raise NotApplicable(
@@ -326,12 +323,14 @@ def _loop_reduction(view: KernelView, plan: BlockPlan, name: str) -> cst.Arg | N
     stmts = {id(view.statement_of(u)) for u in uses}
     if len(stmts) != 1:
         return None
-    assign = single_assign(view.statement_of(uses[0]))  # type: ignore[arg-type]
+    owner = view.statement_of(uses[0])
+    assign = single_assign(owner) if owner is not None else None
     if assign is None or not is_name(assign.targets[0].target, name):
         return None
-    if not view.is_call(assign.value, "nl", "loop_reduce") or name in names_in(assign.value):
+    reduce = assign.value
+    if not isinstance(reduce, cst.Call) or not view.is_call(reduce, "nl", "loop_reduce") or name in names_in(reduce):
         return None
-    indices = keyword(assign.value, "loop_indices")  # type: ignore[arg-type]
+    indices = keyword(reduce, "loop_indices")
     if indices is None or not isinstance(indices.value, (cst.List, cst.Tuple)):
         return None
     if not any(is_name(e.value, loop.var) for e in indices.value.elements):
@@ -376,7 +375,7 @@ def _loop_allocation(
     alloc = found[0]
     if id(alloc) in plan.member_of:
         return None
-    call = single_assign(alloc).value  # type: ignore[union-attr]
+    call = known_assign(alloc).value
     assert isinstance(call, cst.Call)
     shape = argument(call, 0, "shape")
     if not isinstance(shape, cst.Tuple):

@@ -100,6 +100,15 @@ def single_assign(stmt: cst.BaseStatement) -> cst.Assign | None:
     return None
 
 
+def known_assign(stmt: cst.BaseStatement) -> cst.Assign:
+    """`single_assign` of a statement the plan already found to be one (its definitions, loads
+    and allocations)."""
+    assign = single_assign(stmt)
+    if assign is None:
+        raise ValueError(f"not a single assignment: {cst.Module([]).code_for_node(stmt).strip()}")
+    return assign
+
+
 def bindings(view: KernelView, name: str, root: cst.CSTNode | None = None) -> int:
     """Statements binding `name` (an accumulation `name += ...` updates, it does not bind), in
     the kernel or under `root`."""
@@ -170,7 +179,7 @@ def inline_element(plan: BlockPlan, element: cst.BaseSlice) -> cst.BaseSlice:
     if isinstance(element, cst.Index) and isinstance(element.value, cst.Name):
         stmt = plan.defs.get(element.value.value)
         if stmt is not None:
-            value = single_assign(stmt).value  # type: ignore[union-attr]
+            value = known_assign(stmt).value
             if isinstance(value, cst.Call) and len(value.args) == 2:
                 lower, upper = (a.value for a in value.args)
                 return cst.Slice(lower=inline_definitions(plan, lower), upper=inline_definitions(plan, upper))
@@ -185,7 +194,9 @@ def inline_element(plan: BlockPlan, element: cst.BaseSlice) -> cst.BaseSlice:
 
 
 def inline_definitions(plan: BlockPlan, expr: cst.BaseExpression) -> cst.BaseExpression:
-    return expr.visit(_Inliner(plan))  # type: ignore[return-value]
+    inlined = expr.visit(_Inliner(plan))
+    assert isinstance(inlined, cst.BaseExpression)  # _Inliner replaces names with expressions
+    return inlined
 
 
 class _Inliner(cst.CSTTransformer):
@@ -196,7 +207,7 @@ class _Inliner(cst.CSTTransformer):
         stmt = self.plan.defs.get(original_node.value)
         if stmt is None:
             return updated_node
-        value = single_assign(stmt).value  # type: ignore[union-attr]
+        value = known_assign(stmt).value
         if isinstance(value, cst.Call):
             return updated_node
         return inline_definitions(self.plan, value).with_changes(

@@ -25,6 +25,7 @@ from accelopt.agents.offline.rewrites.blocking.plan import (
     inline_definitions,
     inline_element,
     is_name,
+    known_assign,
     precedes,
     single_assign,
     squash,
@@ -63,7 +64,7 @@ def _free_width(view: KernelView, plan: BlockPlan, element: cst.BaseSlice) -> tu
 def _tile_elements(view: KernelView, plan: BlockPlan, sub: cst.Subscript) -> list[cst.BaseSlice]:
     """Index elements that are not single integer indices (the tile's axes); a name bound to a
     `slice(...)` is an axis."""
-    axes = []
+    axes: list[cst.BaseSlice] = []
     for el in sub.slice:
         index = el.slice
         if isinstance(index, cst.Index) and isinstance(index.value, cst.Name):
@@ -215,7 +216,7 @@ def _buffer_allocation(view: KernelView, buffer: str) -> cst.Call | None:
         return None
     for stmt in view.simple_statements():
         if allocates(view, stmt, buffer):
-            call = single_assign(stmt).value  # type: ignore[union-attr]
+            call = known_assign(stmt).value
             assert isinstance(call, cst.Call)
             shape = argument(call, 0, "shape")
             return call if isinstance(shape, cst.Tuple) and len(shape.elements) >= 2 else None
@@ -338,6 +339,7 @@ def _sole_producer(
             or producer is not None
         ):
             return None
+        assert isinstance(owner, cst.SimpleStatementLine)  # single_assign found it one
         producer = owner
     if producer is not None and isinstance(value, cst.Name) and bindings(view, name) != 1:
         return None

@@ -33,7 +33,7 @@ from operator import attrgetter
 from typing import Any
 
 from accelopt.nki.context import KernelContext, LoopScope, loop_frame
-from accelopt.nki.fastforwardcode import (
+from accelopt.nki.fast.fastforwardcode import (
     Box,
     KeptTile,
     LoggedWrite,
@@ -83,8 +83,8 @@ def _tile_state(tile: Tensor) -> tuple[Any, ...]:
 
 
 def _mark(ctx: KernelContext, tiles: list[Tensor]) -> _Mark:
-    log = ctx._write_log
-    conditions = ctx._condition_log
+    log = ctx.write_log
+    conditions = ctx.condition_log
     return _Mark(
         0 if conditions is None else len(conditions),
         len(ctx.trace.records),
@@ -122,12 +122,12 @@ def iterate(
     `last_unread`: nothing outside the loop reads what an iteration binds, so the last iteration
     may be synthesized too."""
     views = [(v, v._assigned_at) for v in free_tiles if v.__class__ is View]
-    owner = ctx._write_log is None
+    owner = ctx.write_log is None
     if owner:
-        ctx._write_log = []
-    owns_conditions = moving_masks and ctx._condition_log is None
+        ctx.write_log = []
+    owns_conditions = moving_masks and ctx.condition_log is None
     if owns_conditions:
-        ctx._condition_log = []
+        ctx.condition_log = []
     learned = None
     try:
         # Iteration 0 often differs (fresh tiles, lazy initialisation): then iterations 1 and 2
@@ -150,9 +150,9 @@ def iterate(
             learned = _learned(ctx, scope, tiles, marks[1:], 2, n, moving_masks, views)
     finally:
         if owner:
-            ctx._write_log = None
+            ctx.write_log = None
         if owns_conditions:
-            ctx._condition_log = None
+            ctx.condition_log = None
     resume = len(marks) - 1  # the first iteration not run yet
     if learned is not None:
         template, producers = learned
@@ -183,11 +183,12 @@ def _learned(
     if any(v._assigned_at != at for v, at in views):
         return None
     try:
-        learned = _learn(ctx, scope, tiles, *marks[:3], later, n)
+        first, second, third = marks[:3]
+        learned = _learn(ctx, scope, tiles, first, second, third, later, n)
         if learned is not None and moving_masks:
             template = learned[0]
             template.last_synthesizable = _last_same_masks(
-                ctx, *marks[:3], later, template.last_synthesizable
+                ctx, first, second, third, later, template.last_synthesizable
             )
     except _Different:
         return None
@@ -199,7 +200,7 @@ def _tiles_before_loop(ctx: KernelContext, free_tiles: list[Tensor | View]) -> l
     the tensors they reshape) and the loop-reduce accumulators."""
     tiles: dict[int, Tensor] = {}
     for tile in free_tiles:
-        tensor = tile._tensor if tile.__class__ is View else tile
+        tensor: Tensor | None = tile._tensor if isinstance(tile, View) else tile
         while tensor is not None:
             tiles[id(tensor)] = tensor
             tensor = tensor._root
@@ -291,8 +292,8 @@ def _learn(
         ):
             raise _Different
         reads = tuple([region_plan(a.tensor_id, a.box, b) for a, b in zip(r1.reads, r2.reads)])
-        writes = tuple([region_plan(a.tensor_id, a.box, b) for a, b in zip(r1.writes, r2.writes)])
-        plans.append((r2, reads, writes))
+        written = tuple([region_plan(a.tensor_id, a.box, b) for a, b in zip(r1.writes, r2.writes)])
+        plans.append((r2, reads, written))
 
     pending = ctx._pending
     kept = []
@@ -312,7 +313,7 @@ def _learn(
     if second.pending - first.pending != len(kept) or third.pending - second.pending != len(kept):
         return None  # an iteration forgot a tile made before it
 
-    log = ctx._write_log
+    log = ctx.write_log
     assert log is not None
     if third.writes - second.writes != second.writes - first.writes:
         return None
@@ -365,7 +366,7 @@ def _last_same_masks(
     """The last iteration (up to `last`) in which every mask condition the body makes keeps what
     it kept in the template iteration. A condition on one axis keeps a range of it that moves
     monotonically with the loop, so it keeps the same range up to the first iteration it does not."""
-    log = ctx._condition_log
+    log = ctx.condition_log
     assert log is not None
     ones, twos = log[first.conditions : second.conditions], log[second.conditions : third.conditions]
     if len(ones) != len(twos):
@@ -468,7 +469,7 @@ def _synthesize(
     ]
     records = ctx.trace.records
     pending = ctx._pending
-    log = ctx._write_log
+    log = ctx.write_log
     produced: list[TraceRecord] = []
     for k in range(start, last + 1):
         ctx.set_iteration(scope, k)
@@ -483,7 +484,7 @@ def _synthesize(
         if log is None and check is None:
             continue
         for tid, made, alloc, line, accumulate, checked, head, tail, source in writes:
-            if source.__class__ is tuple:
+            if isinstance(source, tuple):
                 region = produced[source[0]].writes[source[1]]
             else:
                 region = source(steps, shift)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from accelopt.nki.codecache import define
+from accelopt.nki.fast.codecache import define
 from accelopt.nki.indexing import IndexExpr
 from accelopt.nki.loopvar import LoopVar
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from accelopt.nki.codecache import define
+from accelopt.nki.fast.codecache import define
 from accelopt.nki.trace import Region, TraceRecord
 
 _new_object = object.__new__

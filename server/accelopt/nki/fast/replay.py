@@ -37,9 +37,9 @@ from accelopt.nki import context as _context
 from accelopt.nki import ops
 from accelopt.nki.context import KernelContext
 from accelopt.nki.errors import _EMULATOR_DIR
+from accelopt.nki.fast.replaycode import MISS, Unsupported, generate
 from accelopt.nki.indexing import IndexExpr, Predicate, kept_by
 from accelopt.nki.loopvar import LoopVar
-from accelopt.nki.replaycode import MISS, Unsupported, generate
 from accelopt.nki.tensor import Buffer, Tensor, View, par_dim
 from accelopt.nki.trace import Region, TraceRecord
 
@@ -139,7 +139,7 @@ def _mask_structure(mask: Predicate) -> tuple[Any, ...]:
 
 
 class Recorder:
-    """Collects the effects of one API call (the context reports them while `ctx._recorder` is
+    """Collects the effects of one API call (the context reports them while `ctx.recorder` is
     set)."""
 
     __slots__ = ("events", "ok")
@@ -239,7 +239,7 @@ def replayable(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def api(*args: Any, **kwargs: Any) -> Any:
         ctx = _context._ACTIVE  # active_context(), without the call
-        if ctx is None or ctx.numerics or ctx._api_depth:
+        if ctx is None or ctx.numerics or ctx.api_depth or not ctx.fast_paths:
             return fn(*args, **kwargs)
         # the kernel statement calling: the first frame outside the emulator, if in the kernel
         frame = sys._getframe(1)
@@ -282,11 +282,11 @@ def replayable(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _run(ctx: KernelContext, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    ctx._api_depth += 1
+    ctx.api_depth += 1
     try:
         return fn(*args, **kwargs)
     finally:
-        ctx._api_depth -= 1
+        ctx.api_depth -= 1
 
 
 def _record(
@@ -296,7 +296,7 @@ def _record(
     kwargs: dict[str, Any],
     tiles: list[Any],
     entry: _Site,
-    structure: Any,
+    structure: tuple[tuple[Any, ...], tuple[tuple[str, Any], ...]],
 ) -> Any:
     """Run the call normally while logging its effects; compile a replay if the log says
     everything the call did."""
@@ -304,13 +304,13 @@ def _record(
     before = _snapshot(tiles)
     reduce_state = len(ctx.loop_reduce_state)
     entry.structures[structure] = _UNREPLAYABLE  # until the call has completed and compiled
-    ctx._recorder = recorder
-    ctx._api_depth += 1
+    ctx.recorder = recorder
+    ctx.api_depth += 1
     try:
         result = fn(*args, **kwargs)
     finally:
-        ctx._recorder = None
-        ctx._api_depth -= 1
+        ctx.recorder = None
+        ctx.api_depth -= 1
     if recorder.ok and _snapshot(tiles) == before and len(ctx.loop_reduce_state) == reduce_state:
         try:
             replay = generate(*structure, _mask_key, _plain_key, recorder.events, tiles, result)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from accelopt.nki.codecache import define
+from accelopt.nki.fast.codecache import define
 from accelopt.nki.indexing import IndexExpr, Predicate
 from accelopt.nki.loopvar import LoopVar
 from accelopt.nki.tensor import Tensor, View, _new_object, _set_region_box, _set_region_tid, par_dim
@@ -220,7 +220,8 @@ def _effects(
     result: Any,
 ) -> None:
     tensor_var: dict[int, str] = {}  # id(tensor) -> variable
-    by_tid: dict[int, tuple[str, Any]] = {}  # tid -> (tensor variable, offsets of an argument view or None)
+    # tid -> (tensor variable, offsets of an argument view or None, argument position or -1)
+    by_tid: dict[int, tuple[str, tuple[int, ...] | None, int]] = {}
     for i, tile in enumerate(tiles):
         tensor = tile._tensor if tile.__class__ is View else tile
         if id(tensor) in tensor_var:
@@ -363,10 +364,10 @@ def _effects(
     for j, tensor in enumerate(new_tensors):
         producer = tensor._producer
         if producer is not None:
-            var = record_var.get(id(producer))
-            if var is None:
+            producer_var = record_var.get(id(producer))
+            if producer_var is None:
                 raise Unsupported
-            src.add(f"n{j}._producer = {var}")
+            src.add(f"n{j}._producer = {producer_var}")
     if result is None:
         src.add("return None")
     elif result.__class__ is Tensor:
