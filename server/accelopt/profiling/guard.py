@@ -336,7 +336,7 @@ def _refuse_socket(*args: object, **kwargs: object) -> NoReturn:
     raise _GUARD._refuse("opening a socket is not allowed", sys._getframe(1))
 
 
-def _refuse_node(*args, **kwargs):
+def _refuse_node(*args: object, **kwargs: object) -> NoReturn:
     # os.mknod and os.mkfifo raise no audit event; the seccomp filter refuses them too.
     raise _GUARD._refuse("creating device nodes or FIFOs is not allowed", sys._getframe(1))
 
@@ -383,7 +383,7 @@ def install(
         for name in ("mknod", "mkfifo"):
             if hasattr(module, name):
                 setattr(module, name, _refuse_node)
-    builtins.getattr = _GUARD.guarded_getattr  # type: ignore[assignment]
+    builtins.getattr = _GUARD.guarded_getattr
     socket.socket = _refuse_socket  # type: ignore[misc,assignment]
     socket.create_connection = _refuse_socket
     socket.socketpair = _refuse_socket

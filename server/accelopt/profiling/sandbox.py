@@ -395,7 +395,7 @@ async def _reap_orphaned_init(monitor: int) -> None:
 
 
 def _own_children_in_group(pgid: int) -> list[tuple[int, str]]:
-    found = []
+    found: list[tuple[int, str]] = []
     try:
         tasks = os.listdir("/proc/self/task")
     except OSError:

@@ -23,7 +23,9 @@ import asyncio
 import secrets
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -490,6 +492,9 @@ def _check_no_input_writes(trace: Trace | None, seeds: list[int]) -> None:
                 )
 
 
+T = TypeVar("T")
+
+
 class _Analysis:
     """The parent's share of one evaluation's time: whatever the worker left of the timeout, but
     at least a quarter of it (and 2 s), so a kernel that records a huge trace ends as a
@@ -501,7 +506,7 @@ class _Analysis:
         self.budget_s = max(timeout_s - worker_s, 0.25 * timeout_s, 2.0)
         self.deadline = time.monotonic() + self.budget_s
 
-    async def run(self, work: Any, *args: Any) -> Any:
+    async def run(self, work: Callable[..., T], *args: object) -> T:
         try:
             return await within(self.deadline - time.monotonic(), work, *args)
         except DeadlineExceeded:
