@@ -33,7 +33,15 @@ float8_e5m2_x4 = np.dtype([("float8_e5m2_x4", "<u4")])
 float8_e4m3fn_x4 = np.dtype([("float8_e4m3fn_x4", "<u4")])
 float4_e2m1fn_x4 = np.dtype([("float4_e2m1fn_x4", "<u2")])
 PACKED_X4 = {float8_e5m2_x4: float8_e5m2, float8_e4m3fn_x4: float8_e4m3fn, float4_e2m1fn_x4: float4_e2m1fn}
-_BY_NAME = {str(d.names[0]): d for d in PACKED_X4} | {
+
+
+def _packed_name(dtype: np.dtype) -> str:
+    """A packed MX dtype is a one-field structured dtype named after the format."""
+    assert dtype.names is not None
+    return str(dtype.names[0])
+
+
+_BY_NAME = {_packed_name(d): d for d in PACKED_X4} | {
     "float8_e8m0fnu": float8_e8m0fnu,
     "float4_e2m1fn": float4_e2m1fn,
 }
@@ -82,7 +90,7 @@ def nan_fill(dtype: np.dtype) -> Any:
     return np.nan if is_float(dtype) else 0
 
 
-_NAMES: dict[np.dtype, str] = {d: str(d.names[0]) for d in PACKED_X4}
+_NAMES: dict[np.dtype, str] = {d: _packed_name(d) for d in PACKED_X4}
 
 
 def dname(dtype: np.dtype) -> str:

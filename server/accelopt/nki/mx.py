@@ -310,7 +310,7 @@ def activate2(
     spec = _ops.resolve(op)
     stages = [(_ops.resolve(o), imm, rev) for o, imm, rev in ((op0, imm0, reverse0), (op1, imm1, reverse1)) if o is not None]
     operands: list[Any] = [data]
-    for _, imm, _rev in stages:
+    for _stage_op, imm, _rev in stages:
         operands.append(imm if isinstance(imm, _TileOps) else _scalar_of(0.0 if imm is None else imm))
 
     def compute(x: np.ndarray, *imms: Any) -> np.ndarray:

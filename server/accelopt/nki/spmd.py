@@ -212,8 +212,9 @@ def num_programs(axes: Any = None) -> int:
     """Instances along `axes` (an int or a tuple of them); all instances when None."""
     ctx = current()
     sizes = ctx.grid_sizes
+    chosen: list[int]
     if axes is None:
-        chosen = range(len(sizes))
+        chosen = list(range(len(sizes)))
     elif isinstance(axes, (tuple, list)):
         chosen = [int(a) for a in axes]
     else:
