@@ -24,6 +24,9 @@ works, a network namespace; the tool prints that at start.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import ctypes
 import functools
 import os
 import shutil
@@ -171,9 +174,15 @@ def interpreter_paths(python: str) -> list[str]:
     return sorted(paths)
 
 
-@functools.lru_cache(maxsize=4)
 def detect(python: str = sys.executable) -> Isolation:
-    """Probe (once per interpreter) whether bubblewrap can run `python` in the full sandbox."""
+    """Probe (once per interpreter) whether bubblewrap can run `python` in the full sandbox.
+    From the first call on, this process reaps the sandboxes' orphaned inits (`become_subreaper`)."""
+    become_subreaper()
+    return _detect(python)
+
+
+@functools.lru_cache(maxsize=4)
+def _detect(python: str) -> Isolation:
     if not sys.platform.startswith("linux"):
         return Isolation("process", missing=f"no Linux namespaces on {sys.platform}")
     if not seccomp.supported():
@@ -227,6 +236,7 @@ def _probe(bwrap: str, python: str, *, as_nobody: bool) -> str | None:
             os.close(read)
             if write != -1:
                 os.close(write)
+    reap_orphaned_inits_now()
     if done.returncode == 0:
         return None
     lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -244,3 +254,65 @@ def _fallback(missing: str) -> Isolation:
         except (OSError, subprocess.SubprocessError):
             pass
     return Isolation("process", missing=missing)
+
+
+# --- the sandboxes' inits --------------------------------------------------------------------
+#
+# bubblewrap's monitor exits as soon as it has the worker's exit status, sometimes before its
+# child, the PID namespace's init, is reaped; that init is then an orphan. It goes to the nearest
+# "child subreaper" above it, else to the machine's pid 1, which in some containers never reaps.
+# So this process is a subreaper and reaps exactly those orphans: zombie children that live in a
+# PID namespace below ours (a process this one started itself never does).
+
+
+@functools.lru_cache(maxsize=1)
+def become_subreaper() -> bool:
+    pr_set_child_subreaper = 36
+    if not sys.platform.startswith("linux"):
+        return False
+    with contextlib.suppress(OSError, AttributeError):
+        return ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1, 0, 0, 0) == 0
+    return False
+
+
+def reap_orphaned_inits_now() -> int:
+    """Reap the orphaned sandbox inits that are zombies; return how many are still exiting."""
+    exiting = 0
+    for pid, state in _children_in_nested_pid_namespaces():
+        if state == "Z":
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+        else:
+            exiting += 1
+    return exiting
+
+
+async def reap_orphaned_inits(patience_s: float = 1.0) -> None:
+    """Reap them, waiting up to `patience_s` for those still exiting."""
+    for _ in range(max(1, int(patience_s / 0.01))):
+        if reap_orphaned_inits_now() == 0:
+            return
+        await asyncio.sleep(0.01)
+
+
+def _children_in_nested_pid_namespaces() -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return found
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/children", encoding="ascii") as f:
+                children = [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
+            continue
+        for child in children:
+            try:
+                with open(f"/proc/{child}/status", encoding="ascii", errors="replace") as f:
+                    fields = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+            except OSError:
+                continue
+            if len(fields.get("NSpid", "").split()) > 1:  # a pid in a namespace below ours too
+                found.append((child, fields.get("State", "").split()[0] if fields.get("State") else ""))
+    return found

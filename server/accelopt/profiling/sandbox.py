@@ -109,8 +109,6 @@ class Sandbox:
             "process", missing="disabled by the caller"
         )
         namespaced = self.isolation.kernel_enforced
-        if namespaced:
-            _become_subreaper()
         # As root, run workers as `nobody`, if `nobody` can run this interpreter at all (it cannot
         # when Python lives under a private home directory); see SECURITY.md.
         self.drop_privileges = (
@@ -220,7 +218,7 @@ class Sandbox:
                     proc.kill()
                 await asyncio.shield(proc.wait())
             if self.isolation.kernel_enforced:
-                await asyncio.shield(_reap_orphaned_init(proc.pid))
+                await asyncio.shield(isolation.reap_orphaned_inits())
             self._live.discard(proc)
         wall = time.perf_counter() - started
         if timed_out:
@@ -365,56 +363,6 @@ async def _end_namespace(proc: asyncio.subprocess.Process) -> None:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(proc.wait()), 0.05)
             return
-
-
-def _become_subreaper() -> None:
-    """Orphans of our descendants come to this process, not to the machine's init.
-
-    bubblewrap's monitor may exit as soon as it has the worker's status, before the sandbox's
-    init (its child) is reaped; that init then needs a parent that reaps it (in some containers
-    pid 1 never does). `_reap_orphaned_init` reaps exactly those, nothing else."""
-    import ctypes
-
-    pr_set_child_subreaper = 36
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1, 0, 0, 0)
-
-
-async def _reap_orphaned_init(monitor: int) -> None:
-    """Reap the sandbox init of the bubblewrap `monitor` (its process group, not its pid) once it
-    has become our zombie; give up after a second (it is then the machine's to reap)."""
-    for _ in range(100):
-        left = [pid for pid, state in _own_children_in_group(monitor) if pid != monitor]
-        if not left:
-            return
-        for pid, state in _own_children_in_group(monitor):
-            if pid != monitor and state == "Z":
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, os.WNOHANG)
-        await asyncio.sleep(0.01)
-
-
-def _own_children_in_group(pgid: int) -> list[tuple[int, str]]:
-    found: list[tuple[int, str]] = []
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return found
-    for tid in tasks:
-        try:
-            with open(f"/proc/self/task/{tid}/children", encoding="ascii") as f:
-                children = [int(c) for c in f.read().split()]
-        except (OSError, ValueError):
-            continue
-        for child in children:
-            try:
-                with open(f"/proc/{child}/stat", encoding="ascii", errors="replace") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid:  # state, ppid, pgrp
-                found.append((child, fields[0]))
-    return found
 
 
 def _kill_children(pid: int) -> None:
