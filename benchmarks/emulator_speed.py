@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/emulator_speed.py            # every example
     .venv/bin/python benchmarks/emulator_speed.py silu mamba # a subset
     .venv/bin/python benchmarks/emulator_speed.py --trace-only --repeat 3   # trace-only column only
+    .venv/bin/python benchmarks/emulator_speed.py --nki07    # the nki.* (NKI 0.7) versions instead
 
 For each kernel in kernels_examples/ at an NKIBench shape (NKI_NOTES §6) where the example's
 layout allows it, else a realistic size, prints the wall time of the numeric run, of the
@@ -88,14 +89,14 @@ def python_loop_us(samples: int = 20_000) -> float:
     return 1e6 * best / samples
 
 
-def measure(name: str, repeat: int, trace_only: bool = False) -> dict[str, float | str]:
+def measure(name: str, repeat: int, trace_only: bool = False, nki07: bool = False) -> dict[str, float | str]:
     kernel_name, shape, origin = CASES[name]
     reference = _reference(name)
     reference.SHAPES["bench"] = shape
     np.random.seed(0)
     inputs = reference.get_inputs("bench")
     nki_inputs = reference.transform_to_nki_inputs(inputs)
-    path = EXAMPLES / f"{name}.py"
+    path = (EXAMPLES / "nki07" if nki07 else EXAMPLES) / f"{name}.py"
     fn = runtime.load_kernel(path.read_text(), kernel_name, str(path))
 
     def run(numerics: bool):
@@ -143,6 +144,9 @@ def main() -> int:
     parser.add_argument(
         "--trace-only", action="store_true", help="time only the trace-only run (other columns: nan)"
     )
+    parser.add_argument(
+        "--nki07", action="store_true", help="the nki.* (NKI 0.7) versions in kernels_examples/nki07/"
+    )
     args = parser.parse_args()
     runtime.install_aliases()
 
@@ -154,7 +158,7 @@ def main() -> int:
     )
     print(header)
     for name in args.kernels or list(CASES):
-        m = measure(name, args.repeat, args.trace_only)
+        m = measure(name, args.repeat, args.trace_only, args.nki07)
         print(
             f"{m['kernel']:<16}{m['instructions']:>8,}{m['numeric_s']:>11.2f}{m['trace_s']:>9.2f}"
             f"{m['reference_s']:>9.2f}{m['numeric_over_ref']:>8.1f}x{m['us_per_instr_numeric']:>14.1f}"

@@ -18,9 +18,24 @@ const options = {
   logLevel: 'info',
 };
 
+// The views' page scripts, with the chart library bundled in (webviews load nothing else).
+const webview = {
+  entryPoints: ['extension/webview/timeline.ts', 'extension/webview/searchTree.ts'],
+  bundle: true,
+  outdir: 'dist/webview',
+  platform: 'browser',
+  format: 'iife',
+  target: 'es2022',
+  sourcemap: !production,
+  minify: production,
+  logLevel: 'info',
+};
+
 if (watch) {
-  const context = await esbuild.context(options);
-  await context.watch();
+  for (const build of [options, webview]) {
+    const context = await esbuild.context(build);
+    await context.watch();
+  }
 } else {
-  await esbuild.build(options);
+  await Promise.all([esbuild.build(options), esbuild.build(webview)]);
 }

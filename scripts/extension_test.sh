@@ -23,6 +23,7 @@ fi
 echo "== type-check, format check, compile the tests"
 rm -rf out
 npx tsc -p .
+npx tsc -p extension/webview
 npx prettier --check --log-level warn "extension/**/*.{ts,mjs}"
 
 echo "== bundle (esbuild)"

@@ -14,7 +14,7 @@ import * as vscode from 'vscode';
 
 import type { CandidateRef, CandidateStore, RankedCandidate } from './candidateStore';
 import { measuredOn, speedupPhrase, uriBasename } from './format';
-import { ServerCommands, type ApplyResult } from './protocol';
+import { ServerCommands, type ApplyResult, type Hunk } from './protocol';
 
 /** Runs a server command (workspace/executeCommand); undefined when the server is not running. */
 export type ServerCommandRunner = (command: string, args: unknown[]) => Promise<unknown>;
@@ -63,18 +63,71 @@ function isApplyResult(value: unknown): value is ApplyResult {
   return typeof value === 'object' && value !== null && typeof (value as ApplyResult).applied === 'boolean';
 }
 
-export async function acceptCandidate(
+/** A pick list entry per change: where it is and what it does, first lines shown. */
+export function hunkItems(
+  hunks: readonly Hunk[],
+): { label: string; description: string; detail: string; index: number }[] {
+  const first = (lines: readonly string[]): string => (lines.find((l) => l.trim()) ?? '').trim();
+  return hunks.map((hunk) => {
+    const where =
+      hunk.endLine < hunk.startLine
+        ? `insert before line ${hunk.startLine}`
+        : hunk.endLine === hunk.startLine
+          ? `line ${hunk.startLine}`
+          : `lines ${hunk.startLine}–${hunk.endLine}`;
+    const removed = hunk.removed.length ? `−${hunk.removed.length}` : '';
+    const added = hunk.added.length ? `+${hunk.added.length}` : '';
+    return {
+      label: `Change ${hunk.index + 1}: ${where}`,
+      description: [removed, added].filter(Boolean).join(' '),
+      detail: hunk.added.length ? `+ ${first(hunk.added)}` : `− ${first(hunk.removed)}`,
+      index: hunk.index,
+    };
+  });
+}
+
+/** Ask the server for the candidate's changes, let the user pick some, apply only those. */
+export async function acceptHunks(
   candidate: RankedCandidate,
   runServerCommand: ServerCommandRunner,
   saveAfterAccept: boolean,
 ): Promise<AcceptOutcome> {
+  const hunks = ((await runServerCommand(ServerCommands.candidateHunks, [
+    candidate.searchId,
+    candidate.info.id,
+  ])) ?? []) as Hunk[];
+  if (hunks.length === 0) {
+    const reason = 'the candidate changes nothing (or its search is gone).';
+    void vscode.window.showInformationMessage(`AccelOpt: ${reason}`);
+    return { applied: false, reason, shownByServer: false };
+  }
+  const picked = await vscode.window.showQuickPick(hunkItems(hunks), {
+    canPickMany: true,
+    title: `AccelOpt: which changes of "${candidate.info.title}" to apply? (the others are left out)`,
+  });
+  if (!picked || picked.length === 0) {
+    return { applied: false, reason: 'no change chosen', shownByServer: true };
+  }
+  return acceptCandidate(
+    candidate,
+    runServerCommand,
+    saveAfterAccept,
+    picked.map((item) => item.index),
+  );
+}
+
+export async function acceptCandidate(
+  candidate: RankedCandidate,
+  runServerCommand: ServerCommandRunner,
+  saveAfterAccept: boolean,
+  hunks?: readonly number[],
+): Promise<AcceptOutcome> {
   const name = uriBasename(candidate.uri);
   let outcome: AcceptOutcome;
   try {
-    const result = await runServerCommand(ServerCommands.applyCandidate, [
-      candidate.searchId,
-      candidate.info.id,
-    ]);
+    const result = hunks
+      ? await runServerCommand(ServerCommands.applyHunks, [candidate.searchId, candidate.info.id, [...hunks]])
+      : await runServerCommand(ServerCommands.applyCandidate, [candidate.searchId, candidate.info.id]);
     if (!isApplyResult(result)) {
       outcome = { applied: false, reason: 'the server gave no answer.', shownByServer: false };
     } else if (!result.applied) {

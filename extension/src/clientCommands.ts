@@ -17,6 +17,9 @@ export const ClientCommands = {
   showLog: 'accelopt.showLog',
   setApiKey: 'accelopt.setApiKey',
   clearApiKey: 'accelopt.clearApiKey',
+  showTimeline: 'accelopt.showTimeline',
+  showSearchTree: 'accelopt.showSearchTree',
+  acceptHunks: 'accelopt.candidate.acceptHunks',
 } as const;
 
 const REDIRECTS: Record<string, string> = {

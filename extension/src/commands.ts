@@ -6,7 +6,7 @@
 import * as vscode from 'vscode';
 
 import type { ApiKeyStore } from './apiKey';
-import { acceptCandidate, rejectCandidate, resolveCandidate } from './candidateActions';
+import { acceptCandidate, acceptHunks, rejectCandidate, resolveCandidate } from './candidateActions';
 import type { CandidateStore, KernelGroup } from './candidateStore';
 import type { CandidatesNode } from './candidatesTree';
 import { ClientCommands } from './clientCommands';
@@ -27,6 +27,8 @@ import {
 import type { ServerConnection } from './serverConnection';
 import type { ServerLauncher } from './serverLauncher';
 import { toSearchOptions, type ClientSettings } from './settings';
+import type { SearchTreePanels } from './searchTreePanel';
+import type { TimelinePanels } from './timelinePanel';
 
 export interface CommandDeps {
   readonly store: CandidateStore;
@@ -35,6 +37,8 @@ export interface CommandDeps {
   readonly memory: MemoryTreeProvider;
   readonly apiKeys: ApiKeyStore;
   readonly output: vscode.OutputChannel;
+  readonly timelines: TimelinePanels;
+  readonly searchTrees: SearchTreePanels;
   readSettings(): ClientSettings;
 }
 
@@ -59,6 +63,31 @@ export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
 
   return [
     register(ClientCommands.optimizeKernel, (...args) => optimizeKernel(deps, args)),
+    register(ClientCommands.showSearchTree, async (...args) => {
+      const node = args[0] as CandidatesNode | undefined;
+      const group =
+        node?.kind === 'kernel'
+          ? (node as { group: KernelGroup }).group
+          : await chooseTarget(args).then((t) => t && store.kernel(t.uri, t.kernelName));
+      if (!group) {
+        void vscode.window.showInformationMessage(
+          'AccelOpt: no search on this kernel yet. Optimize it first; its search view then follows the search as it runs.',
+        );
+        return;
+      }
+      await deps.searchTrees.show(group.searchId, group.kernelName);
+    }),
+    register(ClientCommands.showTimeline, async (...args) => {
+      const target = await chooseTarget(args);
+      if (!target) {
+        return;
+      }
+      await deps.launcher.settled();
+      if (!deps.connection.running) {
+        throw new Error('the AccelOpt server is not running; see AccelOpt: Show Log');
+      }
+      await deps.timelines.show(vscode.Uri.parse(target.uri), target.kernelName);
+    }),
     register(ClientCommands.stopSearch, async (node) => {
       const group =
         (node as CandidatesNode | undefined)?.kind === 'kernel'
@@ -85,6 +114,12 @@ export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
         if (outcome.applied) {
           store.markApplied({ searchId: candidate.searchId, candidateId: candidate.info.id });
         }
+      }
+    }),
+    register(ClientCommands.acceptHunks, async (...args) => {
+      const candidate = resolveCandidate(store, args);
+      if (candidate) {
+        await acceptHunks(candidate, runServerCommand, deps.readSettings().saveAfterAccept);
       }
     }),
     register(ClientCommands.reject, async (...args) => {
@@ -186,7 +221,11 @@ async function optimizeKernel(deps: CommandDeps, args: readonly unknown[]): Prom
   // The server optimizes the text as it is in the editor, saved or not.
   const settings = deps.readSettings();
   const outcome = await runOptimization(target, toSearchOptions(settings.server), deps.connection, {
-    measuredOn: measuredOn(settings.server.backend, settings.server.hardware),
+    // 'auto': the server picks the kernel's target; its candidates say which
+    measuredOn: measuredOn(
+      settings.server.backend,
+      settings.server.hardware === 'auto' ? '' : settings.server.hardware,
+    ),
     log: (line) => deps.output.appendLine(`[client] ${line}`),
   });
   void deps.memory.refresh();

@@ -11,10 +11,13 @@ import { CandidateStore } from './candidateStore';
 import { CandidatesTreeProvider } from './candidatesTree';
 import { registerCommands } from './commands';
 import { CANDIDATE_SCHEME, CandidateContentProvider } from './diffProvider';
+import { registerMcpServer } from './mcpServer';
 import { MemoryTreeProvider } from './memoryTree';
 import { onPythonInterpreterChange, pythonExtensionInterpreter } from './pythonExtension';
 import { ServerConnection } from './serverConnection';
 import { ServerLauncher, type ServerState } from './serverLauncher';
+import { SearchTreePanels } from './searchTreePanel';
+import { TimelinePanels } from './timelinePanel';
 import { changeEffect, readSettings, type ClientSettings } from './settings';
 
 let launcher: ServerLauncher | undefined;
@@ -50,6 +53,27 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   });
   launcher = serverLauncher;
 
+  // Agent mode's MCP servers: `accelopt mcp` on the same interpreter, with the same settings.
+  const mcp = registerMcpServer({
+    output,
+    readSettings: currentSettings,
+    storedApiKey: () => apiKeys.get(),
+    pythonExtensionInterpreter: () =>
+      pythonExtensionInterpreter(vscode.window.activeTextEditor?.document.uri),
+    workspaceFolder,
+    version: String(context.extension?.packageJSON?.version ?? '0'),
+  });
+  if (mcp) {
+    context.subscriptions.push(mcp.provider, mcp.registration);
+  }
+
+  const timelines = new TimelinePanels(context.extensionUri, {
+    timeline: (params) => connection.timeline(params),
+    candidates: (uri, kernelName) => store.kernel(uri, kernelName)?.candidates.map((c) => c.info) ?? [],
+  });
+  const searchTrees = new SearchTreePanels(context.extensionUri, store, (searchId) =>
+    connection.searchTree(searchId),
+  );
   const candidates = new CandidatesTreeProvider(store);
   const memory = new MemoryTreeProvider(() => connection.memory());
   const memoryView = vscode.window.createTreeView('accelopt.memory', { treeDataProvider: memory });
@@ -65,6 +89,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(
     output,
     connection,
+    timelines,
+    searchTrees,
+    vscode.window.onDidChangeVisibleTextEditors(() => timelines.decorate()),
     candidates,
     memory,
     memoryView,
@@ -83,6 +110,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       memory,
       apiKeys,
       output,
+      timelines,
+      searchTrees,
       readSettings: currentSettings,
     }),
     serverLauncher.onDidChangeState((state) => {
@@ -102,6 +131,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       searchesRunning = running;
     }),
     vscode.workspace.onDidChangeConfiguration((event) => {
+      if (event.affectsConfiguration('accelopt')) {
+        mcp?.provider.refresh();
+      }
       const effect = changeEffect((section) => event.affectsConfiguration(section));
       if (effect === 'restart') {
         void restartAfterSettingsChange(serverLauncher, store);
@@ -109,7 +141,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         void serverLauncher.reloadConfiguration();
       }
     }),
-    apiKeys.onDidChange(() => void restartAfterSettingsChange(serverLauncher, store)),
+    apiKeys.onDidChange(() => {
+      mcp?.provider.refresh();
+      void restartAfterSettingsChange(serverLauncher, store);
+    }),
     // The server takes trust only from its initializationOptions or from this notification.
     vscode.workspace.onDidGrantWorkspaceTrust(
       () => void serverLauncher.runningClient?.sendNotification('accelopt/workspaceTrusted', {}),
@@ -117,6 +152,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   );
   const interpreterWatch = await onPythonInterpreterChange(() => {
     if (!currentSettings().pythonPath) {
+      mcp?.provider.refresh();
       void restartAfterSettingsChange(serverLauncher, store);
     }
   });

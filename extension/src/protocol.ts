@@ -131,7 +131,68 @@ export interface MemoryResult {
 }
 
 /** Method and command names, as protocol.py's module docstring lists them. */
+/** server/accelopt/profiling/schedule_view.py `Schedule`, camelCase. */
+export interface Schedule {
+  kernelName: string;
+  /** How the figures were obtained, e.g. "simulated on trn1". */
+  label: string;
+  totalUs: number;
+  lanes: { name: string; busyUs: number }[];
+  kinds: string[];
+  /** [lane, startUs, endUs, line, kind index] per bar. */
+  bars: [number, number, number, number, number][];
+  coalesced: boolean;
+  instructions: number;
+  roofline: RooflinePoint | null;
+}
+
+export interface RooflinePoint {
+  intensity: number;
+  achievedFlopsPerS: number;
+  computePeakFlopsPerS: number;
+  bandwidthBytesPerS: number;
+  ridgeIntensity: number;
+  /** A fraction, as in the profile. */
+  percentOfPeak: number;
+  bound: string;
+}
+
+export interface TreeNode {
+  id: string;
+  parentId: string | null;
+  iteration: number;
+  title: string;
+  status: string;
+  speedup: number | null;
+  inBeam: boolean;
+  duplicateOf: string | null;
+}
+
+export interface SearchTree {
+  searchId: string;
+  kernelName: string;
+  running: boolean;
+  iteration: number;
+  totalIterations: number;
+  nodes: TreeNode[];
+  bestByIteration: number[];
+}
+
+export interface TimelineParams {
+  uri: string;
+  kernelName: string;
+}
+
+export interface TimelineResult {
+  kernelName: string;
+  schedule: Schedule | null;
+  lines: { line: number; fraction: number; text: string }[];
+  message: string;
+}
+
 export const Methods = {
+  timeline: 'accelopt/timeline',
+  searchTree: 'accelopt/searchTree',
   optimize: 'accelopt/optimize',
   cancel: 'accelopt/cancel',
   memory: 'accelopt/memory',
@@ -144,4 +205,16 @@ export const ServerCommands = {
   optimize: 'accelopt.optimize',
   applyCandidate: 'accelopt.applyCandidate',
   rejectCandidate: 'accelopt.rejectCandidate',
+  candidateHunks: 'accelopt.candidateHunks',
+  applyHunks: 'accelopt.applyHunks',
 } as const;
+
+/** One change of a candidate against the text its search started from (1-based lines; an
+ * insertion has endLine = startLine - 1). */
+export interface Hunk {
+  index: number;
+  startLine: number;
+  endLine: number;
+  removed: string[];
+  added: string[];
+}

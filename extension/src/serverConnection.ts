@@ -18,6 +18,9 @@ import {
   type OptimizeParams,
   type OptimizeResult,
   type SearchStateNotification,
+  type SearchTree,
+  type TimelineParams,
+  type TimelineResult,
 } from './protocol';
 
 export class ServerNotRunningError extends Error {
@@ -101,6 +104,16 @@ export class ServerConnection implements SearchChannel, vscode.Disposable {
 
   executeCommand(command: string, args: unknown[]): Promise<unknown> {
     return this.required().sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
+  }
+
+  /** Every candidate of a search under its parent (null: the server no longer knows it). */
+  searchTree(searchId: string): Promise<SearchTree | null> {
+    return this.required().sendRequest<SearchTree | null>(Methods.searchTree, { searchId });
+  }
+
+  /** The engine timeline of one kernel as it is in the editor now. */
+  timeline(params: TimelineParams): Promise<TimelineResult> {
+    return this.required().sendRequest<TimelineResult>(Methods.timeline, params);
   }
 
   /** The memory, or undefined when no server runs (the view then shows its welcome text). */

@@ -18,7 +18,8 @@ export interface ConfigurationReader {
 }
 
 export type Backend = 'simulator' | 'neuron';
-export type Hardware = 'trn1' | 'trn2';
+/** 'auto': the kernel's own target (trn1 for legacy neuronxcc.nki kernels, trn2 for nki.*). */
+export type Hardware = 'auto' | 'trn1' | 'trn2' | 'trn3';
 export type AgentsKind = 'offline' | 'llm';
 export type InputSize = 'full' | 'small';
 export type AgentRole = 'planner' | 'executor' | 'fixer' | 'summarizer';
@@ -157,7 +158,7 @@ export function readSettings(
     saveAfterAccept: config.get<boolean>('editor.saveAfterAccept') !== false,
     server: {
       backend: oneOf(config.get('backend'), ['simulator', 'neuron'] as const, 'simulator'),
-      hardware: oneOf(config.get('hardware'), ['trn1', 'trn2'] as const, 'trn1'),
+      hardware: oneOf(config.get('hardware'), ['auto', 'trn1', 'trn2', 'trn3'] as const, 'auto'),
       inputSize: oneOf(config.get('inputSize'), ['full', 'small'] as const, 'full'),
       agents: {
         mode: oneOf(config.get('agents'), ['offline', 'llm'] as const, 'offline'),

@@ -3,7 +3,14 @@ import './support/installVscodeMock';
 import assert from 'node:assert/strict';
 import { beforeEach, describe, it } from 'node:test';
 
-import { acceptCandidate, rejectCandidate, resolveCandidate, toCandidateRef } from '../src/candidateActions';
+import {
+  acceptCandidate,
+  acceptHunks,
+  hunkItems,
+  rejectCandidate,
+  resolveCandidate,
+  toCandidateRef,
+} from '../src/candidateActions';
 import { CandidateStore, type RankedCandidate } from '../src/candidateStore';
 import { KERNEL_URI, candidate, candidates } from './support/fixtures';
 import { Uri, mock } from './support/vscode';
@@ -73,6 +80,48 @@ describe('candidate actions', () => {
       mock.messages[0].text,
       /applied "plan c1" to silu_kernel in silu\.py: 1\.84× faster, simulated on trn1/,
     );
+  });
+
+  it("lists a candidate's changes by place and first line", () => {
+    const items = hunkItems([
+      { index: 0, startLine: 12, endLine: 12, removed: ['TILE_COLS = 512'], added: ['TILE_COLS = 1024'] },
+      { index: 1, startLine: 26, endLine: 27, removed: ['a', 'b'], added: [] },
+      { index: 2, startLine: 30, endLine: 29, removed: [], added: ['    pass'] },
+    ]);
+    assert.deepEqual(
+      items.map((i) => [i.label, i.description, i.detail]),
+      [
+        ['Change 1: line 12', '−1 +1', '+ TILE_COLS = 1024'],
+        ['Change 2: lines 26–27', '−2', '− a'],
+        ['Change 3: insert before line 30', '+1', '+ pass'],
+      ],
+    );
+  });
+
+  it('applies only the changes the user picked', async () => {
+    const store = storeWith('c1');
+    openDocument(KERNEL_URI);
+    const calls: [string, unknown[]][] = [];
+    mock.quickPickAnswer = ['Change 2: line 20'];
+    const outcome = await acceptHunks(
+      store.find({ searchId: 's1', candidateId: 'c1' })!,
+      async (command, args) => {
+        calls.push([command, args]);
+        if (command === 'accelopt.candidateHunks') {
+          return [
+            { index: 0, startLine: 10, endLine: 10, removed: ['x'], added: ['y'] },
+            { index: 1, startLine: 20, endLine: 20, removed: ['p'], added: ['q'] },
+          ];
+        }
+        return { applied: true, message: '' };
+      },
+      false,
+    );
+    assert.deepEqual(outcome, { applied: true });
+    assert.deepEqual(calls, [
+      ['accelopt.candidateHunks', ['s1', 'c1']],
+      ['accelopt.applyHunks', ['s1', 'c1', [1]]],
+    ]);
   });
 
   it('does not save when the user asked not to', async () => {

@@ -16,6 +16,7 @@ import { after, before, describe, it } from 'node:test';
 import { ClientCommands } from '../src/clientCommands';
 import { CANDIDATE_SCHEME } from '../src/diffProvider';
 import { activate, deactivate } from '../src/extension';
+import { MCP_PROVIDER_ID } from '../src/mcpServer';
 import { EventEmitter, Uri, mock } from './support/vscode';
 
 const REPO = resolve(__dirname, '../../..');
@@ -64,6 +65,10 @@ describe('activation without the accelopt package', () => {
     for (const id of Object.values(ClientCommands)) {
       assert.ok(mock.commandHandlers.has(id), id);
     }
+  });
+
+  it("offers the MCP server to agent mode under the manifest's provider id", () => {
+    assert.ok(mock.mcpProviders.has(MCP_PROVIDER_ID));
   });
 
   it('tells the user, once, which interpreter lacks the package and how to fix it', () => {

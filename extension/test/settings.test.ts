@@ -25,7 +25,7 @@ describe('settings', () => {
     assert.equal(settings.saveAfterAccept, true);
     assert.deepEqual(settings.server, {
       backend: 'simulator',
-      hardware: 'trn1',
+      hardware: 'auto',
       inputSize: 'full',
       agents: {
         mode: 'offline',

@@ -16,6 +16,7 @@ COMMANDS = {
     "bench": "Profile the NKIBench suite and print percent of roofline peak",
     "memory": "List, inspect and prune the optimization memory",
     "lsp": "Start the language server (stdio by default)",
+    "mcp": "Start the MCP server for coding agents (stdio by default)",
 }
 
 

@@ -45,14 +45,19 @@ async def test_outputs_cached_for_predictable_seeds(shared_backend):
     assert 0 not in evaluation.seeds
 
 
-async def test_the_cached_answer_does_pass_on_its_own_seed(shared_backend):
-    """Makes the test above meaningful: replaying the evaluation's own seed, the cache works."""
+async def test_an_answer_cached_for_the_very_seed_used_is_rejected_by_verification(shared_backend):
+    """Cached outputs: a kernel holding the exact answer for the evaluation's own seed passes
+    the output comparison; re-running its recorded calls on a secret seed's inputs (which no
+    kernel ever receives) gives the cached answer again, not the reference's."""
     first = await shared_backend.evaluate(SMALL_BASELINE, SMALL_TASK, OPTIONS)
     seed = first.seeds[0]
     replay = await shared_backend.evaluate(
         kernel(cached_answer_kernel(seed)), SMALL_TASK, OPTIONS.model_copy(update={"seeds": 1})
     )
-    assert replay.status == "ok" and replay.seeds == [seed]
+    assert replay.seeds == [seed]
+    assert replay.status == "rejected", replay.message
+    assert replay.message.startswith("verification: re-running the kernel's recorded calls on fresh inputs")
+    assert replay.profile is None
 
 
 async def test_regenerating_inputs_from_a_known_seed(shared_backend):

@@ -50,6 +50,17 @@ def test_search_config_takes_request_options_over_settings():
     assert config.budget.max_evaluations == 40
 
 
+def test_an_auto_target_follows_the_kernels_nki_generation():
+    legacy = "import neuronxcc.nki.language as nl\n"
+    current = "import nki\nimport nki.language as nl\n"
+    auto = merge_settings({})
+    assert auto.hardware == "auto"
+    assert search_config(auto, SearchOptions(), "a", legacy).hardware == "trn1"
+    assert search_config(auto, SearchOptions(), "b", current).hardware == "trn2"
+    chosen = merge_settings({"hardware": "trn1"})
+    assert search_config(chosen, SearchOptions(), "c", current).hardware == "trn1"
+
+
 CONFIG_FILE = """
 agents = "llm"
 [search]

@@ -36,7 +36,7 @@ async def test_hover_answers_at_once_then_shows_the_profile_from_cache(editor: E
 
     card = await editor.profiled_hover(uri, "silu_kernel")
     header = card.splitlines()[0]
-    assert header == "**`silu_kernel`** · simulated on trn1"
+    assert header == "**`silu_kernel`** · simulated on trn1 · legacy NKI (neuronxcc.nki)"
     headline = re.search(HEADLINE, card, re.MULTILINE)
     assert headline is not None, card
     latency, percent, peak = float(headline["latency"]), int(headline["percent"]), float(headline["peak"])
@@ -86,6 +86,8 @@ async def test_code_lens_shows_percent_of_peak_and_optimize(editor: Editor):
     optimize = next(lens.command for lens in lenses if lens.command and lens.command.title == "Optimize")
     assert optimize.command == "accelopt.optimize"
     assert list(optimize.arguments) == [uri, "silu_kernel"]
+    timeline = next(lens.command for lens in lenses if lens.command and lens.command.title == "Timeline")
+    assert timeline.command == "accelopt.showTimeline" and list(timeline.arguments) == [uri, "silu_kernel"]
     assert all(lens.range.start.line == editor.line_of(uri, "@nki.jit") for lens in lenses)
 
 
@@ -98,6 +100,7 @@ async def test_broken_kernel_gets_an_error_at_its_line_refreshed_on_save(editor:
     assert error.source == "accelopt"
     assert error.range.start.line == editor.line_of(uri, "tile = nl.load(x)")
     assert "partition" in error.message
+    assert error.message.endswith("(assuming legacy NKI (neuronxcc.nki) on trn1)")  # the rules applied
 
     # fix it (two row tiles of 128), save: the diagnostic goes away
     fixed = editor.text(uri).replace(
@@ -177,3 +180,15 @@ async def test_workspace_configuration_overrides_the_initialization_options(edit
     while not await on_trn2():
         assert time.monotonic() < deadline, "the new hardware setting never reached the profiles"
         await asyncio.sleep(0.1)
+
+
+async def test_a_file_with_host_code_offers_and_profiles_each_kernel(editor: Editor):
+    uri = editor.open("host_code.py")
+    lenses = await editor.client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+    offered = [lens.command.arguments[1] for lens in lenses if lens.command and lens.command.title == "Optimize"]
+    assert offered == ["double_kernel", "square_kernel"]
+    card = await editor.profiled_hover(uri, "square_kernel")
+    assert re.search(HEADLINE, card, re.MULTILINE), card  # profiled: the torch import never ran
+    assert "Note: ran only what the kernel reaches" in card and "`import torch`" in card

@@ -13,6 +13,8 @@ from lsp_editor import Editor, wait_until
 from lsprotocol import types
 from pygls.exceptions import JsonRpcRequestCancelled
 
+from accelopt.search.speedup_words import speedup_words
+
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
@@ -79,7 +81,7 @@ async def test_search_streams_candidates_and_the_best_one_is_applied(editor: Edi
     actions = await editor.code_actions(uri, editor.line_of(uri, "def silu_kernel("))
     offered = [a.title for a in actions if a.title.startswith("Apply candidate")]
     speed = best["speedup"]
-    label = f"{speed:.2f}× faster" if speed >= 1 else f"{1 / speed:.2f}× slower"
+    label = speedup_words(speed, "×")
     assert offered[0].startswith(f"Apply candidate 1: {label}"), offered[0]
 
     first = next(a for a in actions if a.title.startswith("Apply candidate 1"))

@@ -21,6 +21,13 @@ import neuronxcc.nki.isa as nisa
 from neuronxcc.nki.language import par_dim
 """
 HEADER_LINES = HEADER.count("\n")
+# the nki.* language (NKI 0.2-0.7): the API generation is read from these imports
+HEADER_NKI = """\
+import numpy as np
+import nki
+import nki.language as nl
+import nki.isa as nisa
+"""
 
 
 class KernelFile:
@@ -49,6 +56,20 @@ def kernel(tmp_path: Path) -> Callable[[str], KernelFile]:
     def make(body: str) -> KernelFile:
         text = HEADER + "\n" + textwrap.dedent(body)
         path = tmp_path / f"kernel_{next(counter)}.py"
+        path.write_text(text)
+        return KernelFile(path, text)
+
+    return make
+
+
+@pytest.fixture
+def nki_kernel(tmp_path: Path) -> Callable[[str], KernelFile]:
+    """Like `kernel`, for kernels written in the nki.* language."""
+    counter = iter(range(1000))
+
+    def make(body: str) -> KernelFile:
+        text = HEADER_NKI + "\n" + textwrap.dedent(body)
+        path = tmp_path / f"nki_kernel_{next(counter)}.py"
         path.write_text(text)
         return KernelFile(path, text)
 

@@ -11,6 +11,7 @@ from accelopt.profiling.inputs import (
     find_directive,
     generate_inputs,
     parse_input_specs,
+    point_reference_directive,
     suggest_inputs_directive,
 )
 from accelopt.profiling.task import TaskError, task_for_kernel, transform_is_identity
@@ -185,3 +186,19 @@ def test_reference_problems_name_file_and_line(tmp_path):
 def test_identity_transform_is_recognised_without_running_it(transform, identity):
     text = f"import numpy as np\n\ndef transform_nki_outputs(kernel_out, ref_out):\n    {transform}\n"
     assert transform_is_identity(text) is identity
+
+
+def test_a_copy_in_another_folder_gets_a_reference_directive_that_resolves(tmp_path):
+    (tmp_path / "silu_ref.py").write_text("")
+    text = "import x\n\n# accelopt: reference silu_ref.py\n@nki.jit\ndef k(x):\n    pass\n"
+    out = tmp_path / "accelopt-out" / "k"
+    moved = point_reference_directive(text, "k", str(tmp_path / "silu_ref.py"), out)
+    assert "# accelopt: reference ../../silu_ref.py\n@nki.jit" in moved
+    directive = find_directive(moved, "k")
+    assert directive is not None and (out / directive.argument).resolve() == (tmp_path / "silu_ref.py").resolve()
+    # a kernel whose task came from --reference gets a directive added above it
+    added = point_reference_directive("@nki.jit\ndef k(x):\n    pass\n", "k", str(tmp_path / "silu_ref.py"), out)
+    assert added.startswith("# accelopt: reference ../../silu_ref.py\n@nki.jit")
+    # an inputs directive is left alone
+    declared = "# accelopt: inputs x=float32[128,512]\ndef k(x):\n    pass\n"
+    assert point_reference_directive(declared, "k", str(tmp_path / "silu_ref.py"), out) == declared

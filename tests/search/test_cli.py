@@ -77,8 +77,8 @@ def test_optimize_writes_best_kernel_report_and_events(chat_server, tmp_path: Pa
     assert "completed" in printed and WIDEN["title"] in printed and "simulated on trn1" in printed
     assert (
         "against the baseline" in printed
-        and "+            tile = nl.load(x[i * 128 : (i + 1) * 128, j * 512" in printed
-    )
+        and "+            tile = nl.load(x[i * 128 : (i + 1) * 128, j * 512 : (j + 1) * 512])\n" in printed
+    )  # the whole line: output that is not a terminal is not cut at 80 columns
     report = (out / "report.html").read_text()
     for fragment in (
         "Candidate tree",
@@ -130,15 +130,17 @@ def test_memory_command_lists_shows_and_prunes(tmp_path: Path, capsys, monkeypat
             )
             for t, s in (("Widen tiles", 1.4), ("Fuse badly", 0.8))
         ]
-    assert main(["memory", "--path", str(path), "list"]) == 0
+    assert main(["memory", "--memory", str(path), "list"]) == 0
     listing = capsys.readouterr().out
     assert "Widen tiles" in listing and "Fuse badly" in listing and "1.400x" in listing
-    assert main(["memory", "--path", str(path), "show", str(ids[0])]) == 0
+    assert main(["memory", "--memory", str(path), "show", str(ids[0])]) == 0
     shown = capsys.readouterr().out
     assert "plan Widen tiles" in shown and "new()" in shown and "positive" in shown
-    assert main(["memory", "--path", str(path), "rm", str(ids[1])]) == 0
+    assert main(["memory", "--memory", str(path), "rm", str(ids[1])]) == 0
+    # the older spelling still works, and says so
     assert main(["memory", "--path", str(path), "show", str(ids[1])]) == 1
-    assert "no experience" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no experience" in err and "--path is deprecated; use --memory FILE" in err
     assert main(["memory", "--path", str(path), "clear", "--yes"]) == 0
     with Memory(path) as memory:
         assert memory.count() == 0

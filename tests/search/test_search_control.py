@@ -14,6 +14,7 @@ from scripted_endpoint import WIDEN, ScriptedEndpoint, code, lesson_reply
 from search_fixtures import PRICE, SESSION_LOOP, collect, finished_of, small_config
 from silu_variants import MEDIUM, WIDE, silu
 
+from accelopt.profiling.backends import get_backend
 from accelopt.search.beam import run_search
 from accelopt.search.candidate import Candidate
 from accelopt.search.config import Budget
@@ -193,15 +194,25 @@ async def test_target_percent_of_peak_stops_the_search(chat_server, simulator, s
     assert len([e for e in events if isinstance(e, IterationEvent)]) == 1
 
 
-async def test_cancel_during_the_baseline_still_starts_and_finishes(
-    processes, simulator, silu, make_llm_agents
-):
+async def test_cancel_during_the_baseline_still_starts_and_finishes(processes, silu, make_llm_agents):
     kernel, task = silu
     cancel = asyncio.Event()
     agents = make_llm_agents("http://127.0.0.1:9/v1")  # never reached
-    stream = run_search(kernel, task, agents, simulator, small_config(), cancel=cancel)
-    asyncio.get_running_loop().call_later(0.3, cancel.set)  # the baseline's worker is running by then
-    events = await collect(stream)
+    # A backend of its own: the session's simulator may already hold this task's reference
+    # outputs, and then the baseline can finish before any fixed delay runs out.
+    backend = get_backend("simulator", max_workers=1)
+
+    async def cancel_once_a_worker_runs() -> None:
+        while not processes.new():
+            await asyncio.sleep(0.01)
+        cancel.set()
+
+    watcher = asyncio.create_task(cancel_once_a_worker_runs())
+    try:
+        events = await collect(run_search(kernel, task, agents, backend, small_config(), cancel=cancel))
+    finally:
+        watcher.cancel()
+        await backend.aclose()
     assert [e.kind for e in events] == ["started", "finished"]
     assert events[0].baseline.status == "pending"
     finished = finished_of(events)

@@ -177,13 +177,15 @@ export const mock = {
   extensions: new Map<string, unknown>(),
   configuration: {} as Record<string, unknown>,
   inputBoxAnswer: undefined as string | undefined,
-  quickPickAnswer: undefined as string | undefined,
+  quickPickAnswer: undefined as string | string[] | undefined,
   activeTextEditor: undefined as unknown,
   treeViews: new Map<string, unknown>(),
   outputs: new Map<string, string[]>(),
   contentProviders: new Map<string, unknown>(),
   configurationListeners: new EventEmitter<{ affectsConfiguration(section: string): boolean }>(),
   workspaceFolders: [] as { uri: URI }[],
+  /** MCP server definition providers registered through `lm`, by id. */
+  mcpProviders: new Map<string, unknown>(),
   reset(): void {
     this.messages = [];
     this.answers = [];
@@ -202,6 +204,7 @@ export const mock = {
     this.contentProviders.clear();
     this.configurationListeners = new EventEmitter();
     this.workspaceFolders = [];
+    this.mcpProviders.clear();
   },
 };
 
@@ -257,8 +260,23 @@ export const window = {
   async showInputBox(): Promise<string | undefined> {
     return mock.inputBoxAnswer;
   },
-  async showQuickPick<T extends { label: string }>(items: T[]): Promise<T | undefined> {
-    return items.find((item) => item.label === mock.quickPickAnswer);
+  async showQuickPick<T extends { label: string }>(
+    items: T[],
+    options?: { canPickMany?: boolean },
+  ): Promise<T | T[] | undefined> {
+    const answer = mock.quickPickAnswer;
+    if (options?.canPickMany) {
+      const labels = Array.isArray(answer) ? answer : answer === undefined ? [] : [answer];
+      return answer === undefined ? undefined : items.filter((item) => labels.includes(item.label));
+    }
+    return items.find((item) => item.label === answer);
+  },
+  visibleTextEditors: [] as unknown[],
+  onDidChangeVisibleTextEditors(): Disposable {
+    return new Disposable(() => undefined);
+  },
+  createTextEditorDecorationType() {
+    return { dispose: () => undefined };
   },
 };
 
@@ -303,5 +321,23 @@ export const workspace = {
 export const extensions = {
   getExtension(id: string): unknown {
     return mock.extensions.get(id);
+  },
+};
+
+export class McpStdioServerDefinition {
+  cwd?: URI;
+  constructor(
+    readonly label: string,
+    public command: string,
+    public args: string[] = [],
+    public env: Record<string, string | number | null> = {},
+    public version?: string,
+  ) {}
+}
+
+export const lm = {
+  registerMcpServerDefinitionProvider(id: string, provider: unknown): Disposable {
+    mock.mcpProviders.set(id, provider);
+    return new Disposable(() => mock.mcpProviders.delete(id));
   },
 };

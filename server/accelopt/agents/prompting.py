@@ -17,6 +17,7 @@ from accelopt.agents.window import Trim
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Experience
 from accelopt.search.roles import ExecuteRequest, FixRequest, PlanRequest, SummarizeRequest
+from accelopt.search.speedup_words import speedup_words
 
 Messages = list[dict[str, str]]
 
@@ -87,10 +88,8 @@ def lessons_text(experiences: list[Experience]) -> str:
     for exp in experiences:
         if exp.failure:
             outcome = f"failed: {_one_line(exp.failure, 120)}"
-        elif exp.positive:
-            outcome = f"helped, {exp.speedup:.2f}x faster"
         else:
-            outcome = f"hurt, {1 / exp.speedup:.2f}x slower"
+            outcome = f"{'helped' if exp.positive else 'hurt'}, {speedup_words(exp.speedup)}"
         parts.append(f"- lesson {exp.id} ({outcome}, {exp.kernel_family or exp.task}): {exp.lesson.title}")
         if exp.lesson.plan:
             parts.append(f"  {exp.lesson.plan}")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from accelopt.profiling.backend import EvaluationOptions
+from accelopt.profiling.backend import EvaluationOptions, resolved_hardware
 from accelopt.profiling.evaluation import EvalStatus, Evaluation, KernelSource
 from accelopt.profiling.profile import Bound, Profile
 
@@ -180,6 +180,9 @@ async def run_bench(
     """Evaluate every (kernel, task) through `backend`, at most `jobs` at a time."""
     started = time.perf_counter()
     gate = asyncio.Semaphore(jobs)
+    # one target for the whole report: the one asked for, else the first kernel's own (NKIBench: trn1)
+    target = resolved_hardware(options, selection[0][0]) if selection else (options.hardware or "trn1")
+    options = options.model_copy(update={"hardware": target})
 
     async def one(kernel: KernelSource, task: Task) -> TaskResult:
         async with gate:
@@ -216,7 +219,7 @@ async def run_bench(
         await backend.aclose()
     return BenchReport(
         backend=backend.name,
-        hardware=options.hardware,
+        hardware=target,
         size=size,
         latency_kind="simulated" if backend.name == "simulator" else "measured",
         checked_correctness=options.check_correctness,

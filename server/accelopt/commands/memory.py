@@ -1,5 +1,8 @@
-"""`accelopt memory list|show ID|rm ID|clear [--path FILE]`: inspect and prune the optimization
-memory (default: $ACCELOPT_MEMORY or ~/.local/share/accelopt/memory.sqlite)."""
+"""`accelopt memory [--memory FILE] list|show ID|rm ID|clear`: inspect and prune the optimization
+memory (default: $ACCELOPT_MEMORY or ~/.local/share/accelopt/memory.sqlite).
+
+`--memory FILE` is the spelling `accelopt optimize` uses; the older `--path FILE` still works and
+says it is deprecated."""
 
 from __future__ import annotations
 
@@ -16,7 +19,12 @@ if TYPE_CHECKING:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--path", help="memory database (default: $ACCELOPT_MEMORY or the per-user file)")
+    parser.add_argument(
+        "--memory",
+        metavar="FILE",
+        help="optimization memory database (default: $ACCELOPT_MEMORY or the per-user file)",
+    )
+    parser.add_argument("--path", dest="deprecated_path", metavar="FILE", help=argparse.SUPPRESS)
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="list experiences, newest first")
     listing.add_argument("--family", help="only this kernel family (e.g. silu)")
@@ -33,8 +41,12 @@ def run(args: argparse.Namespace) -> int:
     from accelopt.search.memory import Memory, MemoryUnavailable
 
     console = Console()
+    path = args.memory
+    if args.deprecated_path is not None:
+        print("accelopt memory: --path is deprecated; use --memory FILE (as accelopt optimize does)", file=sys.stderr)
+        path = path or args.deprecated_path
     try:
-        memory = Memory(args.path)
+        memory = Memory(path)
     except MemoryUnavailable as exc:
         print(f"accelopt memory: {exc}", file=sys.stderr)
         return 1

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.syntax import Syntax
 from rich.table import Table
@@ -38,6 +39,7 @@ from accelopt.search.events import (
 if TYPE_CHECKING:
     from accelopt.agents.run_config import RunConfig
     from accelopt.profiling.backend import Backend
+    from accelopt.profiling.task import Task
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -98,7 +100,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console(stderr=False)
+    # Not a terminal (a pipe, a CI log): rich would cut diffs and tables at 80 columns.
+    console = Console(stderr=False, width=None if sys.stdout.isatty() else 1000)
     try:
         return asyncio.run(_optimize(args, console))
     except _UsageError as exc:
@@ -128,6 +131,12 @@ def _find_kernel_name(text: str, path: str, wanted: str | None) -> str:
     if not kernels:
         raise _UsageError(f"{path}: no @nki.jit kernel found; name one with --kernel")
     raise _UsageError(f"{path}: several kernels ({', '.join(kernels)}); choose one with --kernel")
+
+
+def _config_sets_hardware(args: argparse.Namespace) -> bool:
+    from accelopt.agents.run_config import load_run_config
+
+    return "hardware" in load_run_config(args.config).search.model_fields_set
 
 
 def _settings(args: argparse.Namespace) -> RunConfig:
@@ -190,6 +199,12 @@ async def _optimize(args: argparse.Namespace, console: Console) -> int:
     name = _find_kernel_name(text, str(path), args.kernel)
     kernel = KernelSource(text=text, name=name, path=str(path))
     settings = _settings(args)
+    if args.hardware is None and not _config_sets_hardware(args):
+        # no target chosen on the command line or in the config: the kernel's own
+        from accelopt.nki.apiversion import default_hardware
+
+        search = settings.search.model_copy(update={"hardware": default_hardware(text)})
+        settings = settings.model_copy(update={"search": search})
     try:
         task = task_for_kernel(kernel, reference=args.reference, size=args.size)
     except TaskError as exc:
@@ -242,7 +257,7 @@ async def _optimize(args: argparse.Namespace, console: Console) -> int:
             memory.close()
     _print_ranking(console, finished)
     _print_best_diff(console, kernel, finished)
-    _write_outputs(console, out_dir, kernel, events, finished)
+    _write_outputs(console, out_dir, kernel, task, events, finished)
     return 0 if finished.reason != "error" else 1
 
 
@@ -311,7 +326,7 @@ async def _drive(
                 c = event.candidate
                 if c.status == "ok" and c.speedup and c.speedup > state.best and not c.duplicate_of:
                     state.best, state.peak = c.speedup, c.percent_of_peak  # a new best, shown at once
-                    console.print(f"  {c.id} {c.speedup:.3f}x · {c.plan.title if c.plan else ''}")
+                    console.print(f"  {c.id} {c.speedup:.3f}x · {escape(c.plan.title) if c.plan else ''}")
             elif isinstance(event, IterationEvent):
                 state.best, state.peak = event.best_speedup, event.best_percent_of_peak
                 state.evals = event.evaluations
@@ -347,7 +362,7 @@ def _print_ranking(console: Console, finished: Finished) -> None:
             f"{c.speedup:.3f}x" if c.speedup else "–",
             f"{c.latency_ms:.4f}" if c.latency_ms else "–",
             f"{100 * c.percent_of_peak:.1f}%" if c.percent_of_peak is not None else "–",
-            "\n".join(f"{i + 1}. {p.title}" for i, p in enumerate(c.rationale)) or "(baseline)",
+            escape("\n".join(f"{i + 1}. {p.title}" for i, p in enumerate(c.rationale)) or "(baseline)"),
         )
     console.print(table)
     if finished.ranked and finished.ranked[0].candidate.profile is not None:
@@ -365,18 +380,31 @@ def _print_best_diff(console: Console, baseline: KernelSource, finished: Finishe
     )
     if diff:
         console.print(f"\n[bold]{best.id} against the baseline[/]")
-        console.print(Syntax(diff, "diff", theme="ansi_dark"))
+        if console.is_terminal:
+            console.print(Syntax(diff, "diff", theme="ansi_dark"))
+        else:  # plain lines, whole: a log or a pipe gets the diff as `diff -u` writes it
+            console.out(diff, highlight=False)
 
 
 def _write_outputs(
-    console: Console, out_dir: Path, kernel: KernelSource, events: list[SearchEvent], finished: Finished
+    console: Console,
+    out_dir: Path,
+    kernel: KernelSource,
+    task: Task,
+    events: list[SearchEvent],
+    finished: Finished,
 ) -> None:
+    from accelopt.profiling.inputs import point_reference_directive
     from accelopt.search.report import build_report
 
     out_dir.mkdir(parents=True, exist_ok=True)
     if finished.ranked:
         best = finished.ranked[0].candidate
-        (out_dir / "best.py").write_text(best.kernel.text, encoding="utf-8")
+        text = best.kernel.text
+        if task.kind == "reference" and task.reference_path:
+            # best.py lives in another folder: its directive must still find the reference.
+            text = point_reference_directive(text, best.kernel.name, task.reference_path, out_dir)
+        (out_dir / "best.py").write_text(text, encoding="utf-8")
         console.print(f"best kernel ({best.id}, {best.speedup or 1:.3f}x): {out_dir / 'best.py'}")
     (out_dir / "report.html").write_text(build_report(events), encoding="utf-8")
     with (out_dir / "events.jsonl").open("w", encoding="utf-8") as handle:

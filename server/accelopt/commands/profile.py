@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import Evaluation, KernelSource
@@ -39,7 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--reference", metavar="REF.py", help="reference module (overrides the `# accelopt:` directive)"
     )
-    parser.add_argument("--hardware", choices=["trn1", "trn2", "trn3"], default="trn1")
+    parser.add_argument(
+        "--hardware",
+        choices=["trn1", "trn2", "trn3"],
+        help="target (default: the kernel's own: trn1 for legacy neuronxcc.nki kernels, trn2 for nki.* kernels)",
+    )
     parser.add_argument("--backend", choices=["simulator", "neuron"], default="simulator")
     parser.add_argument(
         "--size", choices=["full", "small"], default="full", help="input size of a reference module"
@@ -51,7 +57,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="check outputs against the reference on random seeds (--no-check: trace-only, faster)",
     )
     parser.add_argument("--seeds", type=int, default=5, help="random inputs checked (default 5)")
-    parser.add_argument("--timeout", type=float, default=120.0, help="wall-clock limit in seconds")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="wall-clock limit per sandboxed run, in seconds (default 120; 1800 for a reference "
+        "module at its full size, as `accelopt bench` allows: full-size emulation takes minutes per seed)",
+    )
     parser.add_argument("--json", action="store_true", help="print the Evaluation as JSON")
     parser.add_argument(
         "--trace-out", metavar="FILE", help="write the simulated schedule as Chrome/Perfetto JSON"
@@ -65,16 +77,22 @@ def run(args: argparse.Namespace) -> int:
         kernel = load_kernel_source(Path(args.kernel_file), args.kernel_name)
         task = task_for_kernel(kernel, args.reference, size=args.size)
     except UsageError as exc:
-        _error(f"error: {exc}")
+        text = str(exc)
+        # `file:line: error: message` when the message starts with a location, as editors parse it
+        location, _, rest = text.partition(": ")
+        _error(f"{location}: error: {rest}" if rest and location.count(":") == 1 else f"error: {text}")
         return 2
     except TaskError as exc:
         where = f"{exc.path}:{exc.line}: " if exc.path and exc.line else f"{exc.path}: " if exc.path else ""
         _error(f"{where}error: {exc.message}")
         return 2
+    timeout = args.timeout
+    if timeout is None:
+        timeout = 1800.0 if task.kind == "reference" and task.size == "full" else 120.0
     options = EvaluationOptions(
         hardware=args.hardware,
         seeds=max(1, args.seeds),
-        timeout_s=args.timeout,
+        timeout_s=timeout,
         check_correctness=args.check,
     )
     evaluation, trace, timeline = _evaluate(args.backend, kernel, task, options)
@@ -83,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
         print(evaluation.model_dump_json(indent=2))
     else:
         # Wide enough that source lines in the table are not wrapped when piped.
-        render(evaluation, kernel, Console(highlight=False, width=None if sys.stdout.isatty() else 160))
+        # Not a terminal: wide enough that nothing is cut (rich would assume 80 columns).
+        render(evaluation, kernel, Console(highlight=False, width=None if sys.stdout.isatty() else 1000))
     if args.trace_out:
         if trace is None or timeline is None:
             _error("no schedule to write: the kernel did not produce a timed trace")
@@ -130,10 +149,12 @@ def load_kernel_source(path: Path, name: str | None) -> KernelSource:
         raise UsageError(f"{path}: cannot read: {exc}") from None
     try:
         tree = ast.parse(text, filename=str(path))
-    except SyntaxError:
+    except SyntaxError as exc:
         # Still profile it: the evaluation reports the syntax error with its line.
         if name is None:
-            raise UsageError(f"{path}: syntax error and no --kernel NAME given") from None
+            raise UsageError(
+                f"{path}:{exc.lineno}: syntax error: {exc.msg} (fix it, or name the kernel with --kernel NAME)"
+            ) from None
         return KernelSource(text=text, name=name, path=str(path.resolve()))
     functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
     if name is not None:
@@ -163,13 +184,21 @@ def render(evaluation: Evaluation, kernel: KernelSource, console: Console) -> No
     if not evaluation.ok:
         code = f" [{evaluation.error_code}]" if evaluation.error_code else ""
         print(f"{where}: {evaluation.status}{code}: {evaluation.message}")
+        if evaluation.status == "timeout":
+            print("note: --timeout SECONDS allows each sandboxed run more time")
+        for note in evaluation.notes:
+            print(f"note: {note}")
         return
     checked = (
         f"correct on {len(evaluation.seeds)} seed(s), max rel. L2 error {evaluation.max_error:.2e}"
         if evaluation.max_error is not None
         else "not checked for correctness"
     )
-    console.print(f"[bold green]ok[/] {kernel.name}: {checked} ({evaluation.wall_time_s:.1f} s)")
+    if evaluation.verified:
+        checked += "; trace verified by a re-run on unseen inputs"
+    console.print(f"[bold green]ok[/] {escape(kernel.name)}: {checked} ({evaluation.wall_time_s:.1f} s)")
+    for note in evaluation.notes:
+        console.print(Text(f"note: {note}", style="dim"))
     if evaluation.profile is None:
         console.print(f"no profile: {evaluation.message or 'no timing model available'}")
         return
@@ -216,7 +245,7 @@ def _render_profile(p: Profile, console: Console) -> None:
         hot.add_column("busy", justify="right")
         hot.add_column("share", justify="right")
         hot.add_column("engines")
-        hot.add_column("source")
+        hot.add_column("source", overflow="fold")
         for cost in p.lines[:8]:
             engines_text = ", ".join(
                 f"{e} {_ms(t)}" for e, t in sorted(cost.engines.items(), key=lambda kv: -kv[1])
@@ -226,7 +255,7 @@ def _render_profile(p: Profile, console: Console) -> None:
                 _ms(cost.time_ms),
                 f"{100 * cost.fraction:.1f} %",
                 engines_text,
-                cost.text.strip(),
+                Text(cost.text.strip()),  # not markup: `x[r0 : r0 + T]` is code, not a style tag
             )
         console.print(hot)
 

@@ -12,9 +12,12 @@ from accelopt.lsp.codelens import OPTIMIZE_COMMAND
 from accelopt.lsp.diagnostics import MISSING_INPUTS, SOURCE
 from accelopt.lsp.discovery import KernelInfo
 from accelopt.lsp.optimize import SearchSession
+from accelopt.search.speedup_words import speedup_words
 
 APPLY_COMMAND = "accelopt.applyCandidate"
 REJECT_COMMAND = "accelopt.rejectCandidate"
+HUNKS_COMMAND = "accelopt.candidateHunks"
+APPLY_HUNKS_COMMAND = "accelopt.applyHunks"
 
 
 def optimize_action(uri: str, kernel: KernelInfo) -> types.CodeAction:
@@ -28,10 +31,8 @@ def optimize_action(uri: str, kernel: KernelInfo) -> types.CodeAction:
 def candidate_title(rank: int, speedup: float | None, percent_of_peak: float | None, title: str) -> str:
     if speedup is None:
         parts = ["untimed"]
-    elif speedup >= 1.0:
-        parts = [f"{speedup:.2f}× faster"]
     else:
-        parts = [f"{1 / speedup:.2f}× slower"]
+        parts = [speedup_words(speedup, "×")]
     if percent_of_peak is not None:
         parts.append(f"{percent_of_peak:.0%} of peak")
     label = f"Apply candidate {rank}: {', '.join(parts)}"

@@ -11,6 +11,8 @@ from accelopt.lsp.hover import PROFILING, bound_label
 from accelopt.lsp.optimize import SearchSession
 
 OPTIMIZE_COMMAND = "accelopt.optimize"
+# A client command (the VS Code extension's): opens the engine timeline view of the kernel.
+TIMELINE_COMMAND = "accelopt.showTimeline"
 STOPPING = "Stopping the search…"
 
 
@@ -59,4 +61,9 @@ def kernel_lenses(
             command=OPTIMIZE_COMMAND,
             arguments=[uri, kernel.name],
         )
-    return [status, types.CodeLens(range=line_range, command=second)]
+    lenses = [status, types.CodeLens(range=line_range, command=second)]
+    profiled = outcome is not None and outcome.evaluation is not None and outcome.evaluation.profile is not None
+    if profiled:
+        timeline = types.Command(title="Timeline", command=TIMELINE_COMMAND, arguments=[uri, kernel.name])
+        lenses.append(types.CodeLens(range=line_range, command=timeline))
+    return lenses

@@ -44,7 +44,8 @@ class SearchSettings(SearchOptions):
 
 class ServerSettings(WireModel):
     backend: Literal["simulator", "neuron"] = "simulator"
-    hardware: Literal["trn1", "trn2", "trn3"] = "trn1"
+    # "auto": the kernel's own target (legacy neuronxcc.nki kernels trn1, nki.* kernels trn2)
+    hardware: Literal["auto", "trn1", "trn2", "trn3"] = "auto"
     input_size: Literal["full", "small"] = Field(
         "full", description="input shapes for profiles and searches (reference modules define both)"
     )
@@ -123,3 +124,10 @@ def merge_settings(*layers: dict[str, Any] | None) -> ServerSettings:
         if isinstance(layer, dict):
             merged = _deep_merge(merged, layer)
     return ServerSettings.model_validate(merged)
+
+
+def hardware_for(settings: ServerSettings, kernel_text: str) -> Literal["trn1", "trn2", "trn3"]:
+    """The target figures for a kernel are produced on: the setting, or the kernel's default."""
+    from accelopt.nki.apiversion import default_hardware
+
+    return default_hardware(kernel_text) if settings.hardware == "auto" else settings.hardware

@@ -74,10 +74,13 @@ def kernel_diagnostics(
         return []
     where = _line_range(lines, evaluation.line - 1) if evaluation.line else _name_range(kernel)
     label = evaluation.error_code or evaluation.status.replace("_", " ")
+    message = f"{label}: {evaluation.message}" if evaluation.message else label
+    if evaluation.assumed:
+        message += f" (assuming {evaluation.assumed})"
     return [
         types.Diagnostic(
             range=where,
-            message=f"{label}: {evaluation.message}" if evaluation.message else label,
+            message=message,
             severity=_SEVERITY[evaluation.status],
             source=SOURCE,
             code=evaluation.error_code or evaluation.status,

@@ -52,6 +52,13 @@ def minimal_edits(before: str, after: str) -> list[types.TextEdit]:
     return edits
 
 
+def hunk_lines(before: str, edit: types.TextEdit) -> tuple[int, int, list[str], list[str]]:
+    """The 1-based line span an edit replaces, the lines it removes and the lines it writes."""
+    old = before.splitlines()
+    start, end = edit.range.start.line, edit.range.end.line
+    return start + 1, end, old[start:end], edit.new_text.splitlines()
+
+
 def apply_edits(text: str, edits: list[types.TextEdit]) -> str:
     """Apply non-overlapping edits (as a client would); used by tests and to check our own edits."""
     lines = text.splitlines(keepends=True)

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from accelopt.lsp.config import ServerSettings
+from accelopt.lsp.config import ServerSettings, hardware_for
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import Evaluation, KernelSource
+from accelopt.profiling.schedule_view import Schedule
 
 if TYPE_CHECKING:
     from accelopt.profiling.backend import Backend
@@ -47,6 +48,7 @@ class ProfileOutcome(BaseModel):
     error: str | None = None  # the engine itself failed (a bug, not the kernel's fault)
     transient: bool = False  # the failure was the profile process's, not this kernel's: ask again
     elapsed_s: float = 0.0
+    schedule: Schedule | None = Field(None, description="the engine timeline, when it was asked for")
 
 
 def build_task(kernel: KernelSource, size: Size) -> Task:
@@ -95,10 +97,15 @@ async def close_backend(backend: Backend) -> None:
 
 
 async def profile_kernel(
-    kernel: KernelSource, settings: ServerSettings, backends: dict[tuple[str, int], Backend]
+    kernel: KernelSource,
+    settings: ServerSettings,
+    backends: dict[tuple[str, int], Backend],
+    *,
+    with_schedule: bool = False,
 ) -> ProfileOutcome:
     """Trace-only emulation + timing of one kernel; never raises. `backends` caches the backends
-    (by name and worker count) of the process this runs in (the profile process)."""
+    (by name and worker count) of the process this runs in (the profile process). With
+    `with_schedule`, the outcome also carries the engine timeline (for the timeline view)."""
     started = time.perf_counter()
     try:
         task = await asyncio.to_thread(build_task, kernel, settings.input_size)
@@ -113,7 +120,7 @@ async def profile_kernel(
         outcome.elapsed_s = time.perf_counter() - started
         return outcome
     options = EvaluationOptions(
-        hardware=settings.hardware,
+        hardware=hardware_for(settings, kernel.text),
         seeds=1,
         timeout_s=settings.profile_timeout_s,
         check_correctness=False,
@@ -121,8 +128,19 @@ async def profile_kernel(
     key = (settings.backend, settings.profile_workers)
     if key not in backends:
         backends[key] = make_backend(settings, settings.profile_workers)
+    schedule: Schedule | None = None
     try:
-        evaluation = await backends[key].evaluate(kernel, task, options)
+        backend = backends[key]
+        detailed = getattr(backend, "evaluate_detailed", None)
+        if with_schedule and detailed is not None:
+            run = await detailed(kernel, task, options)
+            evaluation = run.evaluation
+            if run.timeline is not None:
+                from accelopt.profiling.schedule_view import schedule_of
+
+                schedule = schedule_of(run.timeline, evaluation.profile, kernel.name)
+        else:
+            evaluation = await backend.evaluate(kernel, task, options)
     except Exception as exc:
         log.exception("profiling %s failed", kernel.name)
         return ProfileOutcome(
@@ -131,6 +149,6 @@ async def profile_kernel(
             elapsed_s=time.perf_counter() - started,
         )
     return ProfileOutcome(
-        kernel_name=kernel.name, evaluation=evaluation, elapsed_s=time.perf_counter() - started
+        kernel_name=kernel.name, evaluation=evaluation, elapsed_s=time.perf_counter() - started, schedule=schedule
     )
 

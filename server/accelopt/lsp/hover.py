@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 from accelopt.lsp.engine import ProfileOutcome
-from accelopt.profiling.profile import Profile
+from accelopt.profiling.profile import BOUND_WORDS, Profile, bound_in_words
 
 PROFILING = "profiling…"
 
-# What limited the run, in the words a person uses (the Profile's `bound` is an internal token).
-BOUND_LABELS = {
-    "hbm": "HBM-bandwidth bound",
-    "tensor": "Tensor Engine bound",
-    "vector": "Vector/Scalar bound",
-    "latency": "latency bound",
-}
+BOUND_LABELS = BOUND_WORDS  # the engine's wording (profiling/profile.py)
 # Markdown hard line break: keeps the headline figures on consecutive lines without the
 # paragraph spacing that made the card taller than VS Code lets a hover be.
 _BREAK = "  \n"
 _SNIPPET_CHARS = 60  # a costliest line longer than this would wrap and push the others out of view
 
 
-def bound_label(bound: str) -> str:
-    return BOUND_LABELS.get(bound, f"{bound} bound")
+bound_label = bound_in_words
 
 
 def format_time(ms: float) -> str:
@@ -72,7 +65,8 @@ def profile_markdown(name: str, profile: Profile) -> str:
         f"{format_bytes(profile.hbm_write_bytes)} written",
         "Engines busy: " + " · ".join(f"{engine} {share:.0%}" for engine, share in busy),
     ]
-    rows = [f"**`{name}`** · {profile.label}", "", _BREAK.join(headline)]
+    assumed = f" · {profile.nki_api}" if profile.nki_api else ""  # which NKI rules were applied
+    rows = [f"**`{name}`** · {profile.label}{assumed}", "", _BREAK.join(headline)]
     if profile.lines:
         rows += ["", "Costliest lines:"]  # an ordered list starting at 1 may follow a paragraph line
         for rank, cost in enumerate(profile.lines[:3], start=1):
@@ -89,7 +83,9 @@ def outcome_markdown(name: str, outcome: ProfileOutcome) -> str:
         return f"**`{name}`** · profiling failed: {outcome.error}"
     evaluation = outcome.evaluation
     assert evaluation is not None
+    # What the user should know about the run (host code left out, a warning in the reference).
+    notes = "".join(f"\n\n*Note: {note}*" for note in evaluation.notes)
     if evaluation.profile is not None and evaluation.status in ("ok", "incorrect"):
-        return profile_markdown(name, evaluation.profile)
+        return profile_markdown(name, evaluation.profile) + notes
     where = f" (line {evaluation.line})" if evaluation.line else ""
-    return f"**`{name}`** · {evaluation.status}{where}: {evaluation.message}"
+    return f"**`{name}`** · {evaluation.status}{where}: {evaluation.message}" + notes

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from lsprotocol import types
 
 from accelopt.lsp.agents import AgentsRefused, check_agents
-from accelopt.lsp.config import ServerSettings
+from accelopt.lsp.config import ServerSettings, hardware_for
 from accelopt.lsp.edits import unified_diff
 from accelopt.lsp.engine import build_task
 from accelopt.lsp.protocol import (
@@ -34,6 +34,8 @@ from accelopt.lsp.protocol import (
     SearchOptions,
     SearchPhase,
     SearchStateNotification,
+    SearchTree,
+    TreeNode,
 )
 from accelopt.lsp.search_process import SearchProcesses, search_events
 from accelopt.profiling.evaluation import KernelSource
@@ -62,7 +64,9 @@ class SearchRefused(Exception):
     """A search that cannot start (another search on the kernel, no inputs, ...): told to the user."""
 
 
-def search_config(settings: ServerSettings, options: SearchOptions, search_id: str) -> SearchConfig:
+def search_config(
+    settings: ServerSettings, options: SearchOptions, search_id: str, kernel_text: str = ""
+) -> SearchConfig:
     """The engine's SearchConfig: the configuration file's [search] (when the settings name one),
     overlaid by the editor's search settings, overlaid by the request's options."""
     from accelopt.agents.run_config import ConfigError, load_run_config
@@ -87,7 +91,10 @@ def search_config(settings: ServerSettings, options: SearchOptions, search_id: s
         "fix_attempts": defaults.fix_attempts,
         "evaluation_timeout_s": defaults.evaluation_timeout_s,
         "max_concurrent_evaluations": defaults.max_concurrent_evaluations,
-        "hardware": settings.hardware,
+        # an explicit editor setting, else the config file's, else the kernel's own target
+        "hardware": base.hardware
+        if settings.hardware == "auto" and "hardware" in base.model_fields_set
+        else hardware_for(settings, kernel_text),
         "search_id": search_id,
         # the ranking the events carry must reach past the baseline to the whole list offered
         "ranked_limit": max(settings.max_candidates + 1, base.ranked_limit),
@@ -119,6 +126,8 @@ class SearchSession:
     running: bool = True
     iteration: int = 0
     total_iterations: int = 0
+    beam: list[str] = field(default_factory=list)  # the latest iteration's survivors
+    best_by_iteration: list[float] = field(default_factory=list)
     best_speedup: float | None = None
     dollars: float = 0.0
     agent_calls: str | None = None
@@ -160,6 +169,32 @@ class SearchSession:
             diff=self._diffs[candidate.id],
             backend=candidate.profile.backend if candidate.profile else self.backend,
             hardware=candidate.profile.hardware if candidate.profile else self.hardware,
+        )
+
+    def tree(self) -> SearchTree:
+        beam = set(self.beam)
+        nodes = [
+            TreeNode(
+                id=c.id,
+                parent_id=c.parent_id,
+                iteration=c.iteration,
+                title=c.plan.title if c.plan else "baseline",
+                status=str(c.status),
+                speedup=c.speedup,
+                in_beam=c.id in beam,
+                duplicate_of=c.duplicate_of,
+            )
+            for c in self.candidates.values()
+            if c.id not in self.rejected
+        ]
+        return SearchTree(
+            search_id=self.id,
+            kernel_name=self.kernel_name,
+            running=self.running,
+            iteration=self.iteration,
+            total_iterations=self.total_iterations,
+            nodes=nodes,
+            best_by_iteration=list(self.best_by_iteration),
         )
 
     def notification(self) -> CandidatesNotification:
@@ -259,7 +294,7 @@ class SearchManager:
                 f"cannot optimize `{kernel_name}`: {getattr(exc, 'message', None) or exc}"
             ) from exc
         search_id = uuid.uuid4().hex[:12]
-        config = search_config(settings, options, search_id)
+        config = search_config(settings, options, search_id, text)
         session = SearchSession(
             id=search_id,
             uri=uri,
@@ -268,7 +303,7 @@ class SearchManager:
             start_text=text,
             path=path,
             backend=settings.backend,
-            hardware=settings.hardware,
+            hardware=config.hardware,
             max_candidates=settings.max_candidates,
             token=token,
             total_iterations=config.iterations,
@@ -368,6 +403,8 @@ class SearchManager:
                 host.notify(CANDIDATES, _wire(session.notification()))
             self._report(session)
         elif isinstance(event, IterationEvent):
+            session.beam = list(event.beam)
+            session.best_by_iteration.append(event.best_speedup)
             session.iteration = event.iteration
             session.total_iterations = event.total_iterations
             session.evaluations = max(session.evaluations, event.evaluations)

@@ -74,13 +74,15 @@ class ProfileProcess:
         child.stdin.write(json.dumps(message).encode() + b"\n")
         await child.stdin.drain()
 
-    async def profile(self, kernel: KernelSource, settings: ServerSettings) -> ProfileOutcome:
-        outcome = await self._profile(kernel, settings)
+    async def profile(
+        self, kernel: KernelSource, settings: ServerSettings, *, with_schedule: bool = False
+    ) -> ProfileOutcome:
+        outcome = await self._profile(kernel, settings, with_schedule)
         if not outcome.kernel_name:
             outcome.kernel_name = kernel.name
         return outcome
 
-    async def _profile(self, kernel: KernelSource, settings: ServerSettings) -> ProfileOutcome:
+    async def _profile(self, kernel: KernelSource, settings: ServerSettings, with_schedule: bool) -> ProfileOutcome:
         child = await self._ensure_child()
         job = next(self._ids)
         future: asyncio.Future[ProfileOutcome] = asyncio.get_running_loop().create_future()
@@ -92,6 +94,7 @@ class ProfileProcess:
                     "id": job,
                     "kernel": kernel.model_dump(mode="json"),
                     "settings": settings.model_dump(mode="json"),
+                    "schedule": with_schedule,
                 },
             )
             return await future
@@ -130,8 +133,8 @@ async def _serve() -> None:
     backends: dict[tuple[str, int], Any] = {}
     running: dict[int, asyncio.Task[None]] = {}
 
-    async def one(job: int, kernel: KernelSource, settings: ServerSettings) -> None:
-        outcome = await profile_kernel(kernel, settings, backends)
+    async def one(job: int, kernel: KernelSource, settings: ServerSettings, with_schedule: bool) -> None:
+        outcome = await profile_kernel(kernel, settings, backends, with_schedule=with_schedule)
         out.write(json.dumps({"id": job, "outcome": outcome.model_dump(mode="json")}).encode() + b"\n")
         out.flush()
 
@@ -149,6 +152,7 @@ async def _serve() -> None:
                     job,
                     KernelSource.model_validate(message["kernel"]),
                     ServerSettings.model_validate(message["settings"]),
+                    bool(message.get("schedule")),
                 )
             )
             running[job] = task

@@ -10,6 +10,8 @@ Requests (client -> server)
   accelopt/cancel        CancelParams -> null               (stop a search by id)
   accelopt/memory        MemoryParams -> MemoryResult
   accelopt/candidates    CandidatesParams -> CandidatesNotification (current list, on demand)
+  accelopt/timeline      TimelineParams -> TimelineResult    (the engine timeline of one kernel)
+  accelopt/searchTree    SearchTreeParams -> SearchTree | null (every candidate of a search, by parent)
 
 Notifications (server -> client)
   accelopt/candidates    CandidatesNotification             (the current ranked list, sent whenever it changes)
@@ -19,6 +21,8 @@ Commands (workspace/executeCommand)
   accelopt.optimize         [uri, kernelName]               -> OptimizeStarted (the search runs on, with
                                                                server-initiated progress)
   accelopt.applyCandidate   [searchId, candidateId]         -> ApplyResult (server sends workspace/applyEdit)
+  accelopt.applyHunks       [searchId, candidateId, hunks]  -> ApplyResult (only the changes `hunks` names)
+  accelopt.candidateHunks   [searchId, candidateId]         -> Hunk[] (the candidate's changes, one by one)
   accelopt.rejectCandidate  [searchId, candidateId]         -> null (drops it; a candidates notification follows)
 """
 
@@ -28,6 +32,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+from accelopt.profiling.schedule_view import Schedule
 
 
 class WireModel(BaseModel):
@@ -122,6 +128,65 @@ class SearchStateNotification(WireModel):
 
 class ApplyResult(WireModel):
     applied: bool
+    message: str = ""
+
+
+class Hunk(WireModel):
+    """One change of a candidate against the text its search started from: lines `start_line` to
+    `end_line` (1-based, inclusive; an insertion has end_line = start_line - 1) become `added`."""
+
+    index: int
+    start_line: int
+    end_line: int
+    removed: list[str]
+    added: list[str]
+
+
+class SearchTreeParams(WireModel):
+    search_id: str
+
+
+class TreeNode(WireModel):
+    id: str
+    parent_id: str | None
+    iteration: int
+    title: str  # the plan that made it ("baseline" for the root)
+    status: str
+    speedup: float | None = None
+    in_beam: bool = False  # kept for the next iteration (the beam's survivors)
+    duplicate_of: str | None = None
+
+
+class SearchTree(WireModel):
+    """Every candidate of a search with its parent, for the live search view."""
+
+    search_id: str
+    kernel_name: str
+    running: bool
+    iteration: int
+    total_iterations: int
+    nodes: list[TreeNode]
+    best_by_iteration: list[float] = Field(default_factory=list, description="best speedup after each iteration")
+
+
+class TimelineParams(WireModel):
+    uri: str
+    kernel_name: str
+
+
+class TimelineLine(WireModel):
+    line: int
+    fraction: float  # share of the summed engine busy time
+    text: str = ""
+
+
+class TimelineResult(WireModel):
+    """The engine timeline of a kernel as it is in the editor now; `schedule` is None when the
+    kernel could not be profiled, and `message` says why."""
+
+    kernel_name: str
+    schedule: Schedule | None = None
+    lines: list[TimelineLine] = Field(default_factory=list)
     message: str = ""
 
 

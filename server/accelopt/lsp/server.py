@@ -23,7 +23,7 @@ from pygls.workspace import TextDocument
 from accelopt.lsp import actions, codelens, diagnostics, hover, trust
 from accelopt.lsp.config import ServerSettings, merge_settings, unknown_keys
 from accelopt.lsp.discovery import KernelInfo, find_kernels
-from accelopt.lsp.edits import minimal_edits
+from accelopt.lsp.edits import hunk_lines, minimal_edits
 from accelopt.lsp.engine import ProfileOutcome, warm_task_imports
 from accelopt.lsp.memory_view import list_experiences
 from accelopt.lsp.optimize import SearchManager, SearchRefused, SearchSession
@@ -33,10 +33,14 @@ from accelopt.lsp.protocol import (
     ApplyResult,
     CancelParams,
     CandidatesParams,
+    Hunk,
     MemoryParams,
     OptimizeParams,
     OptimizeStarted,
+    SearchTreeParams,
+    TimelineParams,
 )
+from accelopt.lsp.timeline import timeline_of
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.isolation import detect as detect_isolation
 
@@ -46,6 +50,8 @@ OPTIMIZE = "accelopt/optimize"
 CANCEL = "accelopt/cancel"
 MEMORY = "accelopt/memory"
 CANDIDATES = "accelopt/candidates"
+TIMELINE = "accelopt/timeline"
+SEARCH_TREE = "accelopt/searchTree"
 
 
 class RequestFailed(JsonRpcException):
@@ -264,7 +270,22 @@ class AccelOptServer(LanguageServer):
             )
         return session
 
-    async def apply_candidate(self, search_id: str, candidate_id: str) -> ApplyResult:
+    def candidate_hunks(self, search_id: str, candidate_id: str) -> list[Hunk]:
+        session = self.searches.sessions.get(search_id)
+        candidate = session.candidates.get(candidate_id) if session else None
+        if session is None or candidate is None:
+            return []
+        hunks = []
+        for index, edit in enumerate(minimal_edits(session.start_text, candidate.kernel.text)):
+            start, end, removed, added = hunk_lines(session.start_text, edit)
+            hunks.append(Hunk(index=index, start_line=start, end_line=end, removed=removed, added=added))
+        return hunks
+
+    async def apply_candidate(
+        self, search_id: str, candidate_id: str, hunks: list[int] | None = None
+    ) -> ApplyResult:
+        """Apply the candidate (or only the `hunks` chosen, by index) to the file it was searched
+        from; refused, with a message, when the file changed since the search started."""
         session = self.searches.sessions.get(search_id)
         candidate = session.candidates.get(candidate_id) if session else None
         if session is None or candidate is None or candidate_id in session.rejected:
@@ -276,9 +297,16 @@ class AccelOptServer(LanguageServer):
                 f"`{session.kernel_name}` started (version {session.start_version}, now {doc.version}); "
                 "the candidate was not applied. Start a new search on the current text."
             )
-        edits = minimal_edits(session.start_text, candidate.kernel.text)
+        changes = minimal_edits(session.start_text, candidate.kernel.text)
         rank = next((i for i, c in enumerate(session.ranked(), start=1) if c.id == candidate_id), None)
         label = f"AccelOpt: apply candidate {rank or candidate_id} to `{session.kernel_name}`"
+        edits = changes
+        if hunks is not None:
+            wanted = sorted(set(hunks))
+            if not wanted or any(not 0 <= i < len(changes) for i in wanted):
+                return self._refuse(f"{label}: no such change (it has {len(changes)}, numbered from 0)")
+            edits = [changes[i] for i in wanted]
+            label += f" (change {', '.join(str(i + 1) for i in wanted)} of {len(changes)})"
         if self._client_supports("workspace", "workspace_edit", "document_changes"):
             edit = types.WorkspaceEdit(
                 document_changes=[
@@ -464,6 +492,16 @@ def create_server() -> AccelOptServer:
     async def apply_command(ls: AccelOptServer, search_id: str, candidate_id: str) -> dict[str, Any]:
         return _wire(await ls.apply_candidate(search_id, candidate_id))
 
+    @server.command(actions.APPLY_HUNKS_COMMAND)
+    async def apply_hunks_command(
+        ls: AccelOptServer, search_id: str, candidate_id: str, hunks: list[int]
+    ) -> dict[str, Any]:
+        return _wire(await ls.apply_candidate(search_id, candidate_id, list(hunks)))
+
+    @server.command(actions.HUNKS_COMMAND)
+    def hunks_command(ls: AccelOptServer, search_id: str, candidate_id: str) -> list[dict[str, Any]]:
+        return [_wire(hunk) for hunk in ls.candidate_hunks(search_id, candidate_id)]
+
     @server.command(actions.REJECT_COMMAND)
     def reject_command(ls: AccelOptServer, search_id: str, candidate_id: str) -> None:
         session = ls.searches.sessions.get(search_id)
@@ -499,6 +537,19 @@ def create_server() -> AccelOptServer:
         params = CandidatesParams.model_validate(plain(raw))
         session = ls.searches.sessions.get(params.search_id)
         return _wire(session.notification()) if session else None
+
+    @server.feature(TIMELINE)
+    async def timeline_request(ls: AccelOptServer, raw: Any) -> dict[str, Any]:
+        params = TimelineParams.model_validate(plain(raw))
+        doc = ls.workspace.get_text_document(params.uri)
+        result = await timeline_of(ls.kernel_source(doc, params.kernel_name), ls.settings, ls.profile_process)
+        return _wire(result)
+
+    @server.feature(SEARCH_TREE)
+    def search_tree_request(ls: AccelOptServer, raw: Any) -> dict[str, Any] | None:
+        params = SearchTreeParams.model_validate(plain(raw))
+        session = ls.searches.sessions.get(params.search_id)
+        return _wire(session.tree()) if session else None
 
     @server.feature(MEMORY)
     async def memory_request(ls: AccelOptServer, raw: Any) -> dict[str, Any]:

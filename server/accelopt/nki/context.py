@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from accelopt.nki.apiversion import LEGACY, KernelApi
 from accelopt.nki.dtypes import dname
 from accelopt.nki.errors import _EMULATOR_DIR, NkiError
 from accelopt.nki.trace import (
@@ -30,6 +31,7 @@ from accelopt.nki.trace import (
 )
 
 if TYPE_CHECKING:
+    from accelopt.nki.calllog import CallLog
     from accelopt.nki.fast.replay import Recorder
     from accelopt.nki.tensor import Tensor
 
@@ -55,11 +57,18 @@ class LoopScope:
 
 class KernelContext:
     def __init__(
-        self, kernel_name: str, kernel_path: str, numerics: bool = True, fast_paths: bool = True
+        self,
+        kernel_name: str,
+        kernel_path: str,
+        numerics: bool = True,
+        fast_paths: bool = True,
+        api: KernelApi = LEGACY,
     ) -> None:
         self.trace = Trace(kernel_name=kernel_name, source_path=kernel_path, numerics=numerics)
         self.numerics = numerics
         self.kernel_path = kernel_path
+        # the NKI generation whose rules apply (apiversion.py): block dimensions, loop scopes
+        self.api = api
         self.frames: tuple[LoopFrame, ...] = ()
         # `frames` as plain ints (loop id, iteration, loop id, ...): write-history keys hash
         # these in C (LoopFrame's dataclass __hash__/__eq__ run in Python)
@@ -102,11 +111,22 @@ class KernelContext:
         self.write_log: list[tuple[Any, ...]] | None = None
         # and, if its body makes masks that move with it, every mask condition made: (expr, op)
         self.condition_log: list[tuple[Any, str]] | None = None
+        # Verified evaluations (calllog.py): the numeric run that is to be verified logs every
+        # kernel-level API call here; the trusted re-run of such a log fixes each call's kernel
+        # line and call site (there is no kernel frame to find them in) and finds tensors by id.
+        self._call_log: CallLog | None = None
+        self._line_override: int | None = None
+        self._site_override: Any = None
+        self._by_id: dict[int, Tensor] | None = None
+        self._alloc_budget: int | None = None  # bytes of tensor storage a re-run may still allocate
+        self._rerun_entry: tuple[int, str, Any] | None = None  # the log entry being re-run
 
     # --- locations -----------------------------------------------------------------------
 
     def line(self) -> int:
         """The kernel source line of the innermost kernel frame calling into the emulator."""
+        if self._line_override is not None:
+            return self._line_override
         frame: FrameType | None = sys._getframe(1)
         path = self.kernel_path
         fallback = 0
@@ -124,6 +144,16 @@ class KernelContext:
                 fallback = frame.f_lineno
             frame = frame.f_back
         return fallback
+
+    def call_site(self) -> Any:
+        """Where the kernel statement calling into the emulator is: (code id, instruction
+        offset) of the innermost frame outside the emulator (a re-run: the recorded site)."""
+        if self._site_override is not None:
+            return self._site_override
+        frame = sys._getframe(1)
+        while frame.f_back is not None and frame.f_code.co_filename.startswith(_EMULATOR_DIR):
+            frame = frame.f_back
+        return (id(frame.f_code), frame.f_lasti)  # code objects hash slowly
 
     def error(self, code: str, message: str, line: int | None = None) -> NkiError:
         return NkiError(code, message, self.kernel_path, self.line() if line is None else line)
@@ -154,6 +184,8 @@ class KernelContext:
         self._next_tensor_id = tid + 1
         tensor._tid = tid
         tensor._alloc_scopes = self.scope_tuple
+        if self._by_id is not None:
+            self._by_id[tid] = tensor
         self._pending[tid] = (
             tensor,
             name,
@@ -329,10 +361,11 @@ class KernelContext:
         else:
             info = self.trace.loops[loop_id]
             info.trip_count = max(info.trip_count, trip_count)
-        scope = LoopScope(loop_id, kind, len(self.scopes), nki_scope)
+        # only legacy NKI kills a tile made inside a loop when the loop ends
+        scope = LoopScope(loop_id, kind, len(self.scopes), nki_scope and self.api.loop_scoped_tiles)
         self.scopes.append(scope)
         self.scope_tuple = tuple(self.scopes)
-        if kind is LoopKind.AFFINE:
+        if kind is LoopKind.AFFINE and self.api.affine_iterations_independent:
             self.affine_scopes.append(scope)
         self.frames = (*self.frames, loop_frame(loop_id, 0))
         self.frame_ints = (*self.frame_ints, loop_id, 0)

@@ -99,3 +99,36 @@ def dname(dtype: np.dtype) -> str:
     if name is None:
         name = _NAMES[dtype] = dtype.name
     return name
+
+
+class fp32:
+    """``nl.fp32``: FP32 constants. ``min`` is the bit pattern 0xff7fffff, the most negative
+    finite fp32 value (nki.language.fp32, NKI API reference)."""
+
+    min = float(np.frombuffer(np.uint32(0xFF7FFFFF).tobytes(), dtype=np.float32)[0])
+
+
+class finfo:
+    """``nl.finfo(dtype)``: machine limits of a floating-point NKI dtype (numpy's ``finfo``
+    fields; bf16 and fp8 from ``ml_dtypes``)."""
+
+    __slots__ = ("bits", "dtype", "eps", "max", "min", "smallest_normal", "tiny")
+
+    def __init__(self, dtype: Any) -> None:
+        resolved = as_dtype(dtype)
+        info = ml_dtypes.finfo(resolved)
+        self.dtype = resolved
+        self.bits = int(info.bits)
+        self.eps = float(info.eps)
+        self.max = float(info.max)
+        self.min = float(info.min)
+        self.tiny = float(info.tiny)
+        self.smallest_normal = float(info.smallest_normal)
+
+    def __repr__(self) -> str:
+        return f"finfo(dtype={dname(self.dtype)}, min={self.min}, max={self.max}, eps={self.eps})"
+
+
+def sizeinbytes(dtype: Any) -> int:
+    """``nki.language.constants.sizeinbytes(dtype)``: bytes per element."""
+    return as_dtype(dtype).itemsize

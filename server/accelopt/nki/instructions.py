@@ -508,7 +508,11 @@ def assign(dst: View, value: Any, *, accumulate: bool = False, exempt: bool = Fa
         if value._assigned_at == len(ctx.trace.records) and value._tensor is dst._tensor:
             value._assigned_at = -1
             return  # the second half of `dst[key] += x`, already done
-    elif cls is Tensor:
+    log = ctx._call_log
+    if log is not None and not ctx.api_depth:  # a run to be verified logs it (calllog.py)
+        log.assign(ctx, assign, dst, value, {"accumulate": accumulate, "exempt": exempt})
+        return
+    if cls is Tensor:
         alias = value._alias
         if alias is not None:
             if (
@@ -744,6 +748,9 @@ def augmented_assign(target: Any, value: Any, opname: str, site: tuple[int, int]
     elementwise instruction writing back into the target. Returns what Python rebinds. `site`:
     the calling kernel statement's (code id, instruction offset), if the tile method knows it."""
     ctx = current()
+    log = ctx._call_log
+    if log is not None and not ctx.api_depth:  # a run to be verified logs it (calllog.py)
+        return log.augmented(ctx, augmented_assign, target, value, opname)
     dst = target._full_view() if isinstance(target, Tensor) else target
     if target is not None and isinstance(target, Tensor) and target._alias is not None:
         dst = target._alias
@@ -821,6 +828,10 @@ def dma_copy(
     chunk_bytes, chunks = dma_shape(hbm_side)
     partitions, free = pf(moved.shape)
     region = region_of(dst, mask)
+    reads: tuple[Region, ...] = (region_of(src, mask),)
+    if src.__class__ is not View or dst.__class__ is not View:
+        # an indirect (tensor-indexed) side also reads its index tile (views.IndirectView)
+        reads += tuple(v._index_view._region() for v in (src, dst) if v.__class__ is not View)
     ctx.emit(
         Engine.DMA,
         opcode,
@@ -828,7 +839,7 @@ def dma_copy(
         free,
         dname(src._tensor.dtype),
         dname(dst._tensor.dtype),
-        (region_of(src, mask),),
+        reads,
         (region,),
         src._tensor.memory,
         dst._tensor.memory,

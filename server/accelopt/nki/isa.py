@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from accelopt.nki import calllog as _calllog
+from accelopt.nki import context as _context
 from accelopt.nki import dtypes as _dt
 from accelopt.nki import language as _nl
 from accelopt.nki import ops as _ops
@@ -23,6 +25,7 @@ from accelopt.nki.fast import replay as _replay
 from accelopt.nki.indexing import IndexExpr as _IndexExpr
 from accelopt.nki.indexing import Predicate as _Predicate
 from accelopt.nki.instructions import SBUF as _SBUF
+from accelopt.nki.instructions import TENSOR_ENGINE_OPS as _TENSOR_ENGINE_OPS
 from accelopt.nki.instructions import assign as _assign
 from accelopt.nki.instructions import check_on_chip as _check_on_chip
 from accelopt.nki.instructions import dma_copy as _dma_copy
@@ -37,15 +40,27 @@ from accelopt.nki.instructions import scalar_of as _scalar_of
 from accelopt.nki.instructions import to_view as _to_view
 from accelopt.nki.instructions import unassigned_extra as _unassigned_extra
 from accelopt.nki.mx import activate2, nc_matmul_mx, quantize_mx  # noqa: F401 - kernel-facing
+from accelopt.nki.registers import (  # noqa: F401 - kernel-facing
+    NkiScalar,
+    VirtualRegister,
+    register_alloc,
+    register_load,
+    register_move,
+    register_store,
+)
 from accelopt.nki.target import get_nc_version, nc_version  # noqa: F401 - kernel-facing
 from accelopt.nki.tensor import Tensor as _Tensor
 from accelopt.nki.tensor import TileOps as _TileOps
 from accelopt.nki.tensor import View as _View
 from accelopt.nki.trace import Engine as _Engine
 from accelopt.nki.trace import Memory as _Memory
+from accelopt.nki.unsupported import module_getattr as _module_getattr
 
 _ANY = (_Engine.VECTOR, _Engine.SCALAR, _Engine.GPSIMD)
 _VECTOR_ONLY = (_Engine.VECTOR, _Engine.GPSIMD)
+
+# a listed NKI name this module does not define is refused NKI-style (unsupported.py)
+__getattr__ = _module_getattr("nki.isa")
 
 
 class engine(_enum.Enum):
@@ -103,7 +118,9 @@ _LEGACY_LEADING_TILES = {
     "scalar_tensor_tensor": 1,
     "tensor_tensor": 2,
     "tensor_reduce": 0,
+    "tensor_partition_reduce": 0,
     "tensor_copy": 1,
+    "dma_transpose": 1,
     "reciprocal": 1,
     "bn_stats": 1,
     "bn_aggr": 1,
@@ -137,14 +154,13 @@ def _writes_dst(fn: Callable[..., _Tensor]) -> Callable[..., Any]:
 
     @_functools.wraps(fn)
     def wrapper(*args: Any, dst: Any = None, **kwargs: Any) -> Any:
-        if (
-            dst is None
-            and leading is not None
-            and args
-            and (len(args) > leading or kwargs)  # else it cannot be the newer form
-            and isinstance(args[0], _TileOps)
-        ):
-            dst, args = _split_positional_dst(args, kwargs, leading, names)
+        if dst is None and args and isinstance(args[0], _TileOps):
+            ctx = _context._ACTIVE
+            if ctx is not None and not ctx.api.legacy:
+                # the nki.* language: `dst` is always the first argument (NKI migration guide)
+                dst, args = args[0], args[1:]
+            elif leading is not None and (len(args) > leading or kwargs):
+                dst, args = _split_positional_dst(args, kwargs, leading, names)
         result = fn(*args, **kwargs)
         if dst is None:
             return result
@@ -166,8 +182,7 @@ def _engine(
 # --- Tensor Engine -------------------------------------------------------------------------
 
 
-@_writes_dst
-def nc_matmul(
+def _nc_matmul_result(
     stationary: Any,
     moving: Any,
     is_stationary_onezero: bool = False,
@@ -275,6 +290,7 @@ def activation(
     """``op(data * scale + bias)`` on the Scalar Engine; bias a [P, 1] tile, scale a scalar or
     [P, 1] tile. With reduce_op/reduce_res the free-axis reduction of the result is written too."""
     ctx = _current()
+    _check_reduce_cmd(reduce_cmd, "nisa.activation")
     return _activation(
         ctx, ctx.line(), op, data, bias, scale, reduce_op, reduce_res, dtype, mask, "nisa.activation"
     )
@@ -365,9 +381,17 @@ def _activation(
 
 
 def _attach_reduce(
-    ctx: _KernelContext, line: int, out: _Tensor, reduce_op: Any, reduce_res: Any, api: str
+    ctx: _KernelContext,
+    line: int,
+    out: _Tensor,
+    reduce_op: Any,
+    reduce_res: Any,
+    api: str,
+    negate: bool = False,
+    opcode: str | None = "activation_reduce",
 ) -> None:
-    """Fold a free-axis reduction of `out` into the instruction that produced it."""
+    """Fold a free-axis reduction of `out` into the instruction that produced it (`opcode`:
+    the instruction's new opcode, None to keep it)."""
     rspec = _ops.resolve(reduce_op)
     if rspec.reduce is None:
         raise ctx.error("err_unsupported_op", f"{api}: {rspec.name} cannot reduce", line)
@@ -376,7 +400,10 @@ def _attach_reduce(
     record = out._producer
     assert record is not None
     region = dst._region()
-    record.opcode = "activation_reduce"
+    if opcode is not None:
+        record.opcode = opcode
+    if negate:
+        record.extra["reduce_negate"] = True
     record.writes = (*record.writes, region)
     record.vector_ops += out.shape[0] * (int(np.prod(out.shape[1:])) if len(out.shape) > 1 else 1)
     record.extra["has_reduce"] = True
@@ -387,6 +414,8 @@ def _attach_reduce(
         assert values is not None
         axes = tuple(range(1, values.ndim))
         reduced = rspec.reduce(np.asarray(values, dtype=np.float32), axis=axes, keepdims=True)
+        if negate:
+            reduced = -reduced
         dst._write(reduced.reshape(dst.shape) if reduced.size == int(np.prod(dst.shape)) else reduced)
 
 
@@ -438,6 +467,10 @@ def tensor_scalar(
         ops_per_element=1 if spec1 is None else 2,
         extra={"op": spec0.name, "op1": spec1.name if spec1 else None, "num_ops": 1 if spec1 is None else 2},
     )
+
+
+# the returning form, for tensor_scalar_reduce
+_tensor_scalar_result: Callable[..., Any] = tensor_scalar.__wrapped__  # type: ignore[attr-defined]
 
 
 @_writes_dst
@@ -638,8 +671,7 @@ def reciprocal(data: Any, dtype: Any = None, mask: Any = None, engine: Any = Non
     )
 
 
-@_writes_dst
-def memset(
+def _memset_result(
     shape: Any, value: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any
 ) -> _Tensor:
     """A new SBUF tile filled with `value`."""
@@ -678,8 +710,7 @@ def memset(
 # --- GpSimd ---------------------------------------------------------------------------------
 
 
-@_writes_dst
-def iota(expr: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
+def _iota_result(expr: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
     """A tile holding the values of an index expression (e.g. ``nl.arange(128)[:, None]``)."""
     ctx = _current()
     line = ctx.line()
@@ -711,8 +742,7 @@ def iota(expr: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
     return out
 
 
-@_writes_dst
-def affine_select(
+def _affine_select_result(
     pred: Any, on_true_tile: Any, on_false_value: Any, dtype: Any = None, mask: Any = None, **_: Any
 ) -> _Tensor:
     """``where(pred, on_true_tile, on_false_value)`` with an affine predicate over the tile's
@@ -826,11 +856,771 @@ def dma_copy(dst: Any = None, src: Any = None, mask: Any = None, **_: Any) -> No
     _dma_copy(ctx, dview, sview, line, mask=minfo)
 
 
+# --- destination-passing forms of the nki.* language (NKI 0.2-0.7) --------------------------
+
+
+def _dst_view(dst: Any) -> _View:
+    return dst._full_view() if isinstance(dst, _Tensor) else dst
+
+
+def _new_form(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a call passes `dst` (keyword, or a tile first where the legacy form takes none)."""
+    return "dst" in kwargs or bool(args and isinstance(args[0], _TileOps))
+
+
+def nc_matmul(*args: Any, **kwargs: Any) -> Any:
+    """``stationary.T @ moving`` on the Tensor Engine. Legacy form: returns a new fp32 PSUM tile
+    (accumulate with ``psum[...] += nisa.nc_matmul(...)``). nki.* form ``nc_matmul(dst,
+    stationary, moving, ..., accumulate=None)``: writes `dst`, adding to it when `accumulate` is
+    True; None (the default) overwrites on the first write to the location and accumulates on
+    later ones (nki.isa.nc_matmul, "Accumulation mode"), read here as: accumulate when the last
+    instruction to touch those elements of `dst` was a Tensor Engine write (an accumulation
+    group is closed by anything reading or otherwise writing them, e.g. its copy to SBUF)."""
+    accumulate = kwargs.pop("accumulate", None)
+    ctx = _context._ACTIVE
+    legacy = ctx is None or ctx.api.legacy
+    dst = kwargs.pop("dst", None)
+    if dst is None and args and isinstance(args[0], _TileOps):
+        if not legacy or len(args) > 2 or any(k in kwargs for k in ("stationary", "moving")):
+            dst, args = args[0], args[1:]
+    if dst is None:
+        if accumulate is not None:
+            raise _current().error(
+                "err_unsupported_operand", "nisa.nc_matmul: accumulate= needs a dst PSUM tile to accumulate into"
+            )
+        return _nc_matmul_result(*args, **kwargs)
+    target = _dst_view(dst)
+    if accumulate is None:
+        accumulate = _accumulation_open(_current(), target)
+    _nc_matmul_into(target, bool(accumulate), *args, **kwargs)
+    return dst
+
+
+def _nc_matmul_into_impl(target: _View, accumulate: bool, *args: Any, **kwargs: Any) -> None:
+    result = _nc_matmul_result(*args, **kwargs)
+    _assign(target, result, accumulate=accumulate)
+
+
+_nc_matmul_into = _replay.replayable(_nc_matmul_into_impl)
+
+
+def _accumulation_open(ctx: _KernelContext, target: _View) -> bool:
+    """Whether the last instruction touching `target`'s elements was a Tensor Engine write."""
+    tensor = target._tensor
+    if not tensor._written or tensor.memory is not _Memory.PSUM:
+        return False
+    tid = tensor._tid
+    box = target._box()
+
+    def touches(region: Any) -> bool:
+        if region.tensor_id != tid:
+            return False
+        for (a0, a1), (b0, b1) in zip(region.box, box):
+            if a0 >= b1 or b0 >= a1:
+                return False
+        return True
+
+    for record in reversed(ctx.trace.records):
+        for region in record.writes:
+            if touches(region):
+                return record.opcode in _TENSOR_ENGINE_OPS
+        for region in record.reads:
+            if touches(region):
+                return False
+    return False
+
+
+def memset(*args: Any, **kwargs: Any) -> Any:
+    """Fill with a constant. Legacy ``memset(shape, value, dtype)`` returns a new SBUF tile;
+    nki.* ``memset(dst, value, engine=)`` fills `dst`."""
+    if not _new_form(args, kwargs):
+        return _memset_result(*args, **kwargs)
+    return _memset_into(*args, **kwargs)
+
+
+def _memset_into(dst: Any, value: Any, engine: Any = None, name: Any = None, **_: Any) -> Any:
+    target = _dst_view(dst)
+    _assign(target, _memset_result(target.shape, value, dtype=target.dtype, engine=engine))
+    return dst
+
+
+def _pattern_values(pattern: Any, offset: Any, channel_multiplier: Any, shape: tuple[int, ...], api: str) -> Any:
+    """``offset + p * channel_multiplier + sum(step * index)`` over a [[step, num], ...] pattern
+    (nki.isa.iota / affine_select), shaped like the tile (numeric runs; None otherwise)."""
+    ctx = _current()
+    steps = [(int(step), int(num)) for step, num in pattern]
+    per_partition = int(np.prod([n for _, n in steps])) if steps else 1
+    p, f = _pf(shape)
+    if per_partition != f:
+        raise ctx.error(
+            "err_shape_mismatch",
+            f"{api}: the pattern {pattern} gives {per_partition} elements per partition, the tile holds {f}",
+        )
+    if not ctx.numerics:
+        return None
+    free = np.zeros(1, dtype=np.int64)
+    for step, num in steps:
+        free = (free[:, None] + step * np.arange(num, dtype=np.int64)[None, :]).reshape(-1)
+    rows = int(channel_multiplier) * np.arange(p, dtype=np.int64)[:, None]
+    return (int(offset) + rows + free[None, :]).reshape(shape)
+
+
+def iota(*args: Any, **kwargs: Any) -> Any:
+    """Legacy ``iota(expr, dtype)`` returns a tile of an index expression's values; nki.*
+    ``iota(dst, pattern, offset=0, channel_multiplier=0)`` fills `dst` with
+    ``offset + p * channel_multiplier + sum(step * i)`` (nki.isa.iota)."""
+    if (args and isinstance(args[0], _TileOps)) or "pattern" in kwargs:
+        return _iota_into(*args, **kwargs)
+    dst = kwargs.pop("dst", None)
+    result = _iota_result(*args, **kwargs)
+    if dst is None:
+        return result
+    _assign(_dst_view(dst), result)
+    return dst
+
+
+def _iota_into(dst: Any, pattern: Any, offset: Any = 0, channel_multiplier: Any = 0, name: Any = None) -> Any:
+    ctx = _current()
+    line = ctx.line()
+    target = _dst_view(dst)
+    if target._tensor.memory is not _Memory.SBUF:
+        raise ctx.error("err_unsupported_memory", "nisa.iota writes SBUF", line)
+    shape = target.shape
+    values = _pattern_values(pattern, offset, channel_multiplier, shape, "nisa.iota")
+    out = _result_tile(ctx, shape, target.dtype, _SBUF, line, "iota", values, None)
+    p, f = _pf(shape)
+    out._producer = ctx.emit(
+        _Engine.GPSIMD,
+        "iota",
+        p,
+        f,
+        _dname(target.dtype),
+        _dname(target.dtype),
+        (),
+        (out._full_region(),),
+        None,
+        _Memory.SBUF,
+        line,
+        bytes=p * f * target.dtype.itemsize,
+        vector_ops=p * f,
+        extra={
+            "pattern": [[int(step), int(num)] for step, num in pattern],
+            "offset": int(offset),
+            "channel_multiplier": int(channel_multiplier),
+        },
+    )
+    _assign(target, out)
+    return dst
+
+
+def affine_select(*args: Any, **kwargs: Any) -> Any:
+    """Legacy ``affine_select(pred, on_true_tile, on_false_value)`` with an nl.arange predicate;
+    nki.* ``affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value,
+    cmp_op=nl.equal, offset=0)``: keep `on_true_tile` where ``cmp_op(affine value, 0)``."""
+    if (args and isinstance(args[0], _TileOps)) or "pattern" in kwargs:
+        return _affine_select_into(*args, **kwargs)
+    dst = kwargs.pop("dst", None)
+    result = _affine_select_result(*args, **kwargs)
+    if dst is None:
+        return result
+    _assign(_dst_view(dst), result)
+    return dst
+
+
+def _affine_select_into(
+    dst: Any,
+    pattern: Any,
+    channel_multiplier: Any,
+    on_true_tile: Any,
+    on_false_value: Any,
+    cmp_op: Any = None,
+    offset: Any = 0,
+    name: Any = None,
+) -> Any:
+    ctx = _current()
+    line = ctx.line()
+    target = _dst_view(dst)
+    view = _to_view(ctx, on_true_tile, line)
+    if _Memory.PSUM in (view._tensor.memory, target._tensor.memory):
+        raise ctx.error("err_unsupported_memory", "the GpSimd engine cannot access PSUM", line)
+    spec = _ops.resolve(cmp_op if cmp_op is not None else "equal")
+    affine = _pattern_values(pattern, offset, channel_multiplier, view.shape, "nisa.affine_select")
+    fill = np.float32(float(_scalar_of(on_false_value)))
+
+    def compute(x: np.ndarray) -> np.ndarray:
+        keep = np.asarray(spec.fn(affine, 0)) != 0
+        return np.where(keep, x, fill)
+
+    out = _elementwise(
+        ctx,
+        line,
+        api="nisa.affine_select",
+        opcode="affine_select",
+        operands=(view,),
+        compute=compute,
+        engine=_Engine.GPSIMD,
+        legal=(_Engine.GPSIMD,),
+        dtype=target.dtype,
+        mask=None,
+        extra={
+            "value": float(fill),
+            "cmp_op": spec.name,
+            "pattern": [[int(step), int(num)] for step, num in pattern],
+            "offset": int(offset),
+            "channel_multiplier": int(channel_multiplier),
+        },
+    )
+    _assign(target, out)
+    return dst
+
+
+_REDUCE_CMDS_SUPPORTED = ("idle", "reset_reduce")
+
+
+def _check_reduce_cmd(reduce_cmd: Any, api: str) -> None:
+    from accelopt.nki.unsupported import refuse
+
+    name = getattr(reduce_cmd, "name", None) if reduce_cmd is not None else None
+    if name is not None and name not in _REDUCE_CMDS_SUPPORTED:
+        refuse(api, f"reduce_cmd={name}: accumulator registers kept across instructions")
+
+
+@_writes_dst
+def tensor_scalar_reduce(
+    data: Any,
+    op0: Any,
+    operand0: Any,
+    reduce_op: Any,
+    reduce_res: Any = None,
+    reverse0: bool = False,
+    reduce_cmd: Any = None,
+    reduce_init: Any = None,
+    reduce_res_negate: bool = False,
+    dtype: Any = None,
+    mask: Any = None,
+    **_: Any,
+) -> _Tensor:
+    """``data <op0> operand0`` on the Vector Engine, with the free-axis `reduce_op` reduction of
+    the result written to `reduce_res` ([P, 1]); `reduce_res_negate` negates it
+    (nki.isa.tensor_scalar_reduce)."""
+    ctx = _current()
+    line = ctx.line()
+    _check_reduce_cmd(reduce_cmd, "nisa.tensor_scalar_reduce")
+    if reduce_init is not None:
+        from accelopt.nki.unsupported import refuse
+
+        refuse("nisa.tensor_scalar_reduce", "reduce_init=")
+    out = _tensor_scalar_result(
+        data, op0, operand0, reverse0=reverse0, dtype=dtype, mask=mask, engine=engine.vector
+    )
+    if reduce_res is not None:
+        _attach_reduce(
+            ctx, line, out, reduce_op, reduce_res, "nisa.tensor_scalar_reduce", negate=reduce_res_negate, opcode=None
+        )
+    return out
+
+
+@_writes_dst
+def exponential(
+    src: Any,
+    max_value: Any = 0.0,
+    reduce_res: Any = None,
+    reduce_cmd: Any = None,
+    reduce_init: Any = 0.0,
+    dtype: Any = None,
+    **_: Any,
+) -> _Tensor:
+    """``exp(src - max_value)`` on the Vector Engine (NeuronCore-v4 and newer), `max_value` a
+    scalar or a [P, 1] tile, with the free-axis sum written to `reduce_res` if given
+    (nki.isa.exponential)."""
+    ctx = _current()
+    line = ctx.line()
+    _check_reduce_cmd(reduce_cmd, "nisa.exponential")
+    if not isinstance(reduce_init, _TileOps) and float(_scalar_of(reduce_init)) != 0.0:
+        from accelopt.nki.unsupported import refuse
+
+        refuse("nisa.exponential", "reduce_init= (a preloaded accumulator)")
+    shift = max_value if isinstance(max_value, _TileOps) else float(_scalar_of(max_value))
+
+    def compute(x: np.ndarray, m: Any) -> np.ndarray:
+        return np.exp(np.asarray(x, dtype=np.float32) - m)
+
+    out = _elementwise(
+        ctx,
+        line,
+        api="nisa.exponential",
+        opcode="exponential",
+        operands=(src, shift),
+        compute=compute,
+        engine=_Engine.VECTOR,
+        legal=(_Engine.VECTOR,),
+        dtype=dtype,
+        mask=None,
+        ops_per_element=2,
+        extra={"op": "exp", "max_value": None if isinstance(shift, _TileOps) else shift},
+    )
+    if reduce_res is not None:
+        _attach_reduce(ctx, line, out, np.add, reduce_res, "nisa.exponential", opcode=None)
+    return out
+
+
+@_writes_dst
+def range_select(
+    on_true_tile: Any,
+    comp_op0: Any,
+    comp_op1: Any,
+    bound0: Any,
+    bound1: Any,
+    reduce_cmd: Any = None,
+    reduce_res: Any = None,
+    reduce_op: Any = None,
+    range_start: Any = 0,
+    on_false_value: Any = None,
+    dtype: Any = None,
+    **_: Any,
+) -> _Tensor:
+    """Keep `on_true_tile`'s elements whose free index + `range_start` passes both
+    ``comp_op0(index, bound0)`` and ``comp_op1(index, bound1)`` (bounds: scalars or [P, 1]
+    tiles), else `on_false_value` (fp32 min by default); the free-axis `reduce_op` (max by
+    default) of the result goes to `reduce_res` (nki.isa.range_select)."""
+    ctx = _current()
+    line = ctx.line()
+    _check_reduce_cmd(reduce_cmd, "nisa.range_select")
+    spec0 = _ops.resolve(comp_op0)
+    spec1 = _ops.resolve(comp_op1)
+    fill = np.float32(_dt.fp32.min if on_false_value is None or on_false_value is Ellipsis else _scalar_of(on_false_value))
+    start = float(_scalar_of(range_start))
+    view = _to_view(ctx, on_true_tile, line)
+    f = _pf(view.shape)[1]
+
+    def operand(bound: Any) -> Any:
+        return bound if isinstance(bound, _TileOps) else float(_scalar_of(bound))
+
+    def compute(x: np.ndarray, b0: Any, b1: Any) -> np.ndarray:
+        index = (start + np.arange(f, dtype=np.float32)).reshape((1, *view.shape[1:]))
+        keep = (np.asarray(spec0.fn(index, b0)) != 0) & (np.asarray(spec1.fn(index, b1)) != 0)
+        return np.where(keep, x, fill)
+
+    out = _elementwise(
+        ctx,
+        line,
+        api="nisa.range_select",
+        opcode="range_select",
+        operands=(view, operand(bound0), operand(bound1)),
+        compute=compute,
+        engine=_Engine.VECTOR,
+        legal=(_Engine.VECTOR,),
+        dtype=dtype,
+        mask=None,
+        ops_per_element=2,
+        extra={"op": spec0.name, "op1": spec1.name, "range_start": start, "value": float(fill)},
+    )
+    if reduce_res is not None:
+        _attach_reduce(ctx, line, out, reduce_op or np.maximum, reduce_res, "nisa.range_select", opcode=None)
+    return out
+
+
+@_writes_dst
+def select_reduce(
+    predicate: Any,
+    on_true: Any,
+    on_false: Any,
+    reduce_res: Any = None,
+    reduce_cmd: Any = None,
+    reduce_op: Any = None,
+    reverse_pred: bool = False,
+    dtype: Any = None,
+    **_: Any,
+) -> _Tensor:
+    """``where(predicate, on_true, on_false)`` on the Vector Engine (`on_false` a scalar or a
+    [P, 1] tile; `reverse_pred` inverts the predicate), with the free-axis max of the result
+    written to `reduce_res` if given (nki.isa.select_reduce)."""
+    ctx = _current()
+    line = ctx.line()
+    _check_reduce_cmd(reduce_cmd, "nisa.select_reduce")
+    if reduce_op is not None and _ops.resolve(reduce_op).name != "maximum":
+        raise ctx.error("err_unsupported_op", "nisa.select_reduce reduces only with max", line)
+    fallback = on_false if isinstance(on_false, _TileOps) else float(_scalar_of(on_false))
+
+    def compute(pred: np.ndarray, x: np.ndarray, other: Any) -> np.ndarray:
+        keep = (np.asarray(pred) != 0) != bool(reverse_pred)
+        return np.where(keep, x, other)
+
+    out = _elementwise(
+        ctx,
+        line,
+        api="nisa.select_reduce",
+        opcode="select_reduce",
+        operands=(predicate, on_true, fallback),
+        compute=compute,
+        engine=_Engine.VECTOR,
+        legal=(_Engine.VECTOR,),
+        dtype=dtype if dtype is not None else _to_view(ctx, on_true, line).dtype,
+        mask=None,
+        max_psum_inputs=1,
+        main=1,
+        extra={"reverse_pred": bool(reverse_pred)},
+    )
+    if reduce_res is not None:
+        _attach_reduce(ctx, line, out, np.maximum, reduce_res, "nisa.select_reduce", opcode=None)
+    return out
+
+
+@_writes_dst
+def tensor_partition_reduce(op: Any, data: Any, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
+    """Reduce across partitions with `op` on GpSimd: [P, F] -> [1, F]."""
+    ctx = _current()
+    line = ctx.line()
+    return _nl._reduce(
+        ctx,
+        line,
+        _ops.resolve(op),
+        data,
+        0,
+        dtype=dtype,
+        keepdims=True,
+        mask=mask,
+        engine=_Engine.GPSIMD,
+        api="nisa.tensor_partition_reduce",
+    )
+
+
+@_writes_dst
+def dma_transpose(src: Any, axes: Any = None, dtype: Any = None, **kwargs: Any) -> _Tensor:
+    """Transpose on a DMA queue: 2-D [A, B] -> [B, A] (axes (1, 0)); 3-D and 4-D permutations
+    (2, 1, 0) and (3, 1, 2, 0) (nki.isa.dma_transpose)."""
+    ctx = _current()
+    line = ctx.line()
+    view = _to_view(ctx, src, line)
+    ndim = len(view.shape)
+    default = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}.get(ndim)
+    order = tuple(int(a) for a in axes) if axes is not None else default
+    if order is None or order != default:
+        from accelopt.nki.unsupported import refuse
+
+        refuse("nisa.dma_transpose", f"axes {order} of a {ndim}-D tile")
+    if view._tensor.memory is _Memory.PSUM:
+        raise ctx.error("err_unsupported_memory", "DMA cannot access PSUM; copy the tile to SBUF first", line)
+    shape = tuple(view.shape[a] for a in order)
+    out_dtype = _dt.as_dtype(dtype) if dtype is not None else view._tensor.dtype
+    values = np.transpose(view._read(), order) if ctx.numerics else None
+    out = _result_tile(ctx, shape, out_dtype, _SBUF, line, "dma_transpose", values, None)
+    p, f = _pf(shape)
+    itemsize = view._tensor.dtype.itemsize
+    out._producer = ctx.emit(
+        _Engine.DMA,
+        "dma_copy",
+        p,
+        f,
+        _dname(view._tensor.dtype),
+        _dname(out_dtype),
+        (view._region(),),
+        (out._full_region(),),
+        view._tensor.memory,
+        _Memory.SBUF,
+        line,
+        bytes=p * f * itemsize,
+        is_transpose=True,
+        dma_chunk_bytes=itemsize,
+        dma_chunks=p * f,
+        extra={"transpose": True, "api": "nisa.dma_transpose", "axes": list(order)},
+    )
+    return out
+
+
+# --- more Vector / GpSimd instructions of the reference ---------------------------------------
+
+
+class matmul_perf_mode(_enum.Enum):
+    none = "none"
+    double_row = "double_row"
+
+
+class dma_engine(_enum.Enum):
+    dma = "dma"
+    gpsimd_dma = "gpsimd_dma"
+
+
+class NkiValidationError(Exception):
+    """Raised when hardware constraints are violated (kernels may catch it by name)."""
+
+
+def _emit_op(
+    ctx: _KernelContext,
+    line: int,
+    api: str,
+    opcode: str,
+    engine: _Engine,
+    inputs: tuple[_View, ...],
+    shape: tuple[int, ...],
+    out_dtype: Any,
+    values: Any,
+    vector_ops: int,
+) -> _Tensor:
+    """A new SBUF tile of `shape` written by one instruction reading `inputs` (the first is the
+    main operand); `values` are its fp32 contents in numeric runs."""
+    for view in inputs:
+        _check_on_chip(ctx, view, api, line)
+        if engine is _Engine.GPSIMD and view._tensor.memory is _Memory.PSUM:
+            raise ctx.error("err_unsupported_memory", f"{api}: the GpSimd engine cannot access PSUM", line)
+    out = _result_tile(ctx, shape, out_dtype, _SBUF, line, opcode, values, None)
+    p, f = _pf(inputs[0].shape)
+    main = inputs[0]._tensor
+    out._producer = ctx.emit(
+        engine,
+        opcode,
+        p,
+        f,
+        _dname(main.dtype),
+        _dname(out_dtype),
+        tuple(v._region() for v in inputs),
+        (out._full_region(),),
+        main.memory,
+        _Memory.SBUF,
+        line,
+        bytes=p * f * main.dtype.itemsize,
+        vector_ops=vector_ops,
+        extra={"api": api},
+    )
+    return out
+
+
+@_writes_dst
+def max8(src: Any, dtype: Any = None, **_: Any) -> _Tensor:
+    """The 8 largest values of each partition, in descending order: [P, ...] -> [P, 8]
+    (nki.isa.max8; 8 to 16384 elements per partition)."""
+    ctx = _current()
+    line = ctx.line()
+    view = _to_view(ctx, src, line)
+    p, f = _pf(view.shape)
+    if not 8 <= f <= 16384:
+        raise ctx.error(
+            "err_size_of_dimension_exceed_arch_limit", f"nisa.max8 reads 8 to 16384 elements per partition, got {f}", line
+        )
+    values = None
+    if ctx.numerics:
+        flat = _read_values(view, False).reshape(p, f)
+        values = -np.sort(-flat, axis=1)[:, :8]
+    out_dtype = _dt.as_dtype(dtype) if dtype is not None else view._tensor.dtype
+    return _emit_op(ctx, line, "nisa.max8", "max8", _Engine.VECTOR, (view,), (p, 8), out_dtype, values, p * f)
+
+
+def _match_positions(data: np.ndarray, vals: np.ndarray, order: range) -> np.ndarray:
+    """Per partition, for each of the 8 values (taken in `order`), the first position holding it
+    that an earlier value did not take; all ones (as int64 -1) where none is left."""
+    p = data.shape[0]
+    found = np.full((p, vals.shape[1]), -1, dtype=np.int64)
+    for row in range(p):
+        taken: set[int] = set()
+        for i in order:
+            for j in np.flatnonzero(data[row] == vals[row, i]):
+                if int(j) not in taken:
+                    taken.add(int(j))
+                    found[row, i] = int(j)
+                    break
+    return found
+
+
+def _eight(ctx: _KernelContext, line: int, api: str, data: Any, vals: Any) -> tuple[_View, _View, int, int]:
+    dview = _to_view(ctx, data, line)
+    vview = _to_view(ctx, vals, line)
+    p, f = _pf(dview.shape)
+    if not 8 <= f <= 16384 or _pf(vview.shape) != (p, 8):
+        raise ctx.error(
+            "err_shape_mismatch",
+            f"{api} takes 8 to 16384 data elements and exactly 8 values per partition; got data "
+            f"{dview.shape} and values {vview.shape}",
+            line,
+        )
+    return dview, vview, p, f
+
+
+@_writes_dst
+def nc_find_index8(data: Any, vals: Any, dtype: Any = None, **_: Any) -> _Tensor:
+    """Per partition, the index of the first occurrence of each of 8 values in `data` (repeated
+    values take successive occurrences); all ones where a value is absent
+    (nki.isa.nc_find_index8; uint32 unless `dtype` says uint16)."""
+    ctx = _current()
+    line = ctx.line()
+    dview, vview, p, f = _eight(ctx, line, "nisa.nc_find_index8", data, vals)
+    out_dtype = _dt.as_dtype(dtype) if dtype is not None else _dt.uint32
+    values = None
+    if ctx.numerics:
+        found = _match_positions(
+            _read_values(dview, False).reshape(p, f), _read_values(vview, False).reshape(p, 8), range(8)
+        )
+        values = np.where(found < 0, np.iinfo(out_dtype).max, found)
+    return _emit_op(ctx, line, "nisa.nc_find_index8", "find_index8", _Engine.VECTOR, (dview, vview), (p, 8), out_dtype, values, p * f)
+
+
+@_writes_dst
+def nc_match_replace8(data: Any, vals: Any, imm: Any, dst_idx: Any = None, **_: Any) -> _Tensor:
+    """`data` with the first occurrence of each of 8 values replaced by `imm` (values taken from
+    the last to the first), and the positions replaced written to `dst_idx` if given
+    (nki.isa.nc_match_replace8)."""
+    ctx = _current()
+    line = ctx.line()
+    dview, vview, p, f = _eight(ctx, line, "nisa.nc_match_replace8", data, vals)
+    fill = float(_scalar_of(imm))
+    values = positions = None
+    if ctx.numerics:
+        flat = _read_values(dview, False).reshape(p, f)
+        positions = _match_positions(flat, _read_values(vview, False).reshape(p, 8), range(7, -1, -1))
+        values = flat.copy()
+        rows, cols = np.nonzero(positions >= 0)
+        values[rows, positions[rows, cols]] = fill
+        values = values.reshape(dview.shape)
+    out = _emit_op(
+        ctx, line, "nisa.nc_match_replace8", "match_replace8", _Engine.VECTOR, (dview, vview), dview.shape,
+        dview._tensor.dtype, values, p * f,
+    )
+    if dst_idx is not None:
+        index_view = _to_view(ctx, dst_idx, line)
+        record = out._producer
+        assert record is not None
+        region = index_view._region()
+        record.writes = (*record.writes, region)
+        ctx.note_write(index_view._tensor, region, line, False)
+        if ctx.numerics and positions is not None:
+            sentinel = np.iinfo(index_view._tensor.dtype).max if index_view._tensor.dtype.kind in "iu" else -1
+            index_view._write(np.where(positions < 0, sentinel, positions).reshape(index_view.shape))
+    return out
+
+
+def _gather_free(ctx: _KernelContext, line: int, api: str, data: Any, indices: Any, dtype: Any, engine: _Engine) -> _Tensor:
+    """``out[p, i...] = data[p].flat[indices[p, i...]]``: a gather within each partition."""
+    dview = _to_view(ctx, data, line)
+    iview = _to_view(ctx, indices, line)
+    p, f = _pf(dview.shape)
+    if iview.shape[0] != p:
+        raise ctx.error(
+            "err_num_partition_mismatch", f"{api}: data has {p} partitions but indices have {iview.shape[0]}", line
+        )
+    values = None
+    if ctx.numerics:
+        flat = _read_values(dview, False).reshape(p, f)
+        idx = np.asarray(iview._read(), dtype=np.int64).reshape(p, -1)
+        if idx.size and (idx.min() < 0 or idx.max() >= f):
+            raise ctx.error(
+                "err_tensor_access_out_of_bound",
+                f"{api}: an index reaches element {int(idx.max())} of a partition holding {f}",
+                line,
+            )
+        values = np.take_along_axis(flat, idx, axis=1).reshape(iview.shape)
+    out_dtype = _dt.as_dtype(dtype) if dtype is not None else dview._tensor.dtype
+    n = int(np.prod(iview.shape))
+    return _emit_op(ctx, line, api, "gather", engine, (dview, iview), tuple(iview.shape), out_dtype, values, n)
+
+
+@_writes_dst
+def nc_n_gather(data: Any, indices: Any, dtype: Any = None, **_: Any) -> _Tensor:
+    """Gather elements of each partition's (flattened) free dimensions by `indices` on GpSimd
+    (nki.isa.nc_n_gather): the output takes the indices' shape."""
+    ctx = _current()
+    return _gather_free(ctx, ctx.line(), "nisa.nc_n_gather", data, indices, dtype, _Engine.GPSIMD)
+
+
+def _tensor_copy_predicated_into(dst: Any, src: Any, predicate: Any, reverse_pred: bool = False, **_: Any) -> Any:
+    ctx = _current()
+    line = ctx.line()
+    target = _dst_view(dst)
+    pview = _to_view(ctx, predicate, line)
+    operands: list[Any] = [target, pview]
+    scalar = not isinstance(src, _TileOps)
+    if not scalar:
+        operands.append(src)
+    fill = float(_scalar_of(src)) if scalar else 0.0
+
+    def compute(current: np.ndarray, pred: np.ndarray, *rest: np.ndarray) -> np.ndarray:
+        take = (np.asarray(pred) != 0) != bool(reverse_pred)
+        return np.where(take, rest[0] if rest else np.float32(fill), current)
+
+    out = _elementwise(
+        ctx,
+        line,
+        api="nisa.tensor_copy_predicated",
+        opcode="tensor_copy_predicated",
+        operands=operands,
+        compute=compute,
+        engine=_Engine.VECTOR,
+        legal=(_Engine.VECTOR,),
+        dtype=target.dtype,
+        mask=None,
+        max_psum_inputs=None,
+        extra={"reverse_pred": bool(reverse_pred)},
+    )
+    _assign(target, out)
+    return dst
+
+
+def _predicated(*args: Any, **kwargs: Any) -> Any:
+    """Copy `src` into `dst` where `predicate` is nonzero (zero with `reverse_pred`); elsewhere
+    `dst` keeps its values (nki.isa.tensor_copy_predicated)."""
+    if _new_form(args, kwargs):
+        return _tensor_copy_predicated_into(*args, **kwargs)
+    from accelopt.nki.unsupported import refuse
+
+    refuse("nisa.tensor_copy_predicated", "without a dst tile")
+
+
+@_writes_dst
+def tensor_scalar_cumulative(
+    src: Any, op0: Any, op1: Any, imm0: Any, imm1: Any = None, reduce_cmd: Any = None, **_: Any
+) -> _Tensor:
+    """Per partition along the free axis: ``reg = op1(op0(src[i], imm0), reg); out[i] = reg``
+    with ``reg`` starting at op1's identity (``reset_reduce``, the default) or at `imm1`
+    (``load_reduce``) (nki.isa.tensor_scalar_cumulative)."""
+    from accelopt.nki.unsupported import refuse
+
+    ctx = _current()
+    line = ctx.line()
+    command = getattr(reduce_cmd, "name", "reset_reduce") if reduce_cmd is not None else "reset_reduce"
+    if command not in ("reset_reduce", "load_reduce"):
+        refuse("nisa.tensor_scalar_cumulative", f"reduce_cmd={command}: an accumulator kept across instructions")
+    spec0 = _ops.resolve(op0)
+    spec1 = _ops.resolve(op1)
+    identities = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}
+    if command == "reset_reduce" and spec1.name not in identities:
+        raise ctx.error("err_unsupported_op", f"nisa.tensor_scalar_cumulative: {spec1.name} cannot accumulate", line)
+    view = _to_view(ctx, src, line)
+    operands: list[Any] = [view, imm0 if isinstance(imm0, _TileOps) else _scalar_of(imm0)]
+    if command == "load_reduce":
+        operands.append(imm1 if isinstance(imm1, _TileOps) else _scalar_of(imm1))
+
+    def compute(x: np.ndarray, a: Any, start: Any = None) -> np.ndarray:
+        p = x.shape[0]
+        flat = np.asarray(spec0.fn(x, a), dtype=np.float32).reshape(p, -1)
+        reg = np.broadcast_to(
+            np.asarray(identities.get(spec1.name, 0.0) if start is None else start, dtype=np.float32).reshape(-1),
+            (p,),
+        ).copy()
+        out = np.empty_like(flat)
+        for i in range(flat.shape[1]):
+            reg = np.asarray(spec1.fn(flat[:, i], reg), dtype=np.float32)
+            out[:, i] = reg
+        return out.reshape(x.shape)
+
+    return _elementwise(
+        ctx,
+        line,
+        api="nisa.tensor_scalar_cumulative",
+        opcode="tensor_scalar_cumulative",
+        operands=operands,
+        compute=compute,
+        engine=_Engine.VECTOR,
+        legal=(_Engine.VECTOR,),
+        dtype=None,
+        mask=None,
+        ops_per_element=2,
+        extra={"op": spec0.name, "op1": spec1.name, "reduce_cmd": command},
+    )
+
+
 # Trace-only runs replay repeated calls of these from the same kernel statement (see replay.py).
 _replay.make_replayable(
     globals(),
     (
-        "nc_matmul",
+        "_nc_matmul_result",
         "nc_transpose",
         "activation",
         "activation_reduce",
@@ -841,11 +1631,32 @@ _replay.make_replayable(
         "tensor_reduce",
         "tensor_copy",
         "reciprocal",
-        "memset",
-        "iota",
-        "affine_select",
+        "_memset_result",
+        "_iota_result",
+        "_affine_select_result",
+        "tensor_scalar_reduce",
+        "tensor_partition_reduce",
+        "exponential",
+        "range_select",
+        "select_reduce",
+        "dma_transpose",
+        "max8",
+        "nc_find_index8",
+        "nc_match_replace8",
+        "nc_n_gather",
+        "tensor_scalar_cumulative",
         "bn_stats",
         "bn_aggr",
         "dma_copy",
+        # trn3 (accelopt.nki.mx), bound here as nisa.*
+        "activate2",
+        "nc_matmul_mx",
+        "quantize_mx",
     ),
 )
+
+tensor_copy_predicated = _predicated
+
+# Numeric runs to be verified log these dispatchers as one call each (calllog.py); what they run
+# inside is not logged again.
+_calllog.logged(globals(), ("nc_matmul", "memset", "iota", "affine_select", "tensor_copy_predicated"))

@@ -7,15 +7,17 @@ Engine, tile-tile arithmetic and reductions on the Vector Engine, matmuls on the
 from __future__ import annotations
 
 import builtins as _builtins
-import sys as _sys
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from accelopt.nki import calllog as _calllog
 from accelopt.nki import compiler as _compiler
+from accelopt.nki import constants as _constants
 from accelopt.nki import dtypes as _dt
 from accelopt.nki import ops as _ops
+from accelopt.nki import views as _views
 from accelopt.nki.compiler import no_reorder  # noqa: F401
 
 # Everything this module imports for its own use is bound to an underscore name: kernels see
@@ -26,6 +28,7 @@ from accelopt.nki.context import current as _current
 from accelopt.nki.dtypes import (  # noqa: F401 - kernel-facing dtypes
     bfloat16,
     bool_,
+    finfo,
     float4_e2m1fn,
     float4_e2m1fn_x4,
     float8_e4m3,
@@ -75,6 +78,7 @@ from accelopt.nki.instructions import to_view as _to_view
 from accelopt.nki.instructions import unassigned_extra as _unassigned_extra
 from accelopt.nki.loops import affine_range, sequential_range, static_range  # noqa: F401
 from accelopt.nki.mx import abs_max, abs_min  # noqa: F401
+from accelopt.nki.registers import dynamic_range, fori_loop, while_loop  # noqa: F401
 from accelopt.nki.spmd import nc, num_programs, program_id, program_ndim, spmd_dim  # noqa: F401
 from accelopt.nki.spmd import shared_output as _shared_output
 from accelopt.nki.tensor import Buffer as _Buffer
@@ -86,6 +90,14 @@ from accelopt.nki.tensor import normalize_shape as _normalize_shape
 from accelopt.nki.tensor import par_dim  # noqa: F401
 from accelopt.nki.trace import Engine as _Engine
 from accelopt.nki.trace import Memory as _Memory
+from accelopt.nki.unsupported import module_getattr as _module_getattr
+
+# `nki.language.constants` resolves through sys.modules (runtime.install_aliases)
+__path__: list[str] = []
+constants = _constants
+fp32 = _dt.fp32  # FP32 constants (nl.fp32.min)
+# a listed NKI name this module does not define is refused NKI-style (unsupported.py)
+__getattr__ = _module_getattr("nki.language")
 
 sbuf = _SBUF
 psum = _PSUM
@@ -134,6 +146,14 @@ def _buffer(buffer: Any) -> _Buffer:
 def _allocate(shape: Any, dtype: Any, buffer: Any, fill: Any, line: int, name: str) -> _Tensor:
     ctx = _current()
     dims, block_dims = _normalize_shape(shape)
+    if block_dims and not ctx.api.block_dimensions:
+        raise ctx.error(
+            "err_unsupported_block_dimension",
+            f"{ctx.api.label}: block dimensions were removed from the nki.* language (the partition "
+            f"dimension of shape {dims} is dimension {block_dims}); put it first and keep the blocks "
+            "in a Python list of tiles",
+            line,
+        )
     buf = _buffer(buffer)
     dtype = _dt.as_dtype(dtype if dtype is not None else float32)
     if buf.memory is not _Memory.HBM and dims:
@@ -322,6 +342,9 @@ def load(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> _Tensor:
         moved = view._restrict(minfo.ranges)  # only the selected elements move
     chunk_bytes, chunks = _dma_shape(moved)
     partitions, free = _pf(moved.shape if moved.shape else shape)
+    reads: tuple[Any, ...] = (_region_of(view, minfo),)
+    if view.__class__ is not _View:  # an indirect load also reads its index tile
+        reads += (view._index_view._region(),)
     tile._producer = ctx.emit(
         _Engine.DMA,
         "dma_load",
@@ -329,7 +352,7 @@ def load(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> _Tensor:
         free,
         _dname(view._tensor.dtype),
         _dname(out_dtype),
-        (_region_of(view, minfo),),
+        reads,
         (_out_region(tile, minfo),),
         _Memory.HBM,
         _Memory.SBUF,
@@ -548,6 +571,11 @@ sigmoid = _make_unary("sigmoid")
 tanh = _make_unary("tanh")
 gelu = _make_unary("gelu")
 gelu_apprx_tanh = _make_unary("gelu_apprx_tanh")
+gelu_apprx_sigmoid = _make_unary("gelu_apprx_sigmoid")
+gelu_apprx_sigmoid_dx = _make_unary("gelu_apprx_sigmoid_dx")
+gelu_dx = _make_unary("gelu_dx")
+silu_dx = _make_unary("silu_dx")
+erf_dx = _make_unary("erf_dx")
 silu = _make_unary("silu")
 softplus = _make_unary("softplus")
 mish = _make_unary("mish")
@@ -982,8 +1010,7 @@ def loop_reduce(
     frames = ctx.frames
     first = _builtins.all(f.iteration == 0 for f in frames if f.loop_id in loop_ids)
     outer = tuple(f for f in frames if f.loop_id not in loop_ids)
-    caller = _sys._getframe(1)
-    key = (id(caller.f_code), caller.f_lasti, outer)  # code objects hash slowly
+    key = (*ctx.call_site(), outer)  # the calling kernel statement (a re-run: the recorded one)
     acc: _Tensor | None = ctx.loop_reduce_state.get(key)
     out_dtype = _dt.as_dtype(dtype) if dtype is not None else view._tensor.dtype
     minfo = _resolve_mask(ctx, mask, view.shape)
@@ -1047,6 +1074,132 @@ def loop_reduce(
     return acc
 
 
+# --- nki.* language (NKI 0.2-0.7) ---------------------------------------------------------
+
+
+class _TensorAnnotation(type):
+    """`isinstance(x, nl.NkiTensor)` holds for every tensor and view a kernel holds."""
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return isinstance(instance, (_Tensor, _View))
+
+    def __getitem__(cls, args: Any) -> Any:
+        return cls  # `nl.NkiTensor[...]` in annotations
+
+
+class NkiTensor(metaclass=_TensorAnnotation):
+    """The tensor type of the nki.* language, for annotations and isinstance checks (tensors
+    are made by nl.ndarray and friends, not by calling this class)."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        from accelopt.nki.unsupported import refuse
+
+        refuse("nki.language.NkiTensor(...)", "make tensors with nl.ndarray")
+
+
+class NKIObject:
+    """Base class of kernel-side configuration objects (a plain Python base under emulation)."""
+
+
+def is_hbm(buffer: Any) -> bool:
+    return _buffer(buffer).memory is _Memory.HBM
+
+
+def is_sbuf(buffer: Any) -> bool:
+    return _buffer(buffer).memory is _Memory.SBUF
+
+
+def is_psum(buffer: Any) -> bool:
+    return _buffer(buffer).memory is _Memory.PSUM
+
+
+def is_on_chip(buffer: Any) -> bool:
+    return _buffer(buffer).memory is not _Memory.HBM
+
+
+def shared_identity_matrix(n: int, dtype: Any = uint8, **_: Any) -> _Tensor:
+    """An n x n identity tile in SBUF: a constant in HBM loaded once per call."""
+    return load(shared_constant(np.eye(int(n)), dtype=dtype))
+
+
+class MemoryRegion:
+    """The memories a tensor can live in, by name (``nl.MemoryRegion.sbuf`` is ``nl.sbuf``)."""
+
+    sbuf = _SBUF
+    psum = _PSUM
+    private_hbm = _PRIVATE_HBM
+    shared_hbm = _SHARED_HBM
+
+
+def gather_flattened(data: Any, indices: Any, axis: int = 0, dtype: Any = None, **_: Any) -> _Tensor:
+    """``out[p, i...] = data[p].flat[indices[p, i...]]`` (nl.gather_flattened): each partition
+    gathers from its own flattened free dimensions."""
+    from accelopt.nki import isa as _isa
+
+    ctx = _current()
+    if int(axis) != 0:
+        from accelopt.nki.unsupported import refuse
+
+        refuse("nki.language.gather_flattened", f"axis={axis}")
+    return _isa._gather_free(ctx, ctx.line(), "nl.gather_flattened", data, indices, dtype, _Engine.GPSIMD)
+
+
+def rms_norm(
+    x: Any, w: Any, axis: Any, n: int, epsilon: float = 1e-6, dtype: Any = None, compute_dtype: Any = None
+) -> _Tensor:
+    """``x / RMS(x) * w`` with ``RMS(x) = sqrt(sum(x^2 along axis) / n + epsilon)``
+    (nl.rms_norm; the epsilon placement is read from its parameter description)."""
+    total = sum(square(x), axis=axis, keepdims=True)
+    inverse = rsqrt(add(multiply(total, 1.0 / float(n)), float(epsilon)))
+    return multiply(multiply(x, inverse), w, dtype=dtype)
+
+
+def atomic_rmw(dst: Any, value: Any, op: Any, mask: Any = None, **_: Any) -> None:
+    """``dst = op(dst, value)`` on HBM, atomically, by DMA (nl.atomic_rmw): `value` an on-chip
+    tile of `dst`'s shape."""
+    ctx = _current()
+    line = ctx.line()
+    spec = _ops.resolve(op)
+    dview = _to_view(ctx, dst, line)
+    sview = _to_view(ctx, value, line)
+    if dview._tensor.memory is not _Memory.HBM or sview._tensor.memory is _Memory.HBM:
+        raise ctx.error("err_unsupported_memory", "nl.atomic_rmw updates HBM from an on-chip tile", line)
+    if _prod(dview.shape) != _prod(sview.shape):
+        raise ctx.error(
+            "err_shape_mismatch", f"nl.atomic_rmw: a tile of shape {sview.shape} for a region of shape {dview.shape}", line
+        )
+    minfo = _resolve_mask(ctx, mask, dview.shape)
+    region = _region_of(dview, minfo)
+    partitions, free = _pf(sview.shape)
+    ctx.emit(
+        _Engine.DMA,
+        "dma_copy",
+        partitions,
+        free,
+        _dname(sview._tensor.dtype),
+        _dname(dview._tensor.dtype),
+        (_region_of(sview, None), region),
+        (region,),
+        sview._tensor.memory,
+        _Memory.HBM,
+        line,
+        bytes=2 * partitions * free * dview._tensor.dtype.itemsize,
+        dma_chunk_bytes=_dma_shape(dview)[0],
+        dma_chunks=_dma_shape(dview)[1],
+        extra={"api": "nl.atomic_rmw", "op": spec.name},
+    )
+    ctx.note_write(dview._tensor, region, line, True)
+    if ctx.numerics and dview._tensor._data is not None:
+        with np.errstate(all="ignore"):
+            combined = spec.fn(_read_values(dview, False), _read_values(sview, False).reshape(dview.shape))
+        dview._write(combined, mask=None if minfo is None else np.reshape(minfo.grid, dview.shape))
+
+
+def expand_dims(x: Any, axis: int) -> Any:
+    """A view of `x` with a new axis of size 1 at `axis`."""
+    return _views.expand_dim_view(x, axis)
+
+
 # Trace-only runs replay repeated calls of these from the same kernel statement (see replay.py).
 _replay.make_replayable(
     globals(),
@@ -1078,5 +1231,15 @@ _replay.make_replayable(
         "matmul",
         "transpose",
         "broadcast_to",
+        # trn3 (accelopt.nki.mx), bound here as nl.*
+        "abs_max",
+        "abs_min",
     ),
 )
+bitwise_not = invert  # the wrapped function, like its other name
+
+# Verified runs log these too (calllog.py); the ones above are logged by their replay wrapper.
+_calllog.logged(globals(), ("loop_reduce", "shared_constant", "reshape", "_apply_op"))
+
+# Numeric runs to be verified log these as one call each (calllog.py).
+_calllog.logged(globals(), ("shared_identity_matrix", "gather_flattened", "rms_norm", "atomic_rmw"))

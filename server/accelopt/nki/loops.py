@@ -15,15 +15,17 @@ from accelopt.nki.loopvar import LoopVar
 from accelopt.nki.trace import LoopKind
 
 
-def _traced(rng: range, kind: LoopKind, nki_scope: bool) -> Iterator[int]:
+def _traced(rng: range, kind: LoopKind, nki_scope: bool, site_frame: Any = None) -> Iterator[int]:
     ctx = active_context()
     if ctx is None:
         yield from rng
         return
-    caller = sys._getframe(1)
+    caller = sys._getframe(1) if site_frame is None else site_frame
     line = ctx.line()
     # the site by code id: code objects hash slowly, and the kernel's code outlives the run
-    scope = ctx.enter_loop(kind, len(rng), line, (id(caller.f_code), caller.f_lasti), nki_scope)
+    scope_site = (id(caller.f_code), caller.f_lasti)
+    scope = ctx.enter_loop(kind, len(rng), line, scope_site, nki_scope)
+    log = None
     try:
         variables = _loop_vars(scope.loop_id, rng)
         if (
@@ -44,12 +46,25 @@ def _traced(rng: range, kind: LoopKind, nki_scope: bool) -> Iterator[int]:
                 ctx, scope, len(rng), variable, free_tiles, body.moving_masks, body.last_unread
             )
             return
+        log = ctx._call_log if not ctx.api_depth else None  # a run to be verified (calllog.py)
+        if log is not None:
+            log.loop_enter(kind.value, len(rng), line, scope_site, nki_scope, scope.loop_id)
         for n, var in enumerate(variables):
             if n:
                 ctx.set_iteration(scope, n)
+                if log is not None:
+                    log.loop_iteration(n)
             yield var
     finally:
         ctx.exit_loop(scope)
+        if log is not None:
+            log.loop_exit()
+
+
+def traced_range(rng: range, kind: LoopKind, site_frame: Any) -> Iterator[int]:
+    """The iterations of a loop the emulator drives itself (nl.fori_loop, nl.dynamic_range),
+    recorded at the kernel statement of `site_frame` (the frame that called the loop API)."""
+    return _traced(rng, kind, False, site_frame)
 
 
 # (loop id, range) -> the loop's variables. A LoopVar is a value (an int and a loop id), so an

@@ -50,6 +50,36 @@ def _gelu_tanh(x: np.ndarray) -> np.ndarray:
     return (0.5 * x * (1.0 + np.tanh(inner))).astype(np.float32)
 
 
+def _gelu_sigmoid(x: np.ndarray) -> np.ndarray:
+    # the sigmoid approximation of GELU: x * sigmoid(1.702 x) (Hendrycks & Gimpel, GELU paper)
+    return (x * _sigmoid(np.float32(1.702) * np.asarray(x, dtype=np.float32))).astype(np.float32)
+
+
+def _gelu_sigmoid_dx(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    s = _sigmoid(np.float32(1.702) * x)
+    return (s + np.float32(1.702) * x * s * (1 - s)).astype(np.float32)
+
+
+def _gelu_dx(x: np.ndarray) -> np.ndarray:
+    # d/dx [x * Phi(x)] = Phi(x) + x * phi(x)
+    x64 = np.asarray(x, dtype=np.float64)
+    cdf = 0.5 * (1.0 + _erf(x64 / math.sqrt(2.0)).astype(np.float64))
+    pdf = np.exp(-0.5 * x64 * x64) / math.sqrt(2.0 * math.pi)
+    return (cdf + x64 * pdf).astype(np.float32)
+
+
+def _silu_dx(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    s = _sigmoid(x)
+    return (s * (1 + x * (1 - s))).astype(np.float32)
+
+
+def _erf_dx(x: np.ndarray) -> np.ndarray:
+    x64 = np.asarray(x, dtype=np.float64)
+    return (2.0 / math.sqrt(math.pi) * np.exp(-x64 * x64)).astype(np.float32)
+
+
 def _softplus(x: np.ndarray) -> np.ndarray:
     return np.logaddexp(np.float32(0), x).astype(np.float32)
 
@@ -145,6 +175,11 @@ _TRANSCENDENTAL: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "tanh": np.tanh,
     "gelu": _gelu,
     "gelu_apprx_tanh": _gelu_tanh,
+    "gelu_apprx_sigmoid": _gelu_sigmoid,
+    "gelu_apprx_sigmoid_dx": _gelu_sigmoid_dx,
+    "gelu_dx": _gelu_dx,
+    "silu_dx": _silu_dx,
+    "erf_dx": _erf_dx,
     "silu": lambda x: x * _sigmoid(x),
     "softplus": _softplus,
     "mish": lambda x: x * np.tanh(_softplus(x)),

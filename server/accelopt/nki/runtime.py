@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from accelopt.nki import apiversion
+from accelopt.nki.calllog import CallLog
 from accelopt.nki.context import KernelContext, activate, active_context
 from accelopt.nki.errors import NkiError
 from accelopt.nki.instructions import SHARED_HBM
@@ -31,6 +33,7 @@ from accelopt.nki.spmd import Grid, check_cores
 from accelopt.nki.target import kernel_target
 from accelopt.nki.tensor import Tensor
 from accelopt.nki.trace import Memory, ProgramSpan, Trace
+from accelopt.nki.unsupported import as_nki_error
 
 _MODULE_COUNTER = itertools.count()
 # Found once at import (trusted code): at run time limiting BLAS threads only calls into the
@@ -49,6 +52,9 @@ class KernelRun:
     trace: Trace
     # True when the kernel returned one tensor (not a tuple/list): `simulate` returns it bare.
     single: bool = True
+    # True when the kernel returned nothing and its outputs are the arguments it stored into
+    # (`def k(a, out)`): writing those inputs is then its job, not a fault.
+    output_arguments: bool = False
 
 
 # --- module aliasing -------------------------------------------------------------------------
@@ -56,7 +62,7 @@ class KernelRun:
 
 def install_aliases() -> None:
     """Make ``neuronxcc.nki[.language|.isa|.typing]`` and ``nki[...]`` import the emulator."""
-    from accelopt.nki import compiler, facade, isa, language
+    from accelopt.nki import compiler, constants, facade, isa, language
     from accelopt.nki import typing as nki_typing
 
     neuronxcc = sys.modules.get("neuronxcc")
@@ -74,10 +80,12 @@ def install_aliases() -> None:
             "neuronxcc.nki.language": language,
             "neuronxcc.nki.isa": isa,
             "neuronxcc.nki.typing": nki_typing,
+            "neuronxcc.nki.language.constants": constants,
             "neuronxcc.nki.compiler": compiler,
             "nki.compiler": compiler,
             "nki": facade,
             "nki.language": language,
+            "nki.language.constants": constants,
             "nki.isa": isa,
             "nki.typing": nki_typing,
         }
@@ -87,12 +95,10 @@ def install_aliases() -> None:
 # --- loading kernel text ---------------------------------------------------------------------
 
 
-def load_kernel(text: str, name: str, path: str = "<kernel>") -> Callable[..., Any]:
-    """Execute kernel source as a fresh module and return its kernel function `name`.
-
-    SyntaxError propagates unchanged (callers report it as a syntax error); a missing or
-    non-callable `name` raises ValueError.
-    """
+def load_module(text: str, path: str, namespace: dict[str, Any] | None = None) -> types.ModuleType:
+    """Execute kernel-side source (a kernel file, or a helper module beside it) as a fresh
+    module. `namespace` holds names bound before it runs (what its imports of sibling modules
+    give it, bound by the caller instead of imported)."""
     install_aliases()
     code = compile(text, path, "exec")
     module_name = f"accelopt_kernel_{next(_MODULE_COUNTER)}"
@@ -100,9 +106,28 @@ def load_kernel(text: str, name: str, path: str = "<kernel>") -> Callable[..., A
     module.__file__ = path
     # Plain `range` loops in the kernel are recorded in the trace as sequential loops.
     module.__dict__["range"] = KernelRange
+    module.__dict__.update(namespace or {})
     linecache.cache[path] = (len(text), None, text.splitlines(keepends=True), path)
     sys.modules[module_name] = module
-    exec(code, module.__dict__)
+    try:
+        exec(code, module.__dict__)
+    except Exception as exc:  # e.g. an NKI decorator or constant at module level
+        converted = as_nki_error(exc, path)
+        if converted is None:
+            raise
+        raise converted from exc
+    return module
+
+
+def load_kernel(
+    text: str, name: str, path: str = "<kernel>", namespace: dict[str, Any] | None = None
+) -> Callable[..., Any]:
+    """Execute kernel source as a fresh module and return its kernel function `name`.
+
+    SyntaxError propagates unchanged (callers report it as a syntax error); a missing or
+    non-callable `name` raises ValueError.
+    """
+    module = load_module(text, path, namespace)
     if name not in module.__dict__:
         functions = sorted(
             k for k, v in module.__dict__.items() if inspect.isfunction(v) or isinstance(v, Kernel)
@@ -114,6 +139,13 @@ def load_kernel(text: str, name: str, path: str = "<kernel>") -> Callable[..., A
     if not inspect.isfunction(fn):
         raise ValueError(f"{name!r} in {path} is not a kernel function (it is a {type(fn).__name__})")
     return fn
+
+
+def kernel_api(fn: Callable[..., Any], path: str) -> apiversion.KernelApi:
+    """The NKI generation a kernel function is written in, from its module's source (kept in
+    linecache by `load_kernel`, read from disk for kernels imported as modules)."""
+    text = "".join(linecache.getlines(path)) or "".join(linecache.getlines(fn.__code__.co_filename))
+    return apiversion.detect(text)
 
 
 def unwrap(fn: Any) -> Any:
@@ -149,7 +181,9 @@ def _flatten(result: Any) -> tuple[list[Tensor], bool]:
         for item in result:
             out.extend(_flatten(item)[0])
         return out, False
-    raise TypeError(f"a kernel must return tensors, got {type(result).__name__}")
+    raise NkiError(
+        "err_unsupported_return", f"a kernel must return tensors (or nothing), got {type(result).__name__}"
+    )
 
 
 def run_kernel(
@@ -162,24 +196,28 @@ def run_kernel(
     grid: Any = None,
     target: str | None = None,
     fast_paths: bool = True,
+    record_calls: bool = False,
 ) -> KernelRun:
     """Run a kernel on numpy inputs. With ``numerics=False`` only shapes and regions are traced
     (outputs are NaN arrays of the right shape and dtype). ``fast_paths=False`` runs every
     statement through the semantic core (accelopt.nki.fast: the same trace, more slowly).
+    ``record_calls`` (numeric runs) also logs every API call into ``trace.calls`` so a trusted
+    process can re-run it (calllog.py).
 
     `grid` is an SPMD launch grid (``2``, ``(2, 2)``, ``(nl.nc(2), 2)``): every program instance
     runs, in launch order, on the same inputs and shared outputs (accelopt.nki.spmd). `target`
     (trn1, trn2, trn3) is the hardware the run is for; a kernel's own ``platform_target=`` wins."""
     fn = unwrap(fn)
     path = source_path or fn.__code__.co_filename
-    ctx = KernelContext(kernel_name or fn.__name__, path, numerics, fast_paths)
+    ctx = KernelContext(kernel_name or fn.__name__, path, numerics, fast_paths, kernel_api(fn, path))
     ctx.target = ctx.trace.target = kernel_target(_KERNEL_OPTIONS.get(fn, {}), target, path, fn)
     ctx.trace.compiler_flags = tuple(_KERNEL_OPTIONS.get(fn, {}).get("compiler_flags", ()))
     launch = Grid.of(grid) if grid is not None else None
+    log = CallLog() if record_calls and numerics else None
     params = list(inspect.signature(fn).parameters)
     line = fn.__code__.co_firstlineno
     # Tile-sized matmuls run fastest on one BLAS thread (threads thrash on 128x512 tiles).
-    blas = _BLAS_THREADS.limit(limits=1, user_api="blas") if numerics else contextlib.nullcontext()
+    blas = blas_single_thread() if numerics else contextlib.nullcontext()
     # Trace-only runs allocate a few small objects per instruction and keep the trace growing;
     # the cyclic collector's passes over them cost as much as the emulation itself. They create
     # no reference cycles (see Tensor._full_view), so reference counting frees their garbage.
@@ -191,33 +229,55 @@ def run_kernel(
             else x
             for i, x in enumerate(inputs)
         ]
-        if launch is None:
-            result = fn(*args)
-        else:
-            result = _run_grid(ctx, fn, args, launch)
+        if log is not None:
+            log.inputs([(i, a) for i, a in enumerate(args) if isinstance(a, Tensor)])
+            ctx._call_log = log
+        try:
+            result = fn(*args) if launch is None else _run_grid(ctx, fn, args, launch)
+        except Exception as exc:
+            converted = as_nki_error(exc, path)
+            if converted is None:
+                raise
+            raise converted from exc
+        finally:
+            ctx._call_log = None
         returned, single = _flatten(result)
+        output_arguments = not returned
         if not returned:
             # kernels that write into their (output) arguments and return nothing
             returned = [a for a in args if isinstance(a, Tensor) and a._written and _was_stored(ctx, a)]
             single = len(returned) == 1
-        for tensor in returned:
-            info = ctx.info(tensor._tid)
-            if info is not None:
-                info.is_output = True
-            if (
-                tensor.memory is Memory.HBM
-                and not (tensor if tensor._root is None else tensor._root)._written
-            ):
-                raise NkiError(
-                    "err_tensor_output_not_written_to",
-                    f"output tensor '{info.name if info else tensor._tid}' is returned but never written "
-                    "(store into it with nl.store)",
-                    path,
-                    info.line if info else line,
-                )
-        # inside the paused collector: finishing builds a TensorInfo per kept tile
-        trace = ctx.finish()
-    outputs = [_output_array(t, numerics) for t in returned]
+        if log is not None:
+            log.returned(returned, single)
+            ctx.trace.calls = log.entries
+            ctx.trace.calls_failure = log.failure
+        run = finish_run(ctx, returned, single, line)
+        run.output_arguments = output_arguments
+        return run
+
+
+def blas_single_thread() -> Any:
+    """A context in which BLAS uses one thread (what numeric runs of tile-sized work want)."""
+    return _BLAS_THREADS.limit(limits=1, user_api="blas")
+
+
+def finish_run(ctx: KernelContext, returned: list[Tensor], single: bool, line: int) -> KernelRun:
+    """Mark the returned tensors as outputs, check each was written, finish the trace and read
+    the outputs (inside the run's context: finishing builds a TensorInfo per kept tile)."""
+    for tensor in returned:
+        info = ctx.info(tensor._tid)
+        if info is not None:
+            info.is_output = True
+        if tensor.memory is Memory.HBM and not (tensor if tensor._root is None else tensor._root)._written:
+            raise NkiError(
+                "err_tensor_output_not_written_to",
+                f"output tensor '{info.name if info else tensor._tid}' is returned but never written "
+                "(store into it with nl.store)",
+                ctx.kernel_path,
+                info.line if info else line,
+            )
+    trace = ctx.finish()
+    outputs = [_output_array(t, ctx.numerics) for t in returned]
     return KernelRun(outputs=outputs, trace=trace, single=single)
 
 
@@ -243,6 +303,8 @@ def _run_grid(ctx: KernelContext, fn: Callable[..., Any], args: list[Any], launc
         ctx.program_index = index
         ctx.shared_cursor = 0
         ctx.loop_reduce_state = {}  # keyed by loop frames, which every instance repeats
+        if ctx._call_log is not None:
+            ctx._call_log.program(index, ids, core, launch.sizes)
         first = len(ctx.trace.records)
         returned = fn(*args)
         if index == 0:

@@ -87,6 +87,25 @@ def _instr() -> Any:
     return sys.modules["accelopt.nki.instructions"]
 
 
+def _views() -> Any:
+    from accelopt.nki import views  # imports this module
+
+    return views
+
+
+# NkiTensor's documented methods and attributes the emulator does not implement (NKI 0.7
+# reference, class NkiTensor): refused as not supported yet rather than unknown
+_NKI_TENSOR_METHODS = frozenset(
+    {
+        "broadcast",
+        "indirect",
+        "rearrange",
+        "reinterpret_cast",
+        "vector_select",
+    }
+)
+
+
 class TileOps:
     """Python operators and numpy protocols on tensors and views dispatch to ``nl.*``."""
 
@@ -187,12 +206,75 @@ class TileOps:
     def astype(self, dtype: Any) -> Tensor:
         return _lang().copy(self, dtype=dtype)
 
+    # NkiTensor views of the nki.* language (views.py)
+    def slice(self, dim: int, start: int, end: int, step: int = 1) -> View:
+        return _views().slice_view(self, dim, start, end, step)
+
+    def select(self, dim: int, index: Any) -> View:
+        return _views().select_view(self, dim, index)
+
+    def permute(self, dims: Any) -> View:
+        return _views().permute_view(self, dims)
+
+    def expand_dim(self, dim: int) -> View:
+        return _views().expand_dim_view(self, dim)
+
+    def squeeze_dim(self, dim: int) -> View:
+        return _views().squeeze_dim_view(self, dim)
+
+    def view(self, dtype: Any) -> Tensor:
+        return _views().dtype_view(self, dtype)
+
+    def ap(self, pattern: Any, offset: Any = None, **kwargs: Any) -> View:
+        return _views().ap_view(self, pattern, offset, **kwargs)
+
+    @property
+    def size(self) -> int:
+        return _prod(self.shape)
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        return _views().view_strides(self)
+
+    @property
+    def offset(self) -> int:
+        return _views().view_offset(self)
+
+    def get_pattern(self) -> list[list[int]]:
+        return _views().view_pattern(self)
+
+    def is_contiguous(self) -> bool:
+        return _views().view_is_contiguous(self)
+
+    def is_indirect(self) -> bool:
+        return _views().view_is_indirect(self)
+
+    def reshape_dim(self, dim: int, shape: Any) -> View:
+        return _views().reshape_dim_view(self, dim, shape)
+
+    def flatten_dims(self, start_dim: int, end_dim: int) -> Any:
+        return _views().flatten_dims_view(self, start_dim, end_dim)
+
+    def __getattr__(self, name: str) -> Any:
+        # only for names the class does not define: NkiTensor methods the emulator lacks are
+        # refused NKI-style, anything else is an attribute error at the kernel line
+        if name.startswith("_"):
+            raise AttributeError(name)
+        from accelopt.nki.unsupported import NkiAttributeError, refuse
+
+        if name in _NKI_TENSOR_METHODS:
+            refuse(f"NkiTensor.{name}")
+        ctx = current()
+        raise NkiAttributeError(
+            "err_unknown_api", f"a tensor has no attribute '{name}'", ctx.kernel_path, ctx.line()
+        )
+
     @property
     def ndim(self) -> int:
-        return len(self.shape)  # type: ignore[attr-defined]
+        return len(self.shape)
 
     def __len__(self) -> int:
-        return self.shape[0]  # type: ignore[attr-defined]
+        return self.shape[0]
 
 
 class Tensor(TileOps):
@@ -318,7 +400,9 @@ class Tensor(TileOps):
                     return
         _instr().assign(view, value)
 
-    def reshape(self, *shape: Any) -> Tensor:
+    def reshape(self, *shape: Any, **kwargs: Any) -> Tensor:
+        if "shape" in kwargs:  # t.reshape(shape=(...))
+            shape = (kwargs.pop("shape"),)
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         return _lang().reshape(self, shape)
@@ -586,6 +670,13 @@ class View(TileOps):
         else:
             data[idx] = values.astype(dtype, copy=False) if values.dtype != dtype else values
 
+    def reshape(self, *shape: Any, **kwargs: Any) -> Any:
+        if "shape" in kwargs:
+            shape = (kwargs.pop("shape"),)
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return _views().reshape_view(self, shape)
+
     # --- indexing a view again (basic views only) --------------------------------------------
 
     def __getitem__(self, key: Any) -> View:
@@ -671,6 +762,9 @@ def make_view(tensor: Tensor, shape: tuple[int, ...], key: Any, base: View | Non
             basic = True
         elif cls is int or cls is LoopVar:
             continue
+        elif isinstance(k, TileOps) and k is key[0] and base is None and tensor.memory is Memory.HBM:
+            # legacy indirect DMA: `tensor[index_tile, ...]` gathers/scatters the rows it lists
+            return _views().tile_indexed_view(tensor, key)
         elif isinstance(k, (TileOps, Predicate, list, np.ndarray)):
             raise _error(
                 "err_unsupported_indexing",
@@ -1004,6 +1098,11 @@ def _compose(base: View, offsets, terms, arrays, vshape) -> View:
 
 def new_data(shape: tuple[int, ...], dtype: np.dtype, fill: Any = None) -> np.ndarray:
     """Backing storage for a new tensor; uninitialised memory reads as NaN."""
+    ctx = _context._ACTIVE
+    if ctx is not None and ctx._alloc_budget is not None:  # a re-run of an untrusted log
+        ctx._alloc_budget -= _prod(shape) * dtype.itemsize
+        if ctx._alloc_budget < 0:
+            raise MemoryError("the call log allocates more tensor memory than a re-run may use")
     data = np.empty(shape, dtype=dtype)
     data.fill(nan_fill(dtype) if fill is None else fill)
     return data

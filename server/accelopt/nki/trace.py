@@ -162,6 +162,10 @@ class Trace:
     # partition, byte address)); and the compiler decorators the kernel carries
     placements: list[list[Any]] = field(default_factory=list)
     compiler_flags: tuple[str, ...] = ()
+    # A numeric run to be verified: every API call the kernel made, as plain data a trusted
+    # process re-runs (calllog.py, rerun.py); or why the run could not be logged.
+    calls: list[Any] | None = None
+    calls_failure: str | None = None
 
     # --- serialization (JSON-compatible, validated on the way in) -------------------------
 
@@ -195,6 +199,8 @@ class Trace:
             "target": self.target,
             "placements": self.placements,
             "compiler_flags": list(self.compiler_flags),
+            "calls": self.calls,
+            "calls_failure": self.calls_failure,
         }
 
     def to_json(self) -> str:
@@ -244,6 +250,12 @@ class Trace:
                 ]
             )
         trace.compiler_flags = tuple(str(f) for f in data.get("compiler_flags", ()))
+        calls = data.get("calls")
+        if calls is not None and not isinstance(calls, list):
+            raise ValueError("trace 'calls' must be a list")
+        trace.calls = calls
+        failure = data.get("calls_failure")
+        trace.calls_failure = None if failure is None else str(failure)[:2000]
         return trace
 
     @classmethod

@@ -1,5 +1,6 @@
-"""``neuronxcc.nki.typing`` (``nt``): annotations kernels use for their parameters. They carry no
-behaviour in the emulator; ``nt.tensor[[128, 512], nl.float32]`` just has to evaluate."""
+"""``neuronxcc.nki.typing`` (``nt``) and the nki.* annotations ``nki.tensor`` / ``nki.dtype``:
+annotations kernels use for their parameters. They carry no behaviour in the emulator;
+``nt.tensor[[128, 512], nl.float32]`` and ``x: nki.tensor`` just have to evaluate."""
 
 from __future__ import annotations
 
@@ -26,3 +27,4 @@ class _Annotation:
 tensor = _Annotation("tensor")
 mutable_tensor = _Annotation("mutable_tensor")
 scalar = _Annotation("scalar")
+dtype = _Annotation("dtype")

@@ -20,11 +20,12 @@ def dtype_name(array: np.ndarray) -> str:
 
 
 def to_transport(array: np.ndarray) -> np.ndarray:
-    """The array as a plain numpy array that `.npy` can store without pickling."""
+    """The array as a plain numpy array that `.npy` can store without pickling. A 0-d array (a
+    scalar input such as an epsilon) stays 0-d: `np.ascontiguousarray` would make it shape (1,)."""
     if array.dtype.kind in _STANDARD_KINDS:
-        return np.ascontiguousarray(array)
+        return np.asarray(array, order="C")
     if hasattr(ml_dtypes, array.dtype.name):
-        return np.ascontiguousarray(array.astype(np.float32))
+        return np.asarray(array.astype(np.float32), order="C")
     raise TypeError(f"arrays of dtype {array.dtype} cannot be exchanged with the sandbox")
 
 
@@ -49,5 +50,5 @@ def fingerprint(array: np.ndarray) -> str:
     """Content hash (dtype, shape and bytes) used to check that a kernel left its inputs alone."""
     digest = hashlib.sha256()
     digest.update(f"{array.dtype}|{array.shape}|".encode())
-    digest.update(np.ascontiguousarray(array).tobytes())
+    digest.update(np.asarray(array, order="C").tobytes())
     return digest.hexdigest()

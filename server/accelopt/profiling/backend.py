@@ -14,11 +14,29 @@ if TYPE_CHECKING:
 
 
 class EvaluationOptions(BaseModel):
-    hardware: Literal["trn1", "trn2", "trn3"] = "trn1"
+    hardware: Literal["trn1", "trn2", "trn3"] | None = Field(
+        None,
+        description="target; None: the kernel's own (legacy neuronxcc.nki kernels trn1, nki.* kernels "
+        "trn2: accelopt.nki.apiversion)",
+    )
     seeds: int = Field(5, ge=1, description="random inputs checked for correctness")
     timeout_s: float = Field(120.0, gt=0, description="wall-clock limit for one evaluation")
     check_correctness: bool = Field(True, description="False: profile only (trace-only emulation)")
     tolerance: float | None = Field(None, description="relative L2 tolerance; None = the task's")
+
+
+def resolved_hardware(options: EvaluationOptions, kernel: KernelSource) -> Literal["trn1", "trn2", "trn3"]:
+    """The target a figure for `kernel` is produced on: the one asked for, else the kernel's."""
+    from accelopt.nki.apiversion import default_hardware
+
+    return options.hardware or default_hardware(kernel.text)
+
+
+def assumed(options: EvaluationOptions, kernel: KernelSource) -> str:
+    """Which NKI rules and target an evaluation of `kernel` assumes, in words."""
+    from accelopt.nki.apiversion import detect
+
+    return f"{detect(kernel.text).label} on {resolved_hardware(options, kernel)}"
 
 
 class Backend(Protocol):

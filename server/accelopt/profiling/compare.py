@@ -24,10 +24,47 @@ class Comparison:
     output: int | None = None
 
 
+# Elements per step of the chunked comparison: full-size outputs (1 GiB of fp32) are compared
+# without a float64 copy of the whole array (which would be 2 GiB per side).
+_CHUNK = 1 << 22
+
+
+@dataclass(frozen=True)
+class _Sums:
+    """One pass over an output pair: what the comparison needs, accumulated chunk by chunk."""
+
+    nonfinite: int
+    nan: int
+    reference_nonfinite: int
+    diff_squares: float
+    reference_squares: float
+
+    @property
+    def error(self) -> float:
+        return float(np.sqrt(self.diff_squares) / max(float(np.sqrt(self.reference_squares)), _TINY))
+
+
+def _sums(kernel: np.ndarray, reference: np.ndarray) -> _Sums:
+    k_flat = np.asarray(kernel).reshape(-1)
+    r_flat = np.asarray(reference).reshape(-1)
+    nonfinite = nan = reference_nonfinite = 0
+    diff_squares = reference_squares = 0.0
+    for start in range(0, max(k_flat.size, 1), _CHUNK):
+        k = np.asarray(k_flat[start : start + _CHUNK], dtype=np.float64)
+        r = np.asarray(r_flat[start : start + _CHUNK], dtype=np.float64)
+        finite = np.isfinite(k)
+        if not finite.all():
+            nonfinite += int(np.count_nonzero(~finite))
+            nan += int(np.count_nonzero(np.isnan(k)))
+        reference_nonfinite += int(np.count_nonzero(~np.isfinite(r)))
+        diff = k - r
+        diff_squares += float(np.dot(diff, diff))
+        reference_squares += float(np.dot(r, r))
+    return _Sums(nonfinite, nan, reference_nonfinite, diff_squares, reference_squares)
+
+
 def relative_l2(kernel: np.ndarray, reference: np.ndarray) -> float:
-    k = np.asarray(kernel, dtype=np.float64)
-    r = np.asarray(reference, dtype=np.float64)
-    return float(np.linalg.norm((k - r).ravel()) / max(float(np.linalg.norm(r.ravel())), _TINY))
+    return _sums(kernel, reference).error
 
 
 def _precision(dtype: np.dtype) -> float | None:
@@ -64,14 +101,13 @@ def compare_outputs(
             return Comparison(
                 False, None, f"output {i} has dtype {k.dtype}, less precise than the reference's {r.dtype}", i
             )
-        k64 = np.asarray(k, dtype=np.float64)
-        bad = int(np.count_nonzero(~np.isfinite(k64)))
-        if bad:
-            nan = int(np.count_nonzero(np.isnan(k64)))
-            what = "NaN (unwritten or invalid)" if nan == bad else "NaN or infinite"
-            return Comparison(False, None, f"output {i} has {bad} of {k64.size} values {what}{on_seed}", i)
-        error = relative_l2(k64, r)
-        if not np.isfinite(error):
+        sums = _sums(k, r)
+        if sums.nonfinite:
+            bad = sums.nonfinite
+            what = "NaN (unwritten or invalid)" if sums.nan == bad else "NaN or infinite"
+            return Comparison(False, None, f"output {i} has {bad} of {k.size} values {what}{on_seed}", i)
+        error = sums.error
+        if sums.reference_nonfinite or not np.isfinite(error):
             return Comparison(False, None, f"output {i}: the reference itself is not finite{on_seed}", i)
         worst = max(worst, error)
         if error > tolerance:

@@ -16,7 +16,7 @@ EvalStatus = Literal[
     "runtime_error",
     "incorrect",
     "timeout",
-    "rejected",  # sandbox policy
+    "rejected",  # sandbox policy, a trace that fails verification, or an implausible profile
 ]
 
 
@@ -43,8 +43,21 @@ class Evaluation(BaseModel):
     line: int | None = Field(None, description="1-based line in the kernel's own source")
     max_error: float | None = Field(None, description="worst relative L2 error over outputs and seeds")
     seeds: list[int] = Field(default_factory=list)
+    notes: list[str] = Field(
+        default_factory=list,
+        description="what the user should know that is not a failure: host code left out of the "
+        "sandboxed run, warnings the reference raised, a size the task could not apply",
+    )
     profile: Profile | None = None
+    verified: bool = Field(
+        False,
+        description="the profile is of a trace a trusted re-run reproduced on inputs the kernel never "
+        "saw (False: a profile-only run, whose trace comes from the sandbox unverified)",
+    )
     wall_time_s: float = 0.0
+    assumed: str | None = Field(
+        None, description="the NKI rules and target the evaluation assumed, e.g. 'NKI 0.7 (nki.*) on trn2'"
+    )
 
     @property
     def ok(self) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import io
+import os
 import re
 import tokenize
 from typing import Literal
@@ -120,6 +121,37 @@ def find_directive(text: str, kernel_name: str) -> Directive | None:
             )
         best = Directive(kind=kind, argument=match["rest"], line=line)
     return best
+
+
+def point_reference_directive(text: str, kernel_name: str, reference_path: str, folder: os.PathLike | str) -> str:
+    """`text` with the kernel's `# accelopt: reference` directive naming `reference_path` as
+    seen from `folder` (where the text is about to be written, e.g. `best.py` in an output
+    folder): a directive is resolved against the kernel file's own folder, so a copy elsewhere
+    would otherwise name a file that is not there. Without a directive, one is added above the
+    kernel (its task came from `--reference`). An `inputs` directive is left alone."""
+    try:
+        target = os.path.relpath(os.path.abspath(reference_path), os.path.abspath(folder))
+    except ValueError:  # another drive (Windows): only an absolute path resolves
+        target = os.path.abspath(reference_path)
+    target = target.replace(os.sep, "/")
+    lines = text.splitlines(keepends=True)
+    try:
+        directive = find_directive(text, kernel_name)
+    except DirectiveError:
+        directive = None
+    if directive is not None and directive.kind == "inputs":
+        return text
+    if directive is not None:
+        old = lines[directive.line - 1]
+        indent = old[: len(old) - len(old.lstrip())]
+        ending = "\n" if old.endswith("\n") else ""
+        lines[directive.line - 1] = f"{indent}# accelopt: reference {target}{ending}"
+        return "".join(lines)
+    first = kernel_def_line(text, kernel_name)
+    if first is None:
+        return text
+    lines.insert(first - 1, f"# accelopt: reference {target}\n")
+    return "".join(lines)
 
 
 _GRID = re.compile(r"^(?:\s*(?:\d+|nc\(\s*\d+\s*\)|spmd_dim\([^()]*(?:\([^()]*\)[^()]*)*\))\s*,?)+$")

@@ -46,7 +46,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from accelopt.hardware.work import Work
-from accelopt.profiling.backend import EvaluationOptions
+from accelopt.profiling.backend import EvaluationOptions, resolved_hardware
 from accelopt.profiling.evaluation import EvalStatus, Evaluation, KernelSource
 from accelopt.profiling.policy import check_source
 from accelopt.profiling.profile import (
@@ -223,7 +223,9 @@ class NeuronBackend:
         )
         if result.status == "ok":
             try:
-                evaluation.profile = profile_from_summary(result, task, options.hardware, kernel.text)
+                evaluation.profile = profile_from_summary(
+                    result, task, resolved_hardware(options, kernel), kernel.text
+                )
             except (KeyError, ValueError, ValidationError) as exc:
                 evaluation.status = "runtime_error"
                 evaluation.message = f"the Neuron Explorer summary could not be read: {exc}"

@@ -14,6 +14,19 @@ from accelopt.hardware.specs import hardware_label
 from accelopt.hardware.work import Work
 
 Bound = Literal["hbm", "tensor", "vector", "latency"]
+# What limited a run, in the words a person uses (`Bound` is an internal token). The hover, the
+# code lens and the MCP tools all say it this way.
+BOUND_WORDS: dict[str, str] = {
+    "hbm": "HBM-bandwidth bound",
+    "tensor": "Tensor Engine bound",
+    "vector": "Vector/Scalar bound",
+    "latency": "latency bound",
+}
+
+
+def bound_in_words(bound: str) -> str:
+    return BOUND_WORDS.get(bound, f"{bound} bound")
+
 BackendName = Literal["simulator", "neuron"]
 
 # The summary-json metrics a Profile carries under neuron-profile's own names: byte and flop
@@ -55,6 +68,8 @@ class Profile(BaseModel):
     backend: BackendName
     hardware: str
     latency_ms: float
+    # the NKI rules the kernel was read with (accelopt.nki.apiversion), e.g. "NKI 0.7 (nki.*)"
+    nki_api: str | None = None
 
     hbm_read_bytes: int = 0
     hbm_write_bytes: int = 0
@@ -68,13 +83,23 @@ class Profile(BaseModel):
     transpose_flops: int = 0
     mm_arithmetic_intensity: float = 0.0
     peak_flops_bandwidth_ratio: float = 0.0
-    hfu_estimated_percent: float = 0.0
+    hfu_estimated_percent: float = Field(0.0, description="hardware FLOPs utilisation, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %")
 
-    tensor_engine_active_time_percent: float = Field(0.0, ge=0.0, le=1.0)
-    vector_engine_active_time_percent: float = Field(0.0, ge=0.0, le=1.0)
-    scalar_engine_active_time_percent: float = Field(0.0, ge=0.0, le=1.0)
-    gpsimd_engine_active_time_percent: float = Field(0.0, ge=0.0, le=1.0)
-    dma_active_time_percent: float = Field(0.0, ge=0.0, le=1.0)
+    tensor_engine_active_time_percent: float = Field(
+        0.0, ge=0.0, le=1.0, description="share of the kernel's time the tensor engine is busy, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %"
+    )
+    vector_engine_active_time_percent: float = Field(
+        0.0, ge=0.0, le=1.0, description="share of the kernel's time the vector engine is busy, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %"
+    )
+    scalar_engine_active_time_percent: float = Field(
+        0.0, ge=0.0, le=1.0, description="share of the kernel's time the scalar engine is busy, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %"
+    )
+    gpsimd_engine_active_time_percent: float = Field(
+        0.0, ge=0.0, le=1.0, description="share of the kernel's time the gpsimd engine is busy, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %"
+    )
+    dma_active_time_percent: float = Field(
+        0.0, ge=0.0, le=1.0, description="share of the kernel's time a DMA queue is busy, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %"
+    )
 
     instruction_count: int = 0
     dma_transfer_count: int = 0
@@ -85,7 +110,7 @@ class Profile(BaseModel):
     # Roofline view
     work: Work = Field(default_factory=Work)
     peak_latency_ms: float = 0.0
-    percent_of_peak: float = Field(0.0, ge=0.0, description="peak_latency / latency, a fraction")
+    percent_of_peak: float = Field(0.0, ge=0.0, description="peak_latency / latency, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %")
     bound: Bound = "latency"
     # The dominant term of the roofline itself (vector, tensor or hbm), whatever the run did;
     # `bound` says what actually limited the run. None when unknown (older profiles).

@@ -127,10 +127,12 @@ class Sandbox:
         bundle: dict[str, np.ndarray] | None = None,
         *,
         timeout_s: float | None = None,
+        memory_bytes: int | None = None,
     ) -> JobFiles:
         """Write `job.json`, the input arrays (`in/<name>.npy`) and an optional bundle of arrays
         (`in/outputs.npz`, already in transport form) into a fresh directory. With `timeout_s`,
-        the CPU-time limit is lowered to match it."""
+        the CPU-time limit is lowered to match it; `memory_bytes` replaces the address-space
+        limit for this job (sized from the task, `worker_memory`)."""
         root = Path(tempfile.mkdtemp(prefix="accelopt-job-", dir=self.work_root))
         (root / "in").mkdir()
         (root / "out").mkdir()
@@ -146,6 +148,8 @@ class Sandbox:
         if timeout_s is not None:
             cpu = min(limits.cpu_seconds, math.ceil(timeout_s) + 1)
             limits = limits.model_copy(update={"cpu_seconds": cpu})
+        if memory_bytes is not None:
+            limits = limits.model_copy(update={"memory_bytes": memory_bytes})
         job = job.model_copy(
             update={
                 "limits": limits,

@@ -33,6 +33,7 @@ from accelopt.profiling.inputs import (
     parse_input_specs,
     suggest_inputs_directive,
 )
+from accelopt.profiling.worker_protocol import SizeArgument
 
 TaskKind = Literal["reference", "baseline"]
 Size = Literal["full", "small"]
@@ -70,6 +71,10 @@ class Task(BaseModel):
     reference_path: str | None = Field(None, description="where the reference module came from (messages)")
     reference_text: str | None = Field(
         None, description="the reference module's source, run only in the sandbox"
+    )
+    size_argument: SizeArgument = Field(
+        "positional",
+        description="how the reference's get_inputs takes the size ('none': its shapes are fixed)",
     )
     inputs: list[InputSpec] = Field(default_factory=list, description="baseline kind: the declared inputs")
     baseline: KernelSource | None = Field(
@@ -154,7 +159,7 @@ def reference_task(
         raise TaskError(f"reference module not found: {path}", cite_path, cite_line) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise TaskError(f"cannot read reference module {path}: {exc}", cite_path, cite_line) from None
-    declared_tolerance = _check_reference(text, path)
+    declared_tolerance, size_argument = _check_reference(text, path)
     return Task(
         name=Path(path).stem.removesuffix("_ref"),
         kind="reference",
@@ -163,11 +168,13 @@ def reference_task(
         tolerance=tolerance or declared_tolerance or DEFAULT_TOLERANCE,
         reference_path=path,
         reference_text=text,
+        size_argument=size_argument,
     )
 
 
-def _check_reference(text: str, path: str) -> float | None:
-    """Static checks on a reference module; returns its `TOLERANCE = <number>` if it sets one."""
+def _check_reference(text: str, path: str) -> tuple[float | None, SizeArgument]:
+    """Static checks on a reference module; returns its `TOLERANCE = <number>` if it sets one
+    and how its `get_inputs` takes the size."""
     try:
         tree = ast.parse(text, filename=path)
     except SyntaxError as exc:
@@ -194,7 +201,27 @@ def _check_reference(text: str, path: str) -> float | None:
             if not isinstance(value, (int, float)) or value <= 0:
                 raise TaskError("TOLERANCE must be a positive number", path, node.lineno)
             tolerance = float(value)
-    return tolerance
+    get_inputs = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_inputs")
+    return tolerance, _size_argument(get_inputs, path)
+
+
+def _size_argument(get_inputs: ast.FunctionDef, path: str) -> SizeArgument:
+    """`get_inputs(size=...)` when it has a `size` parameter, `get_inputs(size)` when it takes
+    one positional parameter, `get_inputs()` when it takes none (the published NKIBench form)."""
+    args = get_inputs.args
+    positional = [*args.posonlyargs, *args.args]
+    if any(a.arg == "size" for a in [*args.args, *args.kwonlyargs]):
+        return "keyword"
+    required = len(positional) - len(args.defaults)
+    if required > 1 or any(d is None for d in args.kw_defaults):
+        raise TaskError(
+            "get_inputs must take no argument or only the size (e.g. `def get_inputs(size=\"full\")`)",
+            path,
+            get_inputs.lineno,
+        )
+    if positional or args.vararg:
+        return "positional"
+    return "none"
 
 
 @functools.lru_cache(maxsize=64)
@@ -254,3 +281,54 @@ def transform_is_identity(reference_text: str) -> bool:
         )
 
     return passes_through(returned.elts[0], params[0]) and passes_through(returned.elts[1], params[1])
+
+
+# A hidden size costs one more numeric run of the candidate; past this many times the task's own
+# size (the product of the shape's dimensions) it is not checked (NKIBench's "full" sizes).
+HIDDEN_SIZE_MAX_RATIO = 16
+
+
+def offered_sizes(reference_text: str) -> dict[str, int]:
+    """The sizes a reference module offers in a literal ``SHAPES = {name: shape}`` (a dict of
+    dimensions or a tuple of them), each with the product of its dimensions. Read statically."""
+    try:
+        tree = ast.parse(reference_text)
+    except SyntaxError:
+        return {}
+    for node in tree.body:
+        if not (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "SHAPES" for t in node.targets)
+        ):
+            continue
+        try:
+            shapes = ast.literal_eval(node.value)
+        except ValueError:
+            return {}
+        if not isinstance(shapes, dict):
+            return {}
+        sizes: dict[str, int] = {}
+        for name, shape in shapes.items():
+            dims = list(shape.values()) if isinstance(shape, dict) else shape
+            if isinstance(dims, int):
+                dims = [dims]
+            if not isinstance(name, str) or not isinstance(dims, (list, tuple)):
+                continue
+            if all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
+                product = 1
+                for d in dims:
+                    product *= d
+                sizes[name] = product
+        return sizes
+    return {}
+
+
+def hidden_sizes(reference_text: str, size: Size) -> list[Size]:
+    """The other sizes of the module a candidate evaluated at `size` is also checked at (one
+    drawn secretly per evaluation): those no more than HIDDEN_SIZE_MAX_RATIO times larger."""
+    offered = offered_sizes(reference_text)
+    own = offered.get(size)
+    if own is None:
+        return []
+    names: tuple[Size, ...] = ("full", "small")
+    return [n for n in names if n != size and n in offered and offered[n] <= own * HIDDEN_SIZE_MAX_RATIO]

@@ -16,6 +16,7 @@ the job it reads was written by the trusted parent (`worker_protocol.WorkerJob`)
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import resource
@@ -23,6 +24,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 _MAX_MESSAGE = 1500
@@ -38,12 +40,28 @@ def main(job_dir: str) -> int:
     sys.dont_write_bytecode = True
 
     import io
+    import linecache
+    import warnings
+    import zipfile
 
     import numpy as np
+    import numpy.lib.format
 
     from accelopt.profiling import arrays, guard
 
     np.savez(io.BytesIO(), warmup=np.zeros(1))  # load zipfile & co. while imports are trusted
+    # Warnings the untrusted code raises (numpy's "overflow encountered in exp") are recorded,
+    # not shown: showing one reads the warned-about source line, and the guard refuses that read.
+    # The module's text is in the line cache anyway, so a message can still quote it.
+    linecache.cache[job["source_path"]] = (
+        len(job["source"]),
+        None,
+        job["source"].splitlines(keepends=True),
+        job["source_path"],
+    )
+    caught_warnings = warnings.catch_warnings(record=True)
+    warned = caught_warnings.__enter__()
+    warnings.simplefilter("default")
     runtime = None
     if job["mode"] == "kernel":
         from accelopt.nki import runtime as _runtime
@@ -58,16 +76,22 @@ def main(job_dir: str) -> int:
     out_dir = os.path.join(job_dir, "out")
     status_file = open(os.path.join(out_dir, "status.json"), "w", encoding="utf-8")
     arrays_file = open(os.path.join(out_dir, "arrays.npz"), "wb")
+    # Arrays are written into the archive as each run produces them and then let go, so a
+    # worker holds one seed's data at a time (full-size tasks have 1 GiB outputs per seed).
+    archive = zipfile.ZipFile(arrays_file, "w", allowZip64=True)
     trace_file = open(os.path.join(out_dir, "trace.json"), "w", encoding="utf-8")
 
-    runs_inputs = [
-        [
+    def run_inputs(run: list[dict[str, Any]]) -> list[Any]:
+        # Read when its run starts (not all seeds up front); trusted code reading `in/`.
+        return [
             arrays.from_transport(
                 np.load(os.path.join(job_dir, ref["name"]), allow_pickle=False), ref["dtype"]
             )
             for ref in run
         ]
-        for run in job.get("inputs", [])
+
+    runs_inputs: list[Callable[[], list[Any]]] = [
+        functools.partial(run_inputs, run) for run in job.get("inputs", [])
     ]
     npz = _load_npz(os.path.join(job_dir, "in", "outputs.npz")) if job["mode"] == "transform" else None
 
@@ -84,14 +108,14 @@ def main(job_dir: str) -> int:
     if job.get("python_guard", True):
         guard.install(
             policy=job["policy"],
-            user_files=[source_path],
+            user_files=[source_path, *(m["path"] for m in job.get("modules", []))],
             trusted_roots=job["trusted_roots"],
             read_roots=job["read_roots"],
         )
 
     result: dict[str, Any] = {"failure": None, "runs": [], "work": None, "has_trace": False}
     result["probe"] = probe
-    saved: dict[str, Any] = {}
+    saved = _Archive(archive, np, job.get("max_run_bytes"))
     trace = None
     started = time.perf_counter()
     try:
@@ -103,8 +127,15 @@ def main(job_dir: str) -> int:
             _run_transform(job, npz, result, saved, np, arrays)
     except BaseException as exc:  # everything the untrusted code does is a result, not a crash
         result["failure"] = _describe_failure(exc, source_path)
+        if job["mode"] == "kernel":
+            result["failure"]["run"] = len(result["runs"])  # the input set it failed on
+        sibling = _innermost_sibling(exc, source_path, [m["path"] for m in job.get("modules", [])])
+        if sibling is not None and result["failure"]["kind"] == "runtime_error":
+            # The kernel's line is where it called the helper; say where the helper failed.
+            result["failure"]["message"] = _clip(f"{result['failure']['message']} (at {sibling})")
     result["seconds"] = time.perf_counter() - started
     guard.check_unpatched(namespaces, watched)
+    result["warnings"] = _describe_warnings(warned, source_path)
 
     recorded = guard.violation()
     if recorded is not None:  # wins even when the untrusted code swallowed the exception
@@ -118,7 +149,7 @@ def main(job_dir: str) -> int:
         if trace is not None and job.get("return_trace", True):
             trace_file.write(trace.to_json())
             result["has_trace"] = True
-        np.savez(arrays_file, **saved)
+    archive.close()
     trace_file.close()
     arrays_file.close()
     json.dump(result, status_file)
@@ -216,9 +247,36 @@ def _as_list(value: Any) -> tuple[list[Any], str]:
     return [value], "single"
 
 
-def _save_group(
-    saved: dict[str, Any], prefix: str, values: list[Any], np: Any, arrays: Any
-) -> list[dict[str, Any]]:
+class _Archive:
+    """Where a worker's result arrays go: straight into `out/arrays.npz` (a zip of `.npy`
+    members, what `np.savez` writes), one array at a time."""
+
+    def __init__(self, archive: Any, np: Any, budget: int | None) -> None:
+        self.archive = archive
+        self.np = np
+        self.budget = budget
+        self.written = 0
+
+    def __setitem__(self, key: str, array: Any) -> None:
+        with self.archive.open(f"{key}.npy", "w", force_zip64=True) as member:
+            self.np.lib.format.write_array(member, array, allow_pickle=False)
+        self.written += int(array.nbytes)
+
+    def full(self) -> bool:
+        """Whether the job's byte budget is spent: the worker stops after the current run and
+        the parent asks a new worker for the remaining seeds (bounded memory on both sides)."""
+        return self.budget is not None and self.written >= self.budget
+
+
+def _kernel_argument(value: Any) -> Any:
+    """A 0-d input is a scalar argument (an epsilon, a count): the kernel gets it back as the
+    Python number it was in the task (a float64/int64/bool 0-d array) or as a numpy scalar."""
+    if getattr(value, "ndim", None) != 0:
+        return value
+    return value.item() if value.dtype.name in ("float64", "int64", "bool") else value[()]
+
+
+def _save_group(saved: _Archive, prefix: str, values: list[Any], np: Any, arrays: Any) -> list[dict[str, Any]]:
     refs = []
     for j, value in enumerate(values):
         array = value if type(value) is np.ndarray else np.asarray(value)
@@ -230,6 +288,14 @@ def _save_group(
     return refs
 
 
+def _bound(bindings: list[dict[str, Any]], modules: dict[str, Any]) -> dict[str, Any]:
+    """The names a module's sibling imports would have bound, from the modules already run."""
+    return {
+        b["target"]: modules[b["module"]] if b["attribute"] is None else vars(modules[b["module"]])[b["attribute"]]
+        for b in bindings
+    }
+
+
 # The job is plain JSON (no pydantic here, see above); numpy, the emulator's runtime and the
 # array transport come in as modules, imported by `main` in the trusted phase.
 Job = dict[str, Any]
@@ -238,25 +304,32 @@ Job = dict[str, Any]
 def _run_kernel(
     job: Job,
     runtime: Any,
-    runs_inputs: list[list[Any]],
+    runs_inputs: list[Callable[[], list[Any]]],
     result: dict[str, Any],
-    saved: dict[str, Any],
+    saved: _Archive,
     np: Any,
     arrays: Any,
 ) -> Any:
     name = job["kernel_name"]
     grid = job.get("_grid")
-    fn = runtime.load_kernel(job["source"], name, job["source_path"])
+    modules: dict[str, Any] = {}
+    for sibling in job.get("modules", []):  # dependencies first (the parent ordered them)
+        modules[sibling["name"]] = runtime.load_module(
+            sibling["source"], sibling["path"], _bound(sibling["bindings"], modules)
+        )
+    fn = runtime.load_kernel(job["source"], name, job["source_path"], _bound(job.get("bindings", []), modules))
     trace = None
-    for i, inputs in enumerate(runs_inputs):
+    for i, load_inputs in enumerate(runs_inputs):
+        inputs = load_inputs()
         run = runtime.run_kernel(
             fn,
-            inputs,
+            [_kernel_argument(a) for a in inputs],
             numerics=job["numerics"],
             kernel_name=name,
             source_path=job["source_path"],
             grid=grid,
             target=job.get("hardware") or None,
+            record_calls=i == 0 and bool(job.get("record_calls")),
         )
         if trace is None:
             trace = run.trace
@@ -267,10 +340,14 @@ def _run_kernel(
             "structure": structure,
             "groups": groups,
             "input_fingerprints": [arrays.fingerprint(a) for a in inputs],
+            "output_arguments": bool(getattr(run, "output_arguments", False)),
         }
         if job["numerics"]:
             groups["outputs"] = _save_group(saved, f"r{i}_out", outputs, np, arrays)
         result["runs"].append(record)
+        del run, outputs, inputs  # one seed's arrays at a time
+        if saved.full():
+            break
     return trace
 
 
@@ -284,11 +361,22 @@ def _load_reference_module(job: Job) -> Any:
     return module
 
 
-def _run_reference(job: Job, result: dict[str, Any], saved: dict[str, Any], np: Any, arrays: Any) -> None:
+def _get_inputs(module: Any, job: Job) -> Any:
+    """`get_inputs()` as the module defines it: with the size by keyword or position, or with
+    no argument at all (the published NKIBench modules fix their shapes at module level)."""
+    call = job.get("size_argument", "positional")
+    if call == "keyword":
+        return module.get_inputs(size=job["size"])
+    if call == "positional":
+        return module.get_inputs(job["size"])
+    return module.get_inputs()
+
+
+def _run_reference(job: Job, result: dict[str, Any], saved: _Archive, np: Any, arrays: Any) -> None:
     module = _load_reference_module(job)
     for i, seed in enumerate(job["seeds"]):
         np.random.seed(seed)
-        raw = list(module.get_inputs(job["size"]))
+        raw = list(_get_inputs(module, job))
         # Copies: forward() may reuse or modify its arguments in place.
         nki_inputs = [np.array(a, copy=True) for a in module.transform_to_nki_inputs(raw)]
         groups = {"inputs": _save_group(saved, f"r{i}_in", nki_inputs, np, arrays)}
@@ -299,11 +387,15 @@ def _run_reference(job: Job, result: dict[str, Any], saved: dict[str, Any], np: 
             ref, structure = _as_list(module.forward(*raw))
             record["structure"] = structure
             groups["outputs"] = _save_group(saved, f"r{i}_ref", ref, np, arrays)
+            del ref
         result["runs"].append(record)
+        del raw, nki_inputs  # one seed's arrays at a time
+        if saved.full():
+            break
 
 
 def _run_transform(
-    job: Job, npz: dict[str, Any] | None, result: dict[str, Any], saved: dict[str, Any], np: Any, arrays: Any
+    job: Job, npz: dict[str, Any] | None, result: dict[str, Any], saved: _Archive, np: Any, arrays: Any
 ) -> None:
     module = _load_reference_module(job)
     assert npz is not None  # a transform job comes with the outputs to transform
@@ -317,7 +409,7 @@ def _run_transform(
         kernel_value = kernel_out[0] if structure == "single" and len(kernel_out) == 1 else tuple(kernel_out)
         ref_out = rebuild(r_refs)
         ref_value = ref_out[0] if len(ref_out) == 1 else tuple(ref_out)
-        k_list, r_list = module.transform_nki_outputs(kernel_value, ref_value)
+        k_list, r_list = _transformed(module.transform_nki_outputs(kernel_value, ref_value), ref_out)
         result["runs"].append(
             {
                 "structure": "list",
@@ -327,6 +419,37 @@ def _run_transform(
                 },
             }
         )
+
+
+def _transformed(value: Any, ref_out: list[Any]) -> tuple[list[Any], list[Any]]:
+    """Both conventions of `transform_nki_outputs`: ours returns the pair (kernel outputs,
+    reference outputs), two lists; the published NKIBench modules return the kernel outputs
+    only (a list of arrays), to be compared with the reference's outputs as they are."""
+    if (
+        isinstance(value, (tuple, list))
+        and len(value) == 2
+        and all(isinstance(side, (tuple, list)) for side in value)
+    ):
+        return list(value[0]), list(value[1])
+    if isinstance(value, (tuple, list)):
+        return list(value), list(ref_out)
+    return [value], list(ref_out)
+
+
+def _describe_warnings(warned: list[Any], source_path: str) -> list[dict[str, Any]]:
+    """The distinct warnings the untrusted code raised (at most a few), with their line."""
+    seen: list[dict[str, Any]] = []
+    for item in warned:
+        entry = {
+            "category": getattr(item.category, "__name__", "Warning"),
+            "message": _clip(str(item.message))[:300],
+            "line": item.lineno if item.filename == source_path else None,
+        }
+        if entry not in seen:
+            seen.append(entry)
+        if len(seen) >= 5:
+            break
+    return seen
 
 
 def _describe_failure(exc: BaseException, source_path: str) -> dict[str, Any]:
@@ -362,6 +485,18 @@ def _describe_failure(exc: BaseException, source_path: str) -> dict[str, Any]:
             text = "<unprintable>"
         message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return {"kind": "runtime_error", "message": _clip(message), "exception": type(exc).__name__, "line": line}
+
+
+def _innermost_sibling(exc: BaseException, source_path: str, paths: list[str]) -> str | None:
+    """`helpers.py:12` when the innermost untrusted frame is in a module beside the kernel."""
+    where = None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        filename = frame.f_code.co_filename
+        if filename in paths:
+            where = f"{os.path.basename(filename)}:{lineno}"
+        elif filename == source_path:
+            where = None  # the kernel's own code is deeper: its line says it all
+    return where
 
 
 def _innermost_line(exc: BaseException, source_path: str) -> int | None:

@@ -17,6 +17,9 @@ from accelopt.profiling.policy import PolicyName
 JobMode = Literal["kernel", "reference", "transform", "probe"]
 FailureKind = Literal["syntax_error", "compile_error", "runtime_error", "rejected"]
 OutputStructure = Literal["single", "tuple", "list"]
+# How `get_inputs` takes the size: `get_inputs(size="small")`, `get_inputs("small")`, or not at
+# all (`get_inputs()`: the published NKIBench modules fix their shapes at module level).
+SizeArgument = Literal["keyword", "positional", "none"]
 
 
 class ArrayRef(BaseModel):
@@ -38,18 +41,40 @@ class ResourceLimits(BaseModel):
     )
 
 
+class ModuleBinding(BaseModel):
+    """A name the worker binds in a module before running it: a sibling module (`attribute`
+    None) or one of its attributes (what `from helpers import add` would have bound)."""
+
+    target: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    module: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    attribute: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class SiblingSource(BaseModel):
+    """A module beside the kernel file, as it runs (its slice), dependencies first."""
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    path: str
+    source: str
+    bindings: list[ModuleBinding] = Field(default_factory=list)
+
+
 class WorkerJob(BaseModel):
     mode: JobMode
     policy: PolicyName
     source: str = Field(description="the untrusted module text (kernel or reference module)")
     source_path: str = Field(description="filename its code runs under: how its frames are recognised")
     kernel_name: str | None = None
+    # kernel mode: the modules beside the kernel file it imports, and the names they bind in it
+    modules: list[SiblingSource] = Field(default_factory=list)
+    bindings: list[ModuleBinding] = Field(default_factory=list)
     numerics: bool = True
     # kernel mode: the hardware the run is for (nisa.get_nc_version) and the SPMD launch grid
     # (`# accelopt: grid ...` text, read by accelopt.nki.spmd.parse_grid; None: no grid)
     hardware: str = "trn1"
     grid: str | None = None
     size: str = "full"
+    size_argument: SizeArgument = "positional"
     # reference mode: one run per seed (np.random.seed(seed) before get_inputs)
     seeds: list[int] = Field(default_factory=list)
     inputs_only: bool = False
@@ -64,6 +89,12 @@ class WorkerJob(BaseModel):
         description="install the Python-level guard; only tests turn it off, to show what the "
         "operating system enforces on its own",
     )
+    max_run_bytes: int | None = Field(
+        None,
+        description="stop after the run whose arrays bring the total past this many bytes: the "
+        "result then has fewer runs than asked for, and the parent asks again for the rest",
+    )
+    record_calls: bool = False  # kernel mode: the first run logs its API calls (verification)
     limits: ResourceLimits = Field(default_factory=ResourceLimits)
     parent_pid: int = 0
     trusted_roots: list[str] = Field(default_factory=list)
@@ -77,6 +108,7 @@ class WorkerFailure(BaseModel):
     error_code: str | None = None
     line: int | None = None
     path: str | None = None
+    run: int | None = Field(None, description="kernel mode: the input set (run) it failed on")
 
 
 class RunResult(BaseModel):
@@ -85,10 +117,23 @@ class RunResult(BaseModel):
     groups: dict[str, list[ArrayRef]] = Field(default_factory=dict)
     structure: OutputStructure = "single"
     input_fingerprints: list[str] = Field(default_factory=list)
+    output_arguments: bool = Field(
+        False, description="kernel mode: the kernel returned nothing; its outputs are the arguments it stored into"
+    )
+
+
+class WorkerWarning(BaseModel):
+    """A warning the untrusted code raised (numpy's RuntimeWarning on overflow, ...): reported,
+    never a failure."""
+
+    category: str = Field(max_length=100)
+    message: str = Field(max_length=400)
+    line: int | None = None
 
 
 class WorkerResult(BaseModel):
     failure: WorkerFailure | None = None
+    warnings: list[WorkerWarning] = Field(default_factory=list, max_length=5)
     runs: list[RunResult] = Field(default_factory=list)
     work: dict[str, float] | None = None
     has_trace: bool = False

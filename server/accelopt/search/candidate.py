@@ -71,7 +71,7 @@ class Candidate(BaseModel):
     line: int | None = None
     latency_ms: float | None = None
     speedup: float | None = Field(None, description="baseline latency / this latency")
-    percent_of_peak: float | None = None
+    percent_of_peak: float | None = Field(None, description="roofline peak latency / latency, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %")
     profile: Profile | None = None
     fix_attempts: int = 0
     # The chain of plans from the baseline to this candidate (oldest first) and the lessons used.

@@ -39,7 +39,9 @@ class IterationEvent(BaseModel):
     iteration: int
     total_iterations: int
     best_speedup: float
-    best_percent_of_peak: float | None = None
+    best_percent_of_peak: float | None = Field(
+        None, description="the best candidate's roofline peak latency / latency, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %"
+    )
     beam: list[str] = Field(default_factory=list, description="candidate ids in the next beam")
     evaluations: int = 0
 

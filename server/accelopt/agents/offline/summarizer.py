@@ -20,6 +20,7 @@ from accelopt.agents.offline.site_pattern import pattern_of_site
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Lesson
 from accelopt.search.roles import SummarizeRequest, SummarizeResult
+from accelopt.search.speedup_words import speedup_words
 
 SNIPPET_LINES = 12
 
@@ -65,10 +66,8 @@ class OfflineSummarizer:
         positive = request.failure is None and request.speedup > 1.0
         if request.failure is not None:
             verdict = f"failed, {request.failure.splitlines()[0][:120]}"
-        elif positive:
-            verdict = f"{request.speedup:.2f}x faster"
         else:
-            verdict = f"{1 / request.speedup:.2f}x slower"
+            verdict = speedup_words(request.speedup)
         try:
             what = get_rewrite(plan.rewrite).summary if plan.rewrite else plan.title
         except NotApplicable:

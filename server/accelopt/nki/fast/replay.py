@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from accelopt.nki import calllog, ops
 from accelopt.nki import context as _context
-from accelopt.nki import ops
 from accelopt.nki.context import KernelContext
 from accelopt.nki.errors import _EMULATOR_DIR
 from accelopt.nki.fast.replaycode import MISS, Unsupported, generate
@@ -234,13 +234,21 @@ def _site(sites: _Sites, api: Callable[..., Any], offset: int) -> _Site:
 
 def replayable(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a kernel-facing API function so trace-only runs replay repeated calls (see module
-    docstring). Numeric runs, nested API calls and calls outside a run go straight through."""
+    docstring), and numeric runs that are to be verified log them (calllog.py). Other numeric
+    runs, nested API calls and calls outside a run go straight through."""
+
+    name = calllog.register(fn)
 
     @functools.wraps(fn)
     def api(*args: Any, **kwargs: Any) -> Any:
         ctx = _context._ACTIVE  # active_context(), without the call
-        if ctx is None or ctx.numerics or ctx.api_depth or not ctx.fast_paths:
+        if ctx is None or ctx.api_depth:
             return fn(*args, **kwargs)
+        if ctx.numerics:
+            log = ctx._call_log  # a run to be verified logs its calls (calllog.py)
+            return fn(*args, **kwargs) if log is None else log.call(ctx, name, fn, args, kwargs)
+        if not ctx.fast_paths:
+            return fn(*args, **kwargs)  # trace-only with the fast paths off: the semantic core only
         # the kernel statement calling: the first frame outside the emulator, if in the kernel
         frame = sys._getframe(1)
         filename = frame.f_code.co_filename

@@ -1,0 +1,434 @@
+"""``NkiTensor`` view methods of the ``nki.*`` language (NKI 0.7 API reference, class
+NkiTensor): ``slice``, ``select``, ``permute``, ``reshape``, ``expand_dim``, ``squeeze_dim``,
+``view`` and the access-pattern escape hatch ``ap`` (with ``vector_offset``: indirect,
+tensor-indexed DMA gather and scatter).
+
+Each returns a view sharing the tensor's storage, built on the emulator's affine views
+(tensor.py): a view axis is a term ``coef * t`` on one or more tensor dimensions, so permuting
+or inserting axes only renumbers terms, and an ``ap`` pattern ``[[stride, count], ...]`` over
+the tensor's row-major storage becomes one term per pattern axis on the dimension whose stride
+divides it. ``vector_offset`` replaces the pattern's first (partition) axis by per-partition row
+indices read from an SBUF tile: a materialised index grid on ``indirect_dim``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from accelopt.nki.context import current
+from accelopt.nki.tensor import Tensor, View, make_view
+from accelopt.nki.trace import Memory
+from accelopt.nki.unsupported import refuse
+
+
+class IndirectView(View):
+    """A view whose rows on one dimension come from an index tile (``ap(vector_offset=...)``):
+    the instruction using it also reads the index tile."""
+
+    __slots__ = ("_index_view",)
+    _index_view: View
+
+
+def _as_view(x: Any) -> View:
+    return x._full_view() if isinstance(x, Tensor) else x
+
+
+def _tensor_of(x: Any) -> Tensor:
+    return x if isinstance(x, Tensor) else x._tensor
+
+
+def _check_dim(x: Any, dim: int, api: str) -> int:
+    ndim = len(x.shape)
+    if not isinstance(dim, (int, np.integer)) or not -ndim <= int(dim) < ndim:
+        raise current().error("err_invalid_dimension", f"{api}: dimension {dim} is not one of a {ndim}-D tensor")
+    return int(dim) % ndim
+
+
+def _on_chip(x: Any) -> bool:
+    return _tensor_of(x).memory is not Memory.HBM
+
+
+def slice_view(x: Any, dim: int, start: int, end: int, step: int = 1) -> View:
+    """``t.slice(dim, start, end, step)``: ``t[..., start:end:step, ...]`` on `dim`."""
+    d = _check_dim(x, dim, "NkiTensor.slice")
+    key = [slice(None)] * len(x.shape)
+    key[d] = slice(int(start), int(end), int(step))
+    return _index(x, tuple(key))
+
+
+def select_view(x: Any, dim: int, index: Any) -> View:
+    """``t.select(dim, index)``: fix `dim` at `index` and drop it."""
+    d = _check_dim(x, dim, "NkiTensor.select")
+    if not isinstance(index, (int, np.integer)):
+        refuse("NkiTensor.select", "a dynamic index (a tile or register); use an int")
+    key: list[Any] = [slice(None)] * len(x.shape)
+    key[d] = int(index)
+    return _index(x, tuple(key))
+
+
+def _index(x: Any, key: tuple[Any, ...]) -> View:
+    if isinstance(x, Tensor):
+        return make_view(x, x.shape, key, base=None)
+    return make_view(x._tensor, x.shape, key, base=x)
+
+
+def _renumbered(view: View, shape: tuple[int, ...], new_axis: dict[int, int]) -> View:
+    terms = tuple(tuple((new_axis[a], c) for a, c in dim_terms) for dim_terms in view._terms)
+    out = View(view._tensor, shape, view._offsets, terms, view._arrays)
+    out._oob = view._oob
+    return out
+
+
+def permute_view(x: Any, dims: Any) -> View:
+    """``t.permute(dims)``: reorder the view's axes (the partition axis stays first on chip)."""
+    order = tuple(int(d) for d in dims)
+    ndim = len(x.shape)
+    ctx = current()
+    if sorted(order) != list(range(ndim)):
+        raise ctx.error("err_invalid_dimension", f"NkiTensor.permute: {order} is not a permutation of {ndim} axes")
+    if _on_chip(x) and order[0] != 0:
+        raise ctx.error(
+            "err_unsupported_permute", "NkiTensor.permute: on-chip tensors keep the partition axis (dims[0] must be 0)"
+        )
+    view = _as_view(x)
+    if view._arrays is not None:
+        refuse("NkiTensor.permute", "of an indirect view")
+    return _renumbered(view, tuple(view.shape[d] for d in order), {old: new for new, old in enumerate(order)})
+
+
+def expand_dim_view(x: Any, dim: int) -> View:
+    """``t.expand_dim(dim)``: a new axis of size 1 at `dim`."""
+    ndim = len(x.shape)
+    d = int(dim) % (ndim + 1)
+    if _on_chip(x) and d == 0:
+        raise current().error("err_invalid_dimension", "NkiTensor.expand_dim: on-chip tensors keep the partition axis first")
+    view = _as_view(x)
+    shape = (*view.shape[:d], 1, *view.shape[d:])
+    return _renumbered(view, shape, {a: a + (1 if a >= d else 0) for a in range(ndim)})
+
+
+def squeeze_dim_view(x: Any, dim: int) -> View:
+    """``t.squeeze_dim(dim)``: drop an axis of size 1."""
+    d = _check_dim(x, dim, "NkiTensor.squeeze_dim")
+    if x.shape[d] != 1:
+        raise current().error("err_invalid_dimension", f"NkiTensor.squeeze_dim: dimension {d} has size {x.shape[d]}, not 1")
+    view = _as_view(x)
+    shape = (*view.shape[:d], *view.shape[d + 1 :])
+    return _renumbered(view, shape, {a: a - (1 if a > d else 0) for a in range(len(view.shape)) if a != d})
+
+
+def reshape_view(x: Any, shape: Any) -> Any:
+    """``t.reshape(shape)``: whole tensors (and views covering one in order) get a new shape."""
+    from accelopt.nki import language
+
+    dims = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    if isinstance(x, Tensor):
+        return language.reshape(x, dims)
+    tensor = x._tensor
+    full = tensor._full_view()
+    if x.shape == tensor.shape and x._offsets == full._offsets and x._terms == full._terms and x._arrays is None:
+        return language.reshape(tensor, dims)
+    refuse("NkiTensor.reshape", "of a strided or partial view; reshape the whole tensor")
+
+
+def dtype_view(x: Any, dtype: Any) -> Tensor:
+    """``t.view(dtype)``: the same bytes read as another dtype (whole tensors); the last
+    dimension scales by the ratio of the element sizes."""
+    from accelopt.nki.dtypes import as_dtype
+
+    ctx = current()
+    if not isinstance(x, Tensor):
+        refuse("NkiTensor.view", "of a sliced view; reinterpret the whole tensor")
+    new = as_dtype(dtype)
+    old = x.dtype
+    last = x.shape[-1] * old.itemsize
+    if last % new.itemsize:
+        raise ctx.error(
+            "err_shape_mismatch", f"NkiTensor.view: {last} bytes in the last dimension do not divide into {new.name}"
+        )
+    shape = (*x.shape[:-1], last // new.itemsize)
+    data = None
+    if x._data is not None:
+        source = x._data if x._data.flags.c_contiguous else np.ascontiguousarray(x._data)
+        data = source.view(new).reshape(shape)
+    root = x if x._root is None else x._root
+    out = Tensor(shape, new, x.buffer, 0, data)
+    out._root = root
+    out._written = x._written
+    line = ctx.line()
+    ctx.register_tensor(out, ctx.name_at(line, "view"), line)
+    return out
+
+
+def _row_major_strides(shape: tuple[int, ...]) -> list[int]:
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    return strides
+
+
+def ap_view(
+    x: Any,
+    pattern: Any,
+    offset: Any = None,
+    scalar_offset: Any = None,
+    vector_offset: Any = None,
+    indirect_dim: int = 0,
+    dtype: Any = None,
+) -> View:
+    """``t.ap(pattern, offset=, vector_offset=, indirect_dim=)``: address the tensor's storage
+    with ``[[stride, count], ...]`` (row-major elements), optionally gathering the first axis's
+    rows by an index tile."""
+    ctx = current()
+    if dtype is not None:
+        refuse("NkiTensor.ap", "dtype= (reinterpreting storage)")
+    if scalar_offset is not None:
+        refuse("NkiTensor.ap", "scalar_offset= (a dynamic start address)")
+    tensor = _tensor_of(x)
+    if offset is None:
+        offset = _storage_offset(x)
+    steps = [(int(s), int(n)) for s, n in pattern]
+    shape = tuple(n for _, n in steps)
+    strides = _row_major_strides(tensor.shape)
+    offsets = _split_offset(int(offset), tensor.shape, strides)
+    if offsets is None:
+        raise ctx.error("err_tensor_access_out_of_bound", f"NkiTensor.ap: offset {offset} is outside tensor {tensor.shape}")
+    terms: list[list[tuple[int, int]]] = [[] for _ in tensor.shape]
+    indirect = vector_offset is not None
+    for axis, (stride, count) in enumerate(steps):
+        if count <= 1 or (indirect and axis == 0):
+            continue
+        dim = _dim_for(stride, count, offsets, tensor.shape, strides)
+        if dim is None:
+            refuse(
+                "NkiTensor.ap",
+                f"a pattern axis [{stride}, {count}] that does not stay within one dimension of {tensor.shape}",
+            )
+        terms[dim].append((axis, stride // strides[dim]))
+    arrays = None
+    index_view = None
+    if indirect:
+        arrays, index_view = _indirect_rows(ctx, tensor, shape, vector_offset, int(indirect_dim), offsets)
+    view_cls = IndirectView if indirect else View
+    view = view_cls(tensor, shape, tuple(offsets), tuple(tuple(t) for t in terms), arrays)
+    if isinstance(view, IndirectView) and index_view is not None:
+        view._index_view = index_view
+    box = view._box()
+    for d, (lo, hi) in enumerate(box):
+        if hi > lo and (lo < 0 or hi > tensor.shape[d]):
+            raise ctx.error(
+                "err_tensor_access_out_of_bound",
+                f"NkiTensor.ap: the pattern reaches [{lo}, {hi}) of dimension {d} of size {tensor.shape[d]}",
+            )
+    return view
+
+
+def _storage_offset(x: Any) -> int:
+    if isinstance(x, Tensor):
+        return 0
+    strides = _row_major_strides(x._tensor.shape)
+    return sum(o * s for o, s in zip(x._offsets, strides))
+
+
+def _split_offset(offset: int, shape: tuple[int, ...], strides: list[int]) -> list[int] | None:
+    total = 1
+    for n in shape:
+        total *= n
+    if not 0 <= offset < max(total, 1):
+        return None
+    out = []
+    for s in strides:
+        q, offset = divmod(offset, s)
+        out.append(q)
+    return out
+
+
+def _dim_for(
+    stride: int, count: int, offsets: list[int], shape: tuple[int, ...], strides: list[int]
+) -> int | None:
+    """The dimension a pattern axis walks along: the innermost whose stride divides the axis
+    stride and which holds all `count` steps from its offset."""
+    for d in range(len(shape) - 1, -1, -1):
+        if stride % strides[d]:
+            continue
+        coef = stride // strides[d]
+        if offsets[d] + coef * (count - 1) < shape[d]:
+            return d
+    return None
+
+
+def _indirect_rows(
+    ctx: Any, tensor: Tensor, shape: tuple[int, ...], vector_offset: Any, dim: int, offsets: list[int]
+) -> tuple[dict[int, np.ndarray], View]:
+    from accelopt.nki.instructions import to_view
+
+    if tensor.memory is not Memory.HBM:
+        refuse("NkiTensor.ap", "vector_offset= on an on-chip tensor (the indexed tensor must be in HBM)")
+    index_view = to_view(ctx, vector_offset, ctx.line())
+    if index_view._tensor.memory is not Memory.SBUF or index_view.shape[0] != shape[0]:
+        raise ctx.error(
+            "err_unsupported_indirect_access",
+            f"NkiTensor.ap: vector_offset must be an SBUF tile of shape ({shape[0]}, 1), got "
+            f"{index_view.shape} in {index_view._tensor.memory.value.upper()}",
+        )
+    rows = shape[0]
+    grid_shape = (rows,) + (1,) * (len(shape) - 1)
+    if index_view._tensor._data is not None:
+        values = np.asarray(index_view._read(), dtype=np.int64).reshape(rows, -1)[:, 0] + offsets[dim]
+        if values.size and (values.min() < 0 or values.max() >= tensor.shape[dim]):
+            raise ctx.error(
+                "err_tensor_access_out_of_bound",
+                f"an indirect index reaches row {int(values.max())} of dimension {dim} of size {tensor.shape[dim]}",
+            )
+    else:
+        # trace-only run: the rows are unknown; the access may touch any row of the dimension
+        values = np.zeros(rows, dtype=np.int64)
+        values[-1] = tensor.shape[dim] - 1
+    return {dim: values.reshape(grid_shape)}, index_view
+
+
+def tile_indexed_view(tensor: Tensor, key: tuple[Any, ...]) -> View:
+    """``tensor[index_tile, rest...]`` (legacy indirect DMA): row ``index_tile[p, 0]`` of the
+    tensor's first dimension for partition p, the rest of the key indexing the other
+    dimensions."""
+    ctx = current()
+    index = key[0]
+    rows = index.shape[0]
+    if len(index.shape) != 2 or index.shape[1] != 1:
+        raise ctx.error(
+            "err_unsupported_indirect_access",
+            f"an index tile must have shape (P, 1), one row index per partition; got {index.shape}",
+        )
+    rest = make_view(tensor, tensor.shape, (0, *key[1:]), base=None)
+    if rest._arrays is not None:
+        refuse("indirect DMA", "an index tile together with non-affine index grids")
+    shape = (rows, *rest.shape)
+    terms = tuple(tuple((a + 1, c) for a, c in dim_terms) for dim_terms in rest._terms)
+    arrays, index_view = _indirect_rows(ctx, tensor, shape, index, 0, [0] * len(tensor.shape))
+    view = IndirectView(tensor, shape, rest._offsets, terms, arrays)
+    view._index_view = index_view
+    return view
+
+
+def view_strides(x: Any) -> tuple[int, ...]:
+    """``t.strides``: the element step of each view axis in the tensor's row-major storage
+    (0 for a broadcast axis)."""
+    view = _as_view(x)
+    strides = _row_major_strides(view._tensor.shape)
+    out = [0] * len(view.shape)
+    for d, dim_terms in enumerate(view._terms):
+        for axis, coef in dim_terms:
+            out[axis] += coef * strides[d]
+    return tuple(out)
+
+
+def view_offset(x: Any) -> int:
+    """``t.offset``: the element offset of the view's first element in the storage."""
+    return _storage_offset(x)
+
+
+def view_pattern(x: Any) -> list[list[int]]:
+    """``t.get_pattern()``: ``[[stride, count], ...]`` per view axis (an ``ap`` pattern)."""
+    return [[s, n] for s, n in zip(view_strides(x), x.shape)]
+
+
+def view_is_contiguous(x: Any) -> bool:
+    """``t.is_contiguous()``: every axis of size > 1 steps by the size of the axes inside it."""
+    expected = 1
+    for stride, size in reversed(list(zip(view_strides(x), x.shape))):
+        if size == 1:
+            continue
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def view_is_indirect(x: Any) -> bool:
+    return isinstance(x, View) and x._arrays is not None
+
+
+def reshape_dim_view(x: Any, dim: int, shape: Any) -> View:
+    """``t.reshape_dim(dim, shape)``: split one axis into several (one size may be -1)."""
+    ctx = current()
+    d = _check_dim(x, dim, "NkiTensor.reshape_dim")
+    sizes = [int(s) for s in shape]
+    if sizes.count(-1) > 1:
+        raise ctx.error("err_shape_mismatch", "NkiTensor.reshape_dim: at most one size may be -1")
+    known = 1
+    for s in sizes:
+        known *= s if s != -1 else 1
+    if -1 in sizes and known and x.shape[d] % known == 0:
+        sizes[sizes.index(-1)] = x.shape[d] // known
+    total = 1
+    for s in sizes:
+        total *= s
+    if total != x.shape[d]:
+        raise ctx.error(
+            "err_shape_mismatch", f"NkiTensor.reshape_dim: {tuple(sizes)} does not split a dimension of {x.shape[d]}"
+        )
+    if _on_chip(x) and d == 0 and len(sizes) > 1:
+        raise ctx.error("err_invalid_dimension", "NkiTensor.reshape_dim: on-chip tensors keep the partition axis")
+    view = _as_view(x)
+    if view._arrays is not None:
+        refuse("NkiTensor.reshape_dim", "of an indirect view")
+    k = len(sizes)
+    inner = [1] * k
+    for i in range(k - 2, -1, -1):
+        inner[i] = inner[i + 1] * sizes[i + 1]
+    terms = []
+    for dim_terms in view._terms:
+        new: list[tuple[int, int]] = []
+        for axis, coef in dim_terms:
+            if axis < d:
+                new.append((axis, coef))
+            elif axis > d:
+                new.append((axis + k - 1, coef))
+            else:
+                new.extend((d + i, coef * inner[i]) for i in range(k) if sizes[i] > 1)
+        terms.append(tuple(new))
+    out_shape = (*view.shape[:d], *sizes, *view.shape[d + 1 :])
+    out = View(view._tensor, out_shape, view._offsets, tuple(terms), None)
+    out._oob = view._oob
+    return out
+
+
+def flatten_dims_view(x: Any, start_dim: int, end_dim: int) -> Any:
+    """``t.flatten_dims(start, end)``: merge axes start..end (inclusive). A whole tensor is
+    reshaped; a view merges axes that step along one tensor dimension, one inside the other."""
+    ctx = current()
+    a = _check_dim(x, start_dim, "NkiTensor.flatten_dims")
+    b = _check_dim(x, end_dim, "NkiTensor.flatten_dims")
+    if b < a or (_on_chip(x) and a == 0):
+        raise ctx.error("err_invalid_dimension", f"NkiTensor.flatten_dims: cannot merge dimensions {a}..{b}")
+    merged = 1
+    for axis in range(a, b + 1):
+        merged *= x.shape[axis]
+    shape = (*x.shape[:a], merged, *x.shape[b + 1 :])
+    if isinstance(x, Tensor):
+        return reshape_view(x, shape)
+    view = x
+    dims = {d for d, dim_terms in enumerate(view._terms) for axis, _ in dim_terms if a <= axis <= b}
+    coefs = {axis: coef for dim_terms in view._terms for axis, coef in dim_terms if a <= axis <= b}
+    inner = 1
+    consistent = len(dims) <= 1 and view._arrays is None
+    step = 0
+    for axis in range(b, a - 1, -1):
+        if view.shape[axis] > 1:
+            if not step:
+                step = coefs.get(axis, 0) // inner if inner else 0
+            consistent = consistent and coefs.get(axis, 0) == step * inner
+        inner *= view.shape[axis]
+    if not consistent:
+        refuse("NkiTensor.flatten_dims", "of axes that do not step along one dimension of the tensor")
+    terms = []
+    for dim_terms in view._terms:
+        new = [(axis if axis < a else axis - (b - a), coef) for axis, coef in dim_terms if not a <= axis <= b]
+        terms.append(new)
+    if dims and merged > 1:
+        terms[dims.pop()].append((a, step))
+    out = View(view._tensor, shape, view._offsets, tuple(tuple(sorted(t)) for t in terms), None)
+    out._oob = view._oob
+    return out
