@@ -4,6 +4,8 @@ within the evaluation's timeout ends the evaluation as a timeout, and the work s
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 import time
 
@@ -69,3 +71,41 @@ return out
     assert time.monotonic() - started < 2.0 + 3.0
     assert failed.value.evaluation.status == "timeout"
     assert "reading and timing the kernel's trace took longer than the 2 s" in failed.value.evaluation.message
+
+
+_TRACE_AFTER_BOUNDED_WORK = """
+import asyncio, sys
+from accelopt.profiling.deadline import DeadlineExceeded, within
+
+def spin():
+    while True:
+        pass
+
+async def both():
+    await within(5, sum, [1, 2])
+    try:
+        await within(0.1, spin)
+    except DeadlineExceeded:
+        pass
+    await asyncio.sleep(0.3)  # the stopped thread has ended
+
+asyncio.run(both())
+calls = []
+sys.settrace(lambda frame, event, arg: calls.append(event))
+def traced():
+    return 1
+traced()
+sys.settrace(None)
+print(calls.count("call"))
+"""
+
+
+def test_bounded_work_leaves_nothing_pending_for_traced_code(tmp_path):
+    """Finished and stopped work leave the interpreter as they found it: a debugger or coverage
+    tool tracing code afterwards runs normally (clearing a pending stop the wrong way once made
+    every traced call spin forever)."""
+    script = tmp_path / "after.py"
+    script.write_text(_TRACE_AFTER_BOUNDED_WORK)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.strip()) >= 1
