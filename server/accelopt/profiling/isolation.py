@@ -14,8 +14,12 @@ runs in its own user, mount, PID, network, IPC and UTS namespaces:
   killed the group), the kernel kills every process left in the namespace.
 
 When the server runs as root, bubblewrap itself runs as `nobody` if `nobody` can execute the
-interpreter, so the worker's uid outside its namespace is not root either; otherwise (e.g. Python
-under `/root`) it maps to root outside, still without any capability (see SECURITY.md).
+interpreter, so the worker's uid outside its namespace is not root either. Otherwise (e.g. Python
+under `/root`, unreadable by `nobody` on the host) bubblewrap runs as root without a user
+namespace, sets up the other namespaces and the read-only root (where the directories above the
+bound paths are its own, world-readable), keeps only the capabilities to change uid and gid, and
+the worker's first statement gives up root for uid/gid 65534 for good, before it reads its job:
+a real non-root uid outside too (see SECURITY.md).
 
 Where bubblewrap or user namespaces are missing (macOS, a locked-down kernel), `detect()` says
 what is missing, and the sandbox falls back to the process-level limits and, when `unshare`
@@ -55,6 +59,8 @@ class Isolation:
     kind: IsolationKind
     bwrap: str | None = None
     bwrap_as_nobody: bool = False
+    # root: bubblewrap runs privileged (no user namespace) and the worker drops to 65534 itself
+    drops_root_inside: bool = False
     missing: str = ""
 
     @property
@@ -63,15 +69,16 @@ class Isolation:
 
     def describe(self) -> str:
         if self.kind == "namespaces":
-            who = (
-                "uid 65534 outside its namespace too"
-                if self.bwrap_as_nobody or os.geteuid() != 0
-                else "uid 65534 in its namespace (root outside it, with no capabilities: run as an "
-                "ordinary user, or make Python readable by 'nobody', for a non-root uid)"
-            )
+            if self.drops_root_inside:
+                return (
+                    "sandbox: OS isolation on (bubblewrap: mount, PID, network and IPC namespaces, "
+                    "read-only filesystem but the job folder, seccomp filter, uid 65534: root is "
+                    "given up inside before the job is read)"
+                )
             return (
                 "sandbox: OS isolation on (bubblewrap: user, mount, PID, network and IPC namespaces, "
-                f"read-only filesystem but the job folder, seccomp filter, {who})"
+                "read-only filesystem but the job folder, seccomp filter, uid 65534 outside its "
+                "namespace too)"
             )
         base = "sandbox: OS isolation OFF"
         net = "; network namespace only" if self.kind == "network-only" else ""
@@ -98,6 +105,25 @@ def system_binds() -> list[str]:
     return args
 
 
+def open_parent_dirs(arguments: list[str]) -> list[str]:
+    """`--perms 0755 --dir` for each directory above a mount point in `arguments` that is not
+    itself inside one: bubblewrap would create them mode 0700 and owned by root, which only a
+    worker that is root outside can cross (the one that gives root up could not reach its own
+    package)."""
+    mounts = [arguments[at + 2] for at, arg in enumerate(arguments) if arg in ("--ro-bind", "--bind", "--symlink")]
+    inside = [m.rstrip(os.sep) + os.sep for m in mounts]
+    parents: set[str] = set()
+    for mount in mounts:
+        for parent in Path(mount).parents:
+            text = str(parent)
+            if text != os.sep and not any(text.startswith(m) for m in inside) and text not in mounts:
+                parents.add(text)
+    args: list[str] = []
+    for path in sorted(parents, key=lambda p: (p.count(os.sep), p)):
+        args += ["--perms", "0755", "--dir", path]
+    return args
+
+
 def read_only_binds(paths: Iterable[str]) -> list[str]:
     """`--ro-bind` for each path not already inside /usr or another path of the list (under the
     path the process uses and, when a symlink leads elsewhere, under the resolved one too)."""
@@ -117,32 +143,32 @@ def read_only_binds(paths: Iterable[str]) -> list[str]:
     return args
 
 
+# The worker's first statement when bubblewrap ran as root (`Isolation.drops_root_inside`):
+# supplementary groups, then gid, then uid, all three ids each; from a nonzero uid the kernel
+# clears the remaining capabilities. Any failure ends the worker before it reads its job.
+ROOT_DROP_PRELUDE = (
+    f"import os; os.setgroups([]); os.setresgid({NOBODY}, {NOBODY}, {NOBODY}); "
+    f"os.setresuid({NOBODY}, {NOBODY}, {NOBODY}); "
+    f"assert os.getresuid() == ({NOBODY},) * 3 and os.getresgid() == ({NOBODY},) * 3; "
+)
+
+
 def command(
-    bwrap: str, *, readable: Iterable[str], job_root: Path, seccomp_fd: int, worker: list[str]
+    bwrap: str,
+    *,
+    readable: Iterable[str],
+    job_root: Path,
+    seccomp_fd: int,
+    worker: list[str],
+    drops_root_inside: bool = False,
 ) -> list[str]:
-    """The full bubblewrap command line that runs `worker` for the job in `job_root`."""
+    """The full bubblewrap command line that runs `worker` for the job in `job_root`. With
+    `drops_root_inside` (bubblewrap started as root), there is no user namespace and only
+    CAP_SETUID/CAP_SETGID are kept, for the worker's `ROOT_DROP_PRELUDE`."""
     root = str(job_root)
-    return [
-        bwrap,
-        "--unshare-user",
-        "--unshare-pid",
-        "--unshare-net",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--hostname",
-        "sandbox",
-        "--uid",
-        str(NOBODY),
-        "--gid",
-        str(NOBODY),
-        "--die-with-parent",
+    mounts = [
         *system_binds(),
         *read_only_binds(readable),
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
         "--ro-bind",
         root,
         root,
@@ -152,6 +178,29 @@ def command(
         "--bind",
         f"{root}/work",
         f"{root}/work",
+    ]
+    identity = (
+        ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        if drops_root_inside
+        else ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY)]
+    )
+    return [
+        bwrap,
+        *identity,
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--hostname",
+        "sandbox",
+        "--die-with-parent",
+        *open_parent_dirs(mounts),
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        *mounts,
         "--remount-ro",
         "/dev",
         "--remount-ro",
@@ -190,11 +239,20 @@ def _detect(python: str) -> Isolation:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return _fallback("bubblewrap is not installed: apt-get install bubblewrap")
-    as_nobody = os.geteuid() == 0 and _probe(bwrap, python, as_nobody=True) is None
-    problem = None if as_nobody else _probe(bwrap, python, as_nobody=False)
+    as_root = os.geteuid() == 0
+    if as_root and _probe(bwrap, python, Isolation("namespaces", bwrap_as_nobody=True)) is None:
+        return Isolation("namespaces", bwrap=bwrap, bwrap_as_nobody=True)
+    if as_root and _probe(bwrap, python, Isolation("namespaces", drops_root_inside=True)) is None:
+        return Isolation("namespaces", bwrap=bwrap, drops_root_inside=True)
+    problem = _probe(bwrap, python, Isolation("namespaces"))
     if problem is not None:
         return _fallback(f"bubblewrap cannot start a sandbox here: {problem}")
-    return Isolation("namespaces", bwrap=bwrap, bwrap_as_nobody=as_nobody)
+    return Isolation("namespaces", bwrap=bwrap)
+
+
+def worker_prelude(isolation: Isolation) -> str:
+    """Python the worker runs before anything else (giving up root when bubblewrap could not)."""
+    return ROOT_DROP_PRELUDE if isolation.drops_root_inside else ""
 
 
 def spawn_credentials(isolation: Isolation) -> dict:
@@ -204,8 +262,10 @@ def spawn_credentials(isolation: Isolation) -> dict:
     return {}
 
 
-def _probe(bwrap: str, python: str, *, as_nobody: bool) -> str | None:
-    """Run `python -c pass` in the sandbox; None when it worked, else bubblewrap's complaint."""
+def _probe(bwrap: str, python: str, mode: Isolation) -> str | None:
+    """Run `python -c pass` in the sandbox `mode` describes; None when it worked, else bubblewrap's
+    complaint."""
+    as_nobody = mode.bwrap_as_nobody or mode.drops_root_inside
     with tempfile.TemporaryDirectory(prefix="accelopt-probe-") as tmp:
         root = Path(tmp)
         (root / "out").mkdir()
@@ -224,9 +284,10 @@ def _probe(bwrap: str, python: str, *, as_nobody: bool) -> str | None:
                 readable=interpreter_paths(python),
                 job_root=root,
                 seccomp_fd=read,
-                worker=[python, "-I", "-B", "-c", "pass"],
+                worker=[python, "-I", "-B", "-c", worker_prelude(mode) + "pass"],
+                drops_root_inside=mode.drops_root_inside,
             )
-            extra = spawn_credentials(Isolation("namespaces", bwrap_as_nobody=as_nobody))
+            extra = spawn_credentials(mode)
             done = subprocess.run(
                 args, pass_fds=[read], capture_output=True, timeout=30, check=False, cwd="/", **extra
             )

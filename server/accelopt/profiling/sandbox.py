@@ -112,7 +112,7 @@ class Sandbox:
         # As root, run workers as `nobody`, if `nobody` can run this interpreter at all (it cannot
         # when Python lives under a private home directory); see SECURITY.md.
         self.drop_privileges = (
-            self.isolation.bwrap_as_nobody
+            self.isolation.bwrap_as_nobody or self.isolation.drops_root_inside
             if namespaced
             else drop_privileges and os.geteuid() == 0 and _nobody_can_run(python)
         )
@@ -252,7 +252,8 @@ class Sandbox:
         return [p.pid for p in self._live]
 
     def _command(self, root: Path, filter_fd: int = -1) -> list[str]:
-        worker = [self.python, "-I", "-B", "-c", _BOOTSTRAP, str(_ACCELOPT_ROOT), str(root)]
+        bootstrap = isolation.worker_prelude(self.isolation) + _BOOTSTRAP
+        worker = [self.python, "-I", "-B", "-c", bootstrap, str(_ACCELOPT_ROOT), str(root)]
         if self.isolation.kernel_enforced:
             assert self.isolation.bwrap is not None
             return isolation.command(
@@ -261,6 +262,7 @@ class Sandbox:
                 job_root=root,
                 seccomp_fd=filter_fd,
                 worker=worker,
+                drops_root_inside=self.isolation.drops_root_inside,
             )
         prefix = _namespace_prefix(self.drop_privileges) if self.isolate_network else []
         if self.drop_privileges and not prefix:
