@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
 from collections import OrderedDict
 from typing import Any
@@ -21,6 +22,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 
 from accelopt.lsp import actions, codelens, diagnostics, hover, trust
+from accelopt.lsp.client_watch import end_when_gone
 from accelopt.lsp.config import ServerSettings, merge_settings, unknown_keys
 from accelopt.lsp.discovery import KernelInfo, find_kernels
 from accelopt.lsp.edits import hunk_lines, minimal_edits
@@ -84,6 +86,7 @@ class AccelOptServer(LanguageServer):
         self._debounce: dict[str, asyncio.Task[None]] = {}
         self._warming: asyncio.Task[None] | None = None
         self.trust_granted = False
+        self.client_watch: asyncio.Future[None] | None = None  # ends the server when the editor has gone
 
     # -- documents and kernels -----------------------------------------------------------------
 
@@ -366,6 +369,8 @@ def create_server() -> AccelOptServer:
             ls.settings = merge_settings(ls.init_options)
         except ValidationError as exc:
             log.error("invalid initializationOptions, using defaults: %s", exc)
+        if params.process_id is not None and params.process_id != os.getpid():
+            ls.client_watch = asyncio.ensure_future(end_when_gone(params.process_id, ls.aclose))
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: AccelOptServer, params: types.InitializedParams) -> None:
