@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -368,6 +369,18 @@ def main(argv: list[str] | None = None) -> int:
     worst_ratio = max((abs(s / p - 1) for _, p, s in ratios), default=0.0)
     worst_abs = max((abs(r.error) for r in results if r.error is not None), default=0.0)
     worst_busy = max(busy_errors, default=0.0)
+    for hardware in ("trn1", "trn2"):
+        errors = [abs(r.error) for r in results if r.error is not None and r.hardware == hardware]
+        busy = [
+            abs(r.busy(engine) - published)
+            for r in results
+            if r.hardware == hardware
+            for engine, published in r.published_busy.items()
+        ]
+        if errors or busy:
+            latency = f"median |error| {statistics.median(errors):.1%} over {len(errors)} latencies" if errors else ""
+            engines = f"median busy error {100 * statistics.median(busy):.0f} points over {len(busy)}" if busy else ""
+            print(f"\n{hardware}: " + "; ".join(part for part in (latency, engines) if part))
     print(
         f"\norderings right: {orderings}; worst ratio error {worst_ratio:.1%} (target 25%);"
         f" worst absolute error {worst_abs:.1%} (target 35%); worst busy error {100 * worst_busy:.0f} points"

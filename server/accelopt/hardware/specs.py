@@ -13,6 +13,7 @@ Documents cited below (AWS Neuron SDK documentation, awsdocs-neuron.readthedocs-
 - [DMA-BW] "Guideline to Avoid Under-Utilizing DMA Bandwidth", /en/latest/nki/deep-dives/nki-dma-bandwidth-guide.html
 - [ISA-RECIP] "nki.isa.reciprocal", /en/latest/nki/api/generated/nki.isa.reciprocal.html
 - [KOPT] "Introduction to NKI Kernel Optimization" (trn2, Neuron Explorer), /en/latest/nki/guides/tutorials/kernel-optimization.html
+- [DMA-OV] "Introduction to Direct Memory Access (DMA) with NKI", /en/latest/nki/about/nki-dma-overview.html
 
 Trainium3 (`TRN3`) is data from those specs only: nothing about it was measured, and every
 figure the product shows for it says "from specs, not calibrated" (`calibrated` below).
@@ -57,6 +58,10 @@ class HardwareSpec:
 
     # --- DMA and HBM -------------------------------------------------------------------------
     dma_engines: int
+    # In a full 128-partition transfer each engine serves this many partitions. A transfer of
+    # fewer partitions is still dealt out over up to all engines ([DMA-OV]: "each DMA transfer
+    # is by default parallelized up to 16 DMA engines, depending on the shape"), see
+    # lowering.dma_pieces.
     partitions_per_dma_engine: int
     dma_engine_bytes_per_s: float  # one engine's streaming bandwidth
     hbm_bytes_per_s: float  # this core's share of the chip's HBM bandwidth
