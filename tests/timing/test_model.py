@@ -20,6 +20,7 @@ from .tracebuild import TraceBuilder, full
 
 ALL_OFF = ModelOptions(
     hoist_invariant_loads=False,
+    eliminate_redundant_loads=False,
     hoist_transposes=False,
     buffer_reuse=False,
     spills=False,

@@ -58,10 +58,6 @@ class HardwareSpec:
 
     # --- DMA and HBM -------------------------------------------------------------------------
     dma_engines: int
-    # In a full 128-partition transfer each engine serves this many partitions. A transfer of
-    # fewer partitions is still dealt out over up to all engines ([DMA-OV]: "each DMA transfer
-    # is by default parallelized up to 16 DMA engines, depending on the shape"), see
-    # lowering.dma_pieces.
     partitions_per_dma_engine: int
     dma_engine_bytes_per_s: float  # one engine's streaming bandwidth
     hbm_bytes_per_s: float  # this core's share of the chip's HBM bandwidth
@@ -169,7 +165,9 @@ TRN1 = HardwareSpec(
     psum_banks=8,  # §3
     psum_bank_bytes=2048,  # §3
     dma_engines=16,  # §3
-    partitions_per_dma_engine=8,  # §3
+    # §3; [DMA-OV]: "each DMA engine is typically responsible for moving data for eight SBUF
+    # partitions", and its profiled A[4, 4096] load keeps a single engine busy
+    partitions_per_dma_engine=8,
     dma_engine_bytes_per_s=17e9,  # §3: ≈17 B/ns per engine
     hbm_bytes_per_s=410e9,  # §3: 820 GB/s per chip shared by 2 cores
     dma_fixed_latency_s=_DMA_FIXED_LATENCY_S,  # [DMA-BW]; NKI_NOTES §4: ≈1–1.5 µs

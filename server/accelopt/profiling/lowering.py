@@ -2,10 +2,9 @@
 
 A compute record lowers to the engines that may legally run it, each with its duration; the
 scheduler picks one (the kernel's own choice, or the least-loaded legal engine for work left to
-the compiler). A DMA record lowers to one piece per DMA engine its partitions are dealt out to (all
-16 once it spans 16 partitions, whatever its partition offset), each occupying that engine for
-its bytes at the engine's streaming rate (reduced for small chunks), plus a fixed completion
-latency that does not occupy the engine (transfers pipeline).
+the compiler). A DMA record lowers to one piece per DMA engine serving its partitions, each
+occupying that engine for its bytes at the engine's streaming rate (reduced for small chunks),
+plus a fixed completion latency that does not occupy the engine (transfers pipeline).
 """
 
 from __future__ import annotations
@@ -270,31 +269,22 @@ def _partition_span(trace: Trace, region: Region) -> tuple[int, int] | None:
 def dma_pieces(
     nbytes: int, span: tuple[int, int] | None, chunk: float, hw: HardwareSpec, efficiency: float = 1.0
 ) -> tuple[tuple[int, float], ...]:
-    """Split `nbytes` over the DMA engines a transfer of partitions `span` uses.
-
-    A transfer is parallelised over up to all 16 engines "depending on the shape" ([DMA-OV] in
-    hardware/specs.py): its partitions are dealt out to the engines, so one covering at least
-    as many partitions as there are engines keeps every engine busy whatever its partition
-    offset (a 64-partition load onto partitions 64..127 uses all 16 engines, 4 partitions
-    each, not the 8 that serve those partitions in a full 128-partition transfer). A transfer
-    of fewer partitions uses one engine per partition. `span` None: all engines.
-    """
+    """Split `nbytes` over the DMA engines serving partitions `span` (all engines if None)."""
     rate = hw.dma_queue_bytes_per_s * chunk_efficiency(chunk, hw) * efficiency
-    engines = hw.dma_engines
+    per = hw.partitions_per_dma_engine
     if span is None:
-        share = nbytes / engines
-        return tuple((q, share / rate) for q in range(engines))
+        share = nbytes / hw.dma_engines
+        return tuple((q, share / rate) for q in range(hw.dma_engines))
     p0, p1 = span
-    parts = max(1, p1 - p0)
-    if parts >= engines:
-        # partitions dealt round-robin: every engine gets parts // engines of them, the first
-        # parts % engines one more
-        base, extra = divmod(parts, engines)
-        return tuple(
-            (q, nbytes * (base + (1 if q < extra else 0)) / parts / rate) for q in range(engines)
-        )
-    share = nbytes / parts / rate
-    return tuple(((p0 + i) % engines, share) for i in range(parts))
+    p1 = max(p1, p0 + 1)
+    parts = p1 - p0
+    pieces = []
+    first, last = p0 // per, (p1 - 1) // per
+    for engine in range(first, last + 1):
+        lo, hi = max(p0, engine * per), min(p1, (engine + 1) * per)
+        share = nbytes * (hi - lo) / parts
+        pieces.append((engine % hw.dma_engines, share / rate))
+    return tuple(pieces)
 
 
 def lower_dma(rec: TraceRecord, trace: Trace, hw: HardwareSpec) -> DmaWork:

@@ -2,7 +2,7 @@
 
 Each compute engine (Tensor, Vector, Scalar, GpSimd) runs its instructions in program order,
 one at a time. The 16 DMA engines are bandwidth resources: a DMA instruction is split into one
-piece per engine it is dealt out to (`lowering.py`), and each piece takes the earliest gap on
+piece per engine serving its partitions (`lowering.py`), and each piece takes the earliest gap on
 its engine at or after the instruction is ready (the DMA rings are fed from several queues, so a
 transfer waiting on data does not block a later one that is ready). An instruction is ready when
 every earlier instruction it depends on has finished: read-after-write, write-after-read and
