@@ -139,3 +139,19 @@ def test_larger_rope_tiles_with_repeated_half_loads_are_faster() -> None:
     assert large.hbm_read_bytes == small.hbm_read_bytes < issued.hbm_read_bytes
     assert small.latency_ms > 1.02 * large.latency_ms
     assert issued.latency_ms > small.latency_ms  # the sign the model had before
+
+
+def test_trn2_charges_the_kernel_start_its_device_traces_show_once_per_launch() -> None:
+    """[DMA-OV]'s trn2 device traces start the kernel's first instruction ≈21 µs into the
+    execution: every trn2 profile includes it, an SPMD grid once; trn1 has no such figure."""
+    b = TraceBuilder()
+    x = b.tensor("x", (128, 512), Memory.HBM, is_input=True)
+    t = b.tensor("t", (128, 512))
+    b.load(t, full((128, 512)), x, full((128, 512)))
+    alone = {hw.name: schedule(b.trace, hw) for hw in (TRN1, TRN2)}
+    work = max(op.end for op in alone["trn2"].ops)
+    assert alone["trn2"].total_time == pytest.approx(work + TRN2.kernel_start_s)
+    assert TRN2.kernel_start_s == pytest.approx(21e-6)
+    assert alone["trn1"].total_time == pytest.approx(max(op.end for op in alone["trn1"].ops))
+    profile = profile_trace(b.trace, "trn2")[0]
+    assert profile.latency_ms == pytest.approx(alone["trn2"].total_time * 1e3)
