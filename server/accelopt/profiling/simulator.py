@@ -251,9 +251,10 @@ class SimulatorBackend:
         # A big task's sets each get the timeout (as its reference does: one worker per seed).
         plan = self._kernel_plan(cache, check)
         per_set = (cache.footprint() or 0) >= self._batch_bytes
+        kernel_timeout_s = options.timeout_s * (len(input_sets) if per_set else 1)
         outcome, plan = await self._run_kernel(
             _kernel_job(runnable, numerics=check, hardware=hardware, grid=task.grid),
-            options.timeout_s * (len(input_sets) if per_set else 1),
+            kernel_timeout_s,
             input_sets,
             plan,
         )
@@ -267,7 +268,7 @@ class SimulatorBackend:
         _check_inputs_untouched(outcome, input_sets, seeds)
 
         # Parsing and timing the trace are the parent's work on the kernel's data: bounded too.
-        analysis = _Analysis(options.timeout_s, outcome.wall_time_s)
+        analysis = _Analysis(kernel_timeout_s, outcome.wall_time_s)
         trace = await analysis.run(_parse_trace, outcome)
         max_error: float | None = None
         verified = False
