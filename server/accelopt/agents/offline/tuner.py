@@ -36,6 +36,11 @@ _KNOB_BY_NAME = {k.name: k for k in KNOBS}
 # NKIBench's size); the planner hands them out a few per iteration.
 MAX_SETTINGS = 48
 MAX_STEPS = 3
+# A knob on a loop whose trip count the source does not give writes an assertion that its factor
+# divides the trip count: a guess about the input shapes. One guess per setting is what a single
+# rewrite would make too; stacking them (a widened loop widened again) multiplies the factors and
+# fails on shapes a single guess fits, so a setting may make one.
+MAX_SHAPE_GUESSES = 1
 
 
 @dataclass(frozen=True)
@@ -87,7 +92,12 @@ def parse_setting(key: str) -> tuple[Step, ...]:
     return tuple(steps)
 
 
-def _apply_step(text: str, kernel_name: str, step: Step) -> tuple[str, Site]:
+def shape_guesses(text: str) -> int:
+    """The assertions about input shapes in a kernel (the knobs' rewrites write them as `assert`)."""
+    return sum(1 for line in text.splitlines() if line.lstrip().startswith("assert "))
+
+
+def _apply_step(text: str, kernel_name: str, step: Step, guesses_before: int | None = None) -> tuple[str, Site]:
     knob = _KNOB_BY_NAME.get(step.rewrite)
     if knob is None:
         raise NotApplicable(
@@ -104,9 +114,18 @@ def _apply_step(text: str, kernel_name: str, step: Step) -> tuple[str, Site]:
     params: Params = dict(step.params)
     allowed = [dict(v) for v in site.variants]
     if params not in allowed:
-        choices = ", ".join(",".join(f"{k}={v}" for k, v in a.items()) or "no parameters" for a in allowed)
-        raise NotApplicable(f"{site.title}: parameters {params or 'none'} are not legal here (legal: {choices})")
-    return knob.apply(text, kernel_name, site.id, params), site
+        def spelled(p: Params) -> str:
+            return ",".join(f"{k}={v}" for k, v in p.items()) or "no parameters"
+
+        choices = "; ".join(spelled(a) for a in allowed)
+        raise NotApplicable(f"{site.title}: {spelled(params)} is not legal here (legal: {choices})")
+    new = knob.apply(text, kernel_name, site.id, params)
+    if guesses_before is not None and shape_guesses(new) - guesses_before > MAX_SHAPE_GUESSES:
+        raise NotApplicable(
+            f"{site.title} would be a second guess about the input shapes in one setting (its factor "
+            "must divide a trip count the source does not give, on top of an earlier step's)"
+        )
+    return new, site
 
 
 def realise(text: str, kernel_name: str, key: str) -> Setting:
@@ -117,9 +136,10 @@ def realise(text: str, kernel_name: str, key: str) -> Setting:
     if order != sorted(order):
         raise NotApplicable(f"tuner setting {key!r} is out of order (loop order, then tile size, then block)")
     current, titles, relieves, line = text, [], [], 0
+    guesses = shape_guesses(text)
     for number, step in enumerate(steps, 1):
         try:
-            current, site = _apply_step(current, kernel_name, step)
+            current, site = _apply_step(current, kernel_name, step, guesses)
         except NotApplicable as exc:
             raise NotApplicable(f"step {number} ({step.key()}) of the setting: {exc.reason}") from exc
         knob = _KNOB_BY_NAME[step.rewrite]
@@ -137,6 +157,7 @@ def settings(text: str, kernel_name: str, limit: int = MAX_SETTINGS, depth: int 
     shared by the settings that extend it; the deepest settings of a branch come first."""
     found: list[Setting] = []
     seen = {text}
+    guesses = shape_guesses(text)
 
     def extend(current: str, parts: Setting | None, first_knob: int) -> None:
         steps = parts.steps if parts is not None else ()
@@ -150,7 +171,7 @@ def settings(text: str, kernel_name: str, limit: int = MAX_SETTINGS, depth: int 
                         return
                     step = Step(knob.name, ordinal, tuple(sorted(variant.items())))
                     try:
-                        nxt, _ = _apply_step(current, kernel_name, step)
+                        nxt, _ = _apply_step(current, kernel_name, step, guesses)
                     except NotApplicable:
                         continue
                     if nxt in seen:
