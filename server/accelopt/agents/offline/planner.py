@@ -139,11 +139,12 @@ class OfflinePlanner:
             fresh = self._fresh(request.kernel, _with_variants(ranking, request.profile), request.judged)
             if request.proposal + request.count <= len(fresh):
                 return PlanResult(plans=[plan_for(*fresh[k]) for k in wanted])
-            tuned = self._fresh(request.kernel, self._tuner_options(request), request.judged)
-            options = fresh + tuned
+            # The tuner's one-knob settings are the catalogue's own plans: those are left out.
+            options = self._fresh(request.kernel, fresh + self._tuner_options(request), request.judged)
+            tuned = options[len(fresh) :]
             if tuned:
                 notice = (
-                    f"the offline catalogue has only {_count(len(fresh), 'new plan')} for this kernel: the "
+                    f"the offline catalogue has {'only ' if fresh else ''}{_count(len(fresh), 'new plan')} for this kernel: the "
                     f"tuner takes over with {_count(len(tuned), 'new setting')} of loop order, tile "
                     "size and tiles per block"
                 )

@@ -97,6 +97,14 @@ def shape_guesses(text: str) -> int:
     return sum(1 for line in text.splitlines() if line.lstrip().startswith("assert "))
 
 
+def _stacked_guess(before: str, after: str) -> bool:
+    """Whether `after` asserts a divisibility of a trip count that is itself a quotient of one
+    (`((N // 256) // 2) % 2 == 0`): the kernel it came from already guessed about that loop."""
+    old = {line.strip() for line in before.splitlines()}
+    new = [line.strip() for line in after.splitlines() if line.lstrip().startswith("assert ")]
+    return any(line not in old and line.split(",")[0].count("//") >= 2 for line in new)
+
+
 def _apply_step(text: str, kernel_name: str, step: Step, guesses_before: int | None = None) -> tuple[str, Site]:
     knob = _KNOB_BY_NAME.get(step.rewrite)
     if knob is None:
@@ -120,6 +128,11 @@ def _apply_step(text: str, kernel_name: str, step: Step, guesses_before: int | N
         choices = "; ".join(spelled(a) for a in allowed)
         raise NotApplicable(f"{site.title}: {spelled(params)} is not legal here (legal: {choices})")
     new = knob.apply(text, kernel_name, site.id, params)
+    if _stacked_guess(text, new):
+        raise NotApplicable(
+            f"{site.title} would guess again about a trip count an earlier change already divided "
+            "(its factor would have to divide the quotient of a guess the kernel already makes)"
+        )
     if guesses_before is not None and shape_guesses(new) - guesses_before > MAX_SHAPE_GUESSES:
         raise NotApplicable(
             f"{site.title} would be a second guess about the input shapes in one setting (its factor "
