@@ -148,7 +148,9 @@ def realise(text: str, kernel_name: str, key: str) -> Setting:
     order = [rank[s.rewrite] for s in steps if s.rewrite in rank]
     if order != sorted(order):
         raise NotApplicable(f"tuner setting {key!r} is out of order (loop order, then tile size, then block)")
-    current, titles, relieves, line = text, [], [], 0
+    current, line = text, 0
+    titles: list[str] = []
+    relieves: list[str] = []
     guesses = shape_guesses(text)
     for number, step in enumerate(steps, 1):
         try:
