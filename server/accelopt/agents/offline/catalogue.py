@@ -20,6 +20,7 @@ from accelopt.agents.offline.rewrites.preload_operand import PreloadOperand
 from accelopt.agents.offline.rewrites.remove_copy import RemoveCopy
 from accelopt.agents.offline.rewrites.reuse_transpose import ReuseTranspose
 from accelopt.agents.offline.rewrites.widen_free_dim import WidenFreeDim
+from accelopt.agents.offline.tuner import Tune
 
 REWRITES: tuple[Rewrite, ...] = (
     HoistInvariant(),
@@ -38,7 +39,10 @@ REWRITES: tuple[Rewrite, ...] = (
     ReuseTranspose(),
     AssignEngine(),
 )
-_BY_NAME = {r.name: r for r in REWRITES}
+# The tuner is known by name (the executor applies its plans) but is not in the list: the planner
+# turns to its settings once the list's plans give nothing new (planner.py).
+TUNER = Tune()
+_BY_NAME = {r.name: r for r in (*REWRITES, TUNER)}
 
 
 def get_rewrite(name: str | None) -> Rewrite:
