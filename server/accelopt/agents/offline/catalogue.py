@@ -11,6 +11,7 @@ from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.rewrites.fold_activation import FoldActivation
 from accelopt.agents.offline.rewrites.fold_loop import FoldLoop
 from accelopt.agents.offline.rewrites.fuse_activation_reduce import FuseActivationReduce
+from accelopt.agents.offline.rewrites.fuse_chain import FuseChain
 from accelopt.agents.offline.rewrites.fuse_scalar_tensor_tensor import FuseScalarTensorTensor
 from accelopt.agents.offline.rewrites.fuse_silu import FuseSilu
 from accelopt.agents.offline.rewrites.fuse_tensor_scalar import FuseTensorScalar
@@ -29,6 +30,7 @@ REWRITES: tuple[Rewrite, ...] = (
     WidenFreeDim(),
     BlockAccumulators(),
     FoldLoop(),
+    FuseChain(),
     FuseSilu(),
     FoldActivation(),
     FuseActivationReduce(),
