@@ -18,6 +18,7 @@ from accelopt.agents.offline.rewrites.fuse_tensor_scalar import FuseTensorScalar
 from accelopt.agents.offline.rewrites.hoist_invariant import HoistInvariant
 from accelopt.agents.offline.rewrites.loop_interchange import LoopInterchange
 from accelopt.agents.offline.rewrites.preload_operand import PreloadOperand
+from accelopt.agents.offline.rewrites.rebalance_engines import RebalanceEngines
 from accelopt.agents.offline.rewrites.remove_copy import RemoveCopy
 from accelopt.agents.offline.rewrites.reuse_transpose import ReuseTranspose
 from accelopt.agents.offline.rewrites.widen_free_dim import WidenFreeDim
@@ -39,6 +40,7 @@ REWRITES: tuple[Rewrite, ...] = (
     RemoveCopy(),
     ReuseTranspose(),
     AssignEngine(),
+    RebalanceEngines(),
 )
 _BY_NAME = {r.name: r for r in REWRITES}
 

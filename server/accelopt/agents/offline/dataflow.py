@@ -225,10 +225,11 @@ class _Builder:
             kind = "scalar"
         elif is_column(view, expr):
             kind = "column"
-        else:
+        elif is_tile(view, expr):
             kind = "tile"
-            if is_tile(view, expr):
-                self.tiles += 1
+            self.tiles += 1
+        else:
+            kind = "other"  # e.g. a loop-dependent integer: neither a tile nor a constant
         self.leaf_nodes.setdefault(key, expr)
         return leaf(key, kind)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from accelopt.agents.offline.terms import NARY, UNARY, Term, apply, const, normalise
+from accelopt.agents.offline.terms import NARY, UNARY, Term, apply, const, leaves, normalise
 
 
 class NoForm(Exception):
@@ -96,6 +96,12 @@ def leaf_instr(term: Term) -> Instr:
 
 def select(term: Term) -> Instr:
     """Instructions that compute the (normalised) term."""
+    if any(t.kind == "other" for t in leaves(term).values()):
+        raise NoForm("the chain reads a value that is neither a tile nor a compile-time constant")
+    return _select(term)
+
+
+def _select(term: Term) -> Instr:
     if term.is_leaf:
         if term.kind != "tile":
             raise NoForm("a chain that only reads scalars")
@@ -107,10 +113,10 @@ def select(term: Term) -> Instr:
     if term.op in ("maximum", "minimum"):
         first, second = term.args
         if second.is_scalar_like and not first.is_scalar_like:
-            return _scalar_steps(select(first), [Step(term.op, second)])
+            return _scalar_steps(_select(first), [Step(term.op, second)])
         if first.is_scalar_like and not second.is_scalar_like:
-            return _scalar_steps(select(second), [Step(term.op, first)])
-        return Instr("tensor_tensor", data=select(first), other=select(second), op=term.op)
+            return _scalar_steps(_select(second), [Step(term.op, first)])
+        return Instr("tensor_tensor", data=_select(first), other=_select(second), op=term.op)
     if term.op in NARY:
         return _nary(term)
     raise NoForm(f"no instruction computes {term.op}")
@@ -119,9 +125,9 @@ def select(term: Term) -> Instr:
 def _unary(term: Term) -> Instr:
     (arg,) = term.args
     if term.op == "reciprocal":
-        return Instr("reciprocal", data=select(arg))
+        return Instr("reciprocal", data=_select(arg))
     data, scale, bias = split_affine(arg)
-    return Instr("activation", func=term.op, data=select(data), scale=scale, bias=bias)
+    return Instr("activation", func=term.op, data=_select(data), scale=scale, bias=bias)
 
 
 def split_affine(arg: Term) -> tuple[Term, Term | None, Term | None]:
@@ -176,21 +182,21 @@ def _nary(term: Term) -> Instr:
         inner = _single_step(x)
         if len(steps) == 1 and inner is not None and x.op != op:
             y, first = inner
-            return _scalar_steps(select(y), [first, steps[0]])
-        return _scalar_steps(select(x), steps)
+            return _scalar_steps(_select(y), [first, steps[0]])
+        return _scalar_steps(_select(x), steps)
     if len(tiles) == 2 and len(scalars) <= 1:
         first, second = tiles
         if scalars:  # x op c op y, one op throughout
             return Instr(
-                "scalar_tensor_tensor", data=select(first), steps=[Step(op, scalars[0])], op=op, other=select(second)
+                "scalar_tensor_tensor", data=_select(first), steps=[Step(op, scalars[0])], op=op, other=_select(second)
             )
         paired = _tile_pair(op, first, second)
         if paired is not None:
             return paired
     # Fold the tiles left to right, then apply the scalar operations.
-    current = select(tiles[0])
+    current = _select(tiles[0])
     for other in tiles[1:]:
-        current = Instr("tensor_tensor", data=current, other=select(other), op=op)
+        current = Instr("tensor_tensor", data=current, other=_select(other), op=op)
     return _scalar_steps(current, [Step(op, s) for s in scalars])
 
 
@@ -201,12 +207,12 @@ def _tile_pair(op: str, first: Term, second: Term) -> Instr | None:
         if op == "add" and b.op == "multiply" and const(-1.0) in b.args:
             negated = [t for t in b.args if t != const(-1.0)]
             rest = normalise(Term("multiply", tuple(negated))) if len(negated) > 1 else negated[0]
-            return Instr("tensor_tensor", data=select(a), other=select(rest), op="subtract")
+            return Instr("tensor_tensor", data=_select(a), other=_select(rest), op="subtract")
         if op == "multiply" and b.op == "reciprocal":
-            return Instr("tensor_tensor", data=select(a), other=select(b.args[0]), op="divide")
+            return Instr("tensor_tensor", data=_select(a), other=_select(b.args[0]), op="divide")
     for a, b in ((first, second), (second, first)):
         step = _single_step(a)
         if step is not None:
             x, first_step = step
-            return Instr("scalar_tensor_tensor", data=select(x), steps=[first_step], op=op, other=select(b))
+            return Instr("scalar_tensor_tensor", data=_select(x), steps=[first_step], op=op, other=_select(b))
     return None

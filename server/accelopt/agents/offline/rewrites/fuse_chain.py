@@ -17,6 +17,7 @@ from __future__ import annotations
 import libcst as cst
 
 from accelopt.agents.offline.dataflow import Chain, chains_in, definitions_of
+from accelopt.agents.offline.facts import memory_of_expr
 from accelopt.agents.offline.instruction_selection import Instr, NoForm, select
 from accelopt.agents.offline.kernel_ir import KernelView
 from accelopt.agents.offline.patterns import Emitter, removal_edits, render_with
@@ -58,6 +59,8 @@ class FuseChain(Rewrite):
         title = f"fuse the {chain.instructions}-instruction chain at {where} into " + (
             f"one {forms[0]}" if len(forms) == 1 else " + ".join(forms)
         )
+        if _two_psum_inputs(view, chain, fused):
+            return Refusal(self.name, sid, view.line(chain.root), f"cannot {title}: both tiles would be read from PSUM")
         check = agree(chain.term, fused.as_term())
         if not check.same:
             return Refusal(self.name, sid, view.line(chain.root), f"cannot {title}: the forms {check.reason}")
@@ -79,6 +82,19 @@ class FuseChain(Rewrite):
         chain, fused = site.payload
         writer = _Writer(view, chain)
         return writer.render(fused)
+
+
+def _two_psum_inputs(view: KernelView, chain: Chain, fused: Instr) -> bool:
+    """A tile-tile instruction reads at most one of its inputs from PSUM (NKI ISA,
+    nki.isa.tensor_tensor)."""
+    for instr in (*fused.inner(), fused):
+        if instr.kind not in ("tensor_tensor", "scalar_tensor_tensor"):
+            continue
+        sides = [c for c in (instr.data, instr.other) if c is not None and c.kind == "leaf" and c.term is not None]
+        in_psum = [memory_of_expr(view, chain.leaf_nodes[c.term.key]) == "psum" for c in sides]  # type: ignore[union-attr]
+        if sum(in_psum) > 1:
+            return True
+    return False
 
 
 def _shown(term: Term) -> str:
