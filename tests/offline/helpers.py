@@ -211,7 +211,7 @@ CASES["hw_silu_div"] = Case(
 CASES["nki07_swish_gate"] = Case(
     "nki07_swish_gate.py",
     "swish_gate_kernel",
-    "hand-written, NKI 0.7",
+    "hand-written",  # NKI 0.7 (nki.*), destination passing
     lambda r: [_normal(r, 256, 512), _normal(r, 256, 512)],
     lambda x, y: [x * _sigmoid(x) * y],
 )
