@@ -18,7 +18,7 @@ scalars it reads, and the number of instructions it takes today.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -84,7 +84,6 @@ class Chain:
     mask: cst.BaseExpression | None = None  # the mask every instruction of the chain shares
     dtype: cst.BaseExpression | None = None  # the root's output dtype
     lines: tuple[int, int] = (0, 0)
-    notes: list[str] = field(default_factory=list)
 
 
 def chains_in(view: KernelView) -> list[Chain]:
@@ -168,7 +167,7 @@ class _Builder:
             return None  # instructions masked differently cannot become one
         if not self._leaves_unchanged():
             return None
-        dst = keyword(root, "dst").value if isinstance(root, cst.Call) and keyword(root, "dst") else None
+        dst = _keyword_value(root, "dst") if isinstance(root, cst.Call) else None
         dtype_kw = keyword(root, "dtype") if isinstance(root, cst.Call) else None
         lines = [self.view.line(p.stmt) for p in self.producers] + [self.view.line(self.stmt)]
         return Chain(

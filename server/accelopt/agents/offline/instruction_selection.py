@@ -181,8 +181,8 @@ def _nary(term: Term) -> Instr:
         steps = [Step(op, s) for s in scalars]
         inner = _single_step(x)
         if len(steps) == 1 and inner is not None and x.op != op:
-            y, first = inner
-            return _scalar_steps(_select(y), [first, steps[0]])
+            y, inner_step = inner
+            return _scalar_steps(_select(y), [inner_step, steps[0]])
         return _scalar_steps(_select(x), steps)
     if len(tiles) == 2 and len(scalars) <= 1:
         first, second = tiles

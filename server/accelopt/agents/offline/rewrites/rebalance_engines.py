@@ -124,6 +124,7 @@ class RebalanceEngines(Rewrite):
         emit = Emitter(view)
         engine_expr = cst.parse_expression(f"{emit.alias('nisa')}.{engine}_engine")
         kind, call = site.payload
+        new: cst.BaseExpression
         if kind == "engine":
             new = _with_engine(call, engine_expr)
         else:
