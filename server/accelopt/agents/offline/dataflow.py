@@ -190,7 +190,9 @@ class _Builder:
         view = self.view
         number = constant_value(view, expr)
         if number is not None:
-            return const(number)
+            return const(number, view.code(expr).strip())
+        if isinstance(expr, (cst.BinaryOperation, cst.UnaryOperation)) and is_scalar(view, expr):
+            return self._leaf(expr)  # compile-time arithmetic (`1.0 / k`): an operand, not an instruction
         if isinstance(expr, cst.BinaryOperation):
             op = _OPERATORS.get(type(expr.operator))
             if op is None:
@@ -224,6 +226,7 @@ class _Builder:
             kind = "scalar"
         elif is_column(view, expr):
             kind = "column"
+            self.tiles += 1
         elif is_tile(view, expr):
             kind = "tile"
             self.tiles += 1

@@ -101,9 +101,21 @@ def select(term: Term) -> Instr:
     return _select(term)
 
 
+def _column_valued(term: Term) -> bool:
+    """A computed [P, 1] value: every tile it reads is a column."""
+    if term.is_leaf or term.is_const:
+        return False
+    kinds = {t.kind for t in leaves(term).values()}
+    return "column" in kinds and "tile" not in kinds
+
+
 def _select(term: Term) -> Instr:
+    if not _column_valued(term) and any(_column_valued(a) for a in term.args):
+        # A computed column next to full tiles would be an instruction operand (a broadcast the
+        # tile-tile instructions do not do): the column's own chain is fused on its own.
+        raise NoForm("a computed column feeds a full-tile operation")
     if term.is_leaf:
-        if term.kind != "tile":
+        if term.kind not in ("tile", "column"):
             raise NoForm("a chain that only reads scalars")
         return leaf_instr(term)
     if term.is_const:
@@ -163,17 +175,28 @@ def _single_step(term: Term) -> tuple[Term, Step] | None:
     """(x, step) when the term is one scalar operation on one tile term: x * c, x + c."""
     if term.op not in NARY:
         return None
-    scalars = [a for a in term.args if a.is_scalar_like]
-    tiles = [a for a in term.args if not a.is_scalar_like]
+    scalars, tiles = _roles(term.args)
     if len(scalars) == 1 and len(tiles) == 1:
         return tiles[0], Step(term.op, scalars[0])
     return None
 
 
+def _roles(args: tuple[Term, ...]) -> tuple[list[Term], list[Term]]:
+    """(operands, data) of a sum or product: numbers and columns are operands, except that a
+    column is the data when no full tile takes part (a [P, 1] tile is a tile too)."""
+    scalars = [a for a in args if a.is_scalar_like]
+    tiles = [a for a in args if not a.is_scalar_like]
+    if not tiles:
+        columns = [a for a in scalars if a.is_leaf and a.kind == "column"]
+        if columns:
+            tiles = [columns[0]]
+            scalars = [a for a in scalars if a is not columns[0]]
+    return scalars, tiles
+
+
 def _nary(term: Term) -> Instr:
     op = term.op
-    scalars = [a for a in term.args if a.is_scalar_like]
-    tiles = [a for a in term.args if not a.is_scalar_like]
+    scalars, tiles = _roles(term.args)
     if not tiles:
         raise NoForm("a chain that only reads scalars")
     if len(tiles) == 1:

@@ -56,6 +56,8 @@ class Term:
     value: float | None = None
     key: str = ""
     kind: str = ""  # leaf: 'tile' | 'column' | 'scalar'
+    # A constant read from the source keeps its spelling (`EPS`, `np.float32(1)`) for rewriting.
+    source: str = field(default="", compare=False)
 
     @property
     def is_leaf(self) -> bool:
@@ -82,8 +84,8 @@ class Term:
         return f"{self.op}(" + ", ".join(str(a) for a in self.args) + ")"
 
 
-def const(value: float) -> Term:
-    return Term("const", value=float(value))
+def const(value: float, source: str = "") -> Term:
+    return Term("const", value=float(value), source=source)
 
 
 def leaf(key: str, kind: str) -> Term:
@@ -182,7 +184,9 @@ def _flat(op: str, args: tuple[Term, ...]) -> Term:
         rest = _silu_products(rest)
     identity = 0.0 if op == "add" else 1.0
     if constant != identity or not rest:
-        rest.append(const(constant))
+        given = [item for item in items if item.is_const]
+        # One constant as written keeps its spelling; a folded one is a new number.
+        rest.append(given[0] if len(given) == 1 else const(constant))
     if len(rest) == 1:
         return rest[0]
     return Term(op, tuple(sorted(rest, key=_order)))
@@ -254,14 +258,17 @@ def agree(first: Term, second: Term, *, samples: int = 256, seed: int = 0) -> Ag
     function the Scalar Engine offers is valid) and compare them."""
     rng = np.random.default_rng(seed)
     found = leaves(first) | leaves(second)
-    values = {
-        key: rng.uniform(-4.0, 4.0, size=samples if t.kind == "tile" else 1) for key, t in found.items()
-    }
-    with np.errstate(all="ignore"):
-        a = np.broadcast_to(evaluate(first, values), (samples,))
-        b = np.broadcast_to(evaluate(second, values), (samples,))
-    finite = np.isfinite(a) & np.isfinite(b)
-    if finite.sum() < samples // 2:
+    # Both signs first; positive inputs only when the chain is undefined for most of those
+    # (a square root or a logarithm of its input).
+    for low in (-4.0, 0.05):
+        values = {key: rng.uniform(low, 4.0, size=samples if t.kind == "tile" else 1) for key, t in found.items()}
+        with np.errstate(all="ignore"):
+            a = np.broadcast_to(evaluate(first, values), (samples,))
+            b = np.broadcast_to(evaluate(second, values), (samples,))
+        finite = np.isfinite(a) & np.isfinite(b)
+        if finite.sum() >= samples // 2:
+            break
+    else:
         return Agreement(False, reason="the chain is not finite on most inputs")
     if not np.array_equal(np.isfinite(a), np.isfinite(b)):
         return Agreement(False, reason="the two forms disagree on where the result is finite")

@@ -201,5 +201,5 @@ class _Writer:
     def operand(self, term: Term) -> str:
         if term.is_const:
             assert term.value is not None
-            return repr(float(term.value))
+            return term.source or repr(float(term.value))
         return self.view.code(self.chain.leaf_nodes[term.key])
