@@ -111,7 +111,7 @@ def test_a_chain_is_not_fused_across_a_write_to_what_it_reads():
 # (case, words in the site title, params, text that must appear)
 MOVES = [
     ("cg_silu_chain", "tensor_tensor at line 33 from the Vector Engine", {"engine": "gpsimd"}, ["engine=nisa.gpsimd_engine,"]),
-    ("nki07_swish_gate", "tensor_tensor at line 29", {"engine": "gpsimd"}, ["op=nl.multiply,engine=nisa.gpsimd_engine)"]),
+    ("nki07_swish_gate", "tensor_tensor at line 29", {"engine": "gpsimd"}, ["op=nl.multiply,engine=nisa.engine.gpsimd)"]),
     (
         "hw_scale_recip",
         "scale-and-shift activation at line 14",
