@@ -52,6 +52,8 @@ class FuseChain(Rewrite):
         after = fused.count()
         if after >= chain.instructions:
             return None
+        if chain.dst is not None and len(fused.inner()) > sum(p.alloc is not None for p in chain.producers):
+            return None  # destination passing: every inner instruction needs a buffer the chain declared
         first, last = chain.lines
         where = f"line {first}" if first == last else f"lines {first}-{last}"
         sid = site_id(self.name, view.where(chain.root))
