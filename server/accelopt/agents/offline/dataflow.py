@@ -102,7 +102,10 @@ def _find_chains(view: KernelView) -> list[Chain]:
         if len(stmt.body) != 1:
             continue
         for root in _roots(view, stmt):
-            chain = _Builder(view, stmt).chain(root)
+            try:
+                chain = _Builder(view, stmt).chain(root)
+            except RecursionError:  # an absurdly deep expression: not a chain worth fusing
+                continue
             if chain is not None and chain.instructions >= 2:
                 found.append(chain)
     return found

@@ -47,7 +47,7 @@ class FuseChain(Rewrite):
     def _site(self, view: KernelView, chain: Chain) -> Site | Refusal | None:
         try:
             fused = select(chain.normal)
-        except NoForm:
+        except (NoForm, RecursionError):
             return None
         after = fused.count()
         if after >= chain.instructions:
@@ -82,8 +82,10 @@ class FuseChain(Rewrite):
 
     def transform(self, view: KernelView, site: Site, params: Params) -> str:
         chain, fused = site.payload
-        writer = _Writer(view, chain)
-        return writer.render(fused)
+        try:
+            return _Writer(view, chain).render(fused)
+        except cst.ParserSyntaxError as exc:  # a leaf's text that does not fit where it moved
+            raise NotApplicable(f"the fused form could not be written: {exc.message}") from exc
 
 
 def _two_psum_inputs(view: KernelView, chain: Chain, fused: Instr) -> bool:
