@@ -222,3 +222,10 @@ CASES["hw_scale_recip"] = Case(
     lambda r: [_normal(r, 256, 512) * 0.1, 2.0 + np.abs(_normal(r, 256, 1))],
     lambda x, c: [1.0 / (3.0 * x + c)],
 )
+CASES["hw_silu_square"] = Case(
+    "hw_silu_square.py",
+    "silu_square_kernel",
+    "hand-written",  # square tiles: the free width is also the partition width
+    lambda r: [_normal(r, 256, 512)],
+    lambda x: [x * _sigmoid(x)],
+)

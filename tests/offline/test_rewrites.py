@@ -84,6 +84,14 @@ APPLIES = [
     ("widen_free_dim", "hw_silu_offsets", "j loop", {"factor": 4}, ["c0 : c0 + TILE_COLS * 4"], []),
     (
         "widen_free_dim",
+        "hw_silu_square",
+        "j loop",
+        {"factor": 4},
+        ["x[i * 128 : (i + 1) * 128, j * 512 : (j + 1) * 512]", "nl.ndarray((128, 512)"],
+        ["j * 128"],
+    ),
+    (
+        "widen_free_dim",
         "cg_silu",
         "i1 loop",
         {"factor": 2},

@@ -188,7 +188,7 @@ def _unexplained_width(view: KernelView, loop: Loop, widening: _Widening) -> str
     ]
     for mul in widening.multiplies:
         scaled.append(mul.left if view.eval_int(mul.left) is not None else mul.right)
-    covered = {id(n) for n in scaled}
+    covered = {id(n) for n in scaled} | {id(n) for n in _partition_widths(view, loop)}
 
     def width_in(stmt: cst.CSTNode) -> bool:
         stack = [stmt]
@@ -210,6 +210,30 @@ def _unexplained_width(view: KernelView, loop: Loop, widening: _Widening) -> str
                 f"(line {view.line(stmt)}), which this rewrite cannot interpret"
             )
     return None
+
+
+def _partition_widths(view: KernelView, loop: Loop) -> list[cst.CSTNode]:
+    """Where the loop body spells the partition extent, which widening leaves as it is: the
+    partition element of a subscript (`x[i * 128 : (i + 1) * 128, j * 128 : ...]`), a partition
+    grid `nl.arange(128)[:, None]` and the first extent of a tile allocated in the loop. Square
+    tiles are common, and the same number there is not a free-axis width. An element that uses
+    the widened loop's variable is not one of them (that loop is refused earlier anyway)."""
+    found: list[cst.CSTNode] = []
+    for sub in _subscripts(loop.node):
+        if view.is_call(sub.value, "nl", "arange"):
+            if not _free_axis(view, sub):
+                found.append(sub)
+            continue
+        for el in sub.slice:
+            if _is_partition_element(view, sub, el) and not view.name_uses(loop.var, el):
+                found.append(el)
+    for stmt in view.simple_statements(loop.node):
+        for call in view.calls_in(stmt):
+            if view.callee(call).namespace in ("nl", "nisa") and view.callee(call).name in ALLOCATORS:
+                shape = argument(call, 0, "shape")
+                if isinstance(shape, (cst.Tuple, cst.List)) and len(shape.elements) >= 2:
+                    found.append(shape.elements[0].value)
+    return found
 
 
 def _in_loop_indices(view: KernelView, use: cst.Name) -> bool:
