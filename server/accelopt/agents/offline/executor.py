@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from accelopt.agents.offline.catalogue import get_rewrite, title_for
+from accelopt.agents.offline.engine_choice import worthwhile_variants
 from accelopt.agents.offline.rewrites.base import Params, Site
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.site_pattern import patterns_of
@@ -39,7 +40,9 @@ def _variants(
     profile: Profile | None = None,
 ) -> list[Params]:
     ordered: list[Params] = []
-    for params in [dict(plan.params), *site.variants]:
+    # The plan's own parameters, then the site's other variants (engine moves only where the
+    # timing model expects them to pay, engine_choice.py).
+    for params in [dict(plan.params), *worthwhile_variants(site, profile)]:
         if params not in ordered:
             ordered.append(params)
     if not experiences or plan.rewrite is None:

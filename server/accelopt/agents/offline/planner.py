@@ -26,12 +26,14 @@ then the same plans again, which the search recognises as kernels it has already
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import random
 import threading
 from collections import defaultdict
 
 from accelopt.agents.offline.catalogue import TUNER, all_sites, get_rewrite, title_for
+from accelopt.agents.offline.engine_choice import best_engine, worthwhile_variants
 from accelopt.agents.offline.evidence import Evidence, read_lessons, weigh
 from accelopt.agents.offline.rewrites.base import Params, Site
 from accelopt.agents.offline.rewrites.errors import NotApplicable
@@ -71,9 +73,14 @@ def profile_score(site: Site, profile: Profile | None) -> float:
 
 
 def choose_params(site: Site, profile: Profile | None) -> Params:
-    """The first variant, except that an engine choice goes to the least busy engine."""
+    """The first variant, except that an engine choice goes to the engine expected to finish
+    the moved work soonest (engine_choice.py), or, for a site that does not say what it moves,
+    to the least busy engine."""
     variants = site.variants or [{}]
     if profile is not None and all("engine" in v for v in variants):
+        expected = best_engine(site, profile)
+        if expected is not None:
+            return expected
 
         def busy(v: Params) -> float:
             field = {
@@ -104,7 +111,7 @@ class OfflinePlanner:
 
     def plan_now(self, request: PlanRequest) -> PlanResult:
         text = request.kernel.text
-        sites = all_sites(text, request.kernel.name)
+        sites = _worthwhile(all_sites(text, request.kernel.name), request.profile)
         if not sites and not request.judged:
             return PlanResult(error="no rewrite in the offline catalogue applies to this kernel")
         # The ranking depends on the kernel and this planner's seed, not on the request's seed: the
@@ -203,6 +210,19 @@ class OfflinePlanner:
                 except NotApplicable:
                     self._writes[key] = None
             return self._writes[key]
+
+
+def _worthwhile(sites: list[Site], profile: Profile | None) -> list[Site]:
+    """Engine moves the timing model expects to slow the kernel are not proposed: a site keeps
+    only its worthwhile targets, and a site with none is left out."""
+    kept: list[Site] = []
+    for site in sites:
+        variants = worthwhile_variants(site, profile)
+        if variants == site.variants:
+            kept.append(site)
+        elif variants:
+            kept.append(dataclasses.replace(site, variants=variants))
+    return kept
 
 
 def _variants_in_order(site: Site, profile: Profile | None) -> list[Params]:

@@ -12,8 +12,10 @@ the kernel (or its generator) already pinned, which is what a compiler-generated
 - an `activation` that only scales and shifts (`op=nl.copy`) is a `tensor_scalar` multiply-add,
   which moves it from the Scalar Engine to Vector or GpSimd.
 
-Each site's variants are the engines it may move to; the planner takes the least busy one in the
-profile, and the site's score rises with the busy share of the engine it relieves.
+Each site's variants are the engines it may move to, and the site says what it moves
+(`runs_on`): the planner proposes only targets the timing model expects to finish the engines'
+work sooner (engine_choice.py; on Trainium1 a Vector -> GpSimd move is never one), the soonest
+first, and the site's score rises with the busy share of the engine it relieves.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ class RebalanceEngines(Rewrite):
                     self.name, sid, line, f"cannot move the {api} at line {line} to GpSimd: it reads PSUM"
                 )
             return None
-        return self._site(sid, line, f"nisa.{api}", current, targets, ("engine", call))
+        return self._site(sid, line, f"nisa.{api}", (api, current), targets, ("engine", call))
 
     def _scale_shift(self, view: KernelView, call: cst.Call) -> Site | Refusal | None:
         func = op_name(view, argument(call, 0, "op"))
@@ -91,12 +93,15 @@ class RebalanceEngines(Rewrite):
             site_id(self.name, view.where(call)),
             view.line(call),
             "scale-and-shift activation",
-            "scalar",
+            ("activation", "scalar"),
             targets,
             ("activation", call),
         )
 
-    def _site(self, sid: str, line: int, kind: str, current: str, targets: list[str], payload: tuple) -> Site:
+    def _site(
+        self, sid: str, line: int, kind: str, runs_on: tuple[str, str], targets: list[str], payload: tuple
+    ) -> Site:
+        current = runs_on[1]
         return Site(
             self.name,
             sid,
@@ -109,6 +114,7 @@ class RebalanceEngines(Rewrite):
             ),
             variants=[{"engine": t} for t in targets],
             relieves=(current,) if current != "gpsimd" else ("vector",),
+            runs_on=runs_on,
             payload=payload,
         )
 
