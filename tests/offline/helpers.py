@@ -229,3 +229,10 @@ CASES["hw_silu_square"] = Case(
     lambda r: [_normal(r, 256, 512)],
     lambda x: [x * _sigmoid(x)],
 )
+CASES["cg_sigmoid_square"] = Case(
+    "cg_sigmoid_square.py",
+    "sigmoid_square_cg_kernel",
+    "compiler-generated",  # square blocks: the free width is also the partition width
+    lambda r: [_normal(r, 256, 512)],
+    lambda x: [_sigmoid(x)],
+)

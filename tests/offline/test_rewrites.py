@@ -92,6 +92,14 @@ APPLIES = [
     ),
     (
         "widen_free_dim",
+        "cg_sigmoid_square",
+        "i1 loop",
+        {"factor": 2},
+        ["128 * i0 + nl.arange(128)[:, None], 256 * i1 + nl.arange(256)[None, :]", "(nl.par_dim(128), 256)"],
+        ["128 * i1"],
+    ),
+    (
+        "widen_free_dim",
         "cg_silu",
         "i1 loop",
         {"factor": 2},
