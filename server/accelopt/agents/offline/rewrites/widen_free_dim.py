@@ -5,7 +5,9 @@ A loop `for j in range(T)` whose variable only offsets tiles along a free (non-p
 `j * C : (j + 1) * C` or `C * j + nl.arange(C)[None, :]`, becomes `range(T // factor)` with
 offsets `factor * C` and tiles `factor * C` wide: every `C`-wide grid, slice and tile shape in the
 loop body is scaled, masks included. The hand-written spelling `c0 = j * C` followed by slices
-`c0 : c0 + C` is understood too, as long as `c0` is used for nothing else. Refused when the variable is used any other way, when it
+`c0 : c0 + C` is understood too, as long as `c0` is used for nothing else. The same number as
+the partition extent (square tiles, `x[i * 128 : (i + 1) * 128, j * 128 : (j + 1) * 128]`) is
+left as it is: only the free-axis spelling is widened. Refused when the variable is used any other way, when it
 tiles the partition axis, when the loop feeds the Tensor Engine, when a buffer it fills is also
 used outside the loop, or when the wider tiles would overflow PSUM (2 KiB per partition) or SBUF.
 A trip count not known from the source gets an assertion, so a shape that does not divide fails
