@@ -1,4 +1,4 @@
-"""The planner moves pinned work only to an engine the timing model expects to finish it sooner
+"""The planner moves work only to an engine the timing model expects to finish it sooner
 (engine_choice.py), and the simulator agrees on the test kernels: on Trainium1, where GpSimd
 streams elementwise work at half the Vector Engine's rate and shares its SBUF ports, Vector work
 does not go to GpSimd; a reciprocal still leaves the Vector Engine for the Scalar Engine."""
@@ -24,31 +24,44 @@ def simulated(case: str, text: str, hardware: str) -> Profile:
     return profile_trace(trace, hardware=hardware)[0]
 
 
-def proposed_moves(case: str, profile: Profile) -> set[tuple[str, str]]:
+def proposed_moves(case: str, profile: Profile, rewrite: str = "rebalance_engines") -> set[tuple[str, str]]:
     source = CASES[case]
     kernel = KernelSource(text=source.text, name=source.name, path=source.file)
     result = OfflinePlanner().plan_now(PlanRequest(kernel=kernel, profile=profile, count=60))
-    return {(p.site or "", str(p.params["engine"])) for p in result.plans if p.rewrite == "rebalance_engines"}
+    return {(p.site or "", str(p.params["engine"])) for p in result.plans if p.rewrite == rewrite}
 
 
 @pytest.mark.parametrize(
-    ("case", "hardware"),
-    [("cg_silu_chain", "trn1"), ("cg_silu_chain", "trn2"), ("hw_scale_recip", "trn1"), ("hw_scale_recip", "trn2")],
+    ("rewrite_name", "case", "hardware"),
+    [
+        ("rebalance_engines", "cg_silu_chain", "trn1"),
+        ("rebalance_engines", "cg_silu_chain", "trn2"),
+        ("rebalance_engines", "hw_scale_recip", "trn1"),
+        ("rebalance_engines", "hw_scale_recip", "trn2"),
+        # work the kernel left to the compiler: DMA-bound, no pinning pays; Vector-bound on trn2,
+        # the add pays on GpSimd
+        ("assign_engine", "cg_scale_shift", "trn1"),
+        ("assign_engine", "hw_heads", "trn2"),
+    ],
 )
-def test_the_planner_proposes_exactly_the_engine_moves_the_simulator_finds_faster(case, hardware):
+def test_the_planner_proposes_only_engine_moves_the_simulator_finds_faster_and_the_fastest(rewrite_name, case, hardware):
     source = CASES[case]
     before = simulated(case, source.text, hardware)
-    proposed = proposed_moves(case, before)
-    rewrite = get_rewrite("rebalance_engines")
-    faster: set[tuple[str, str]] = set()
+    proposed = proposed_moves(case, before, rewrite_name)
+    rewrite = get_rewrite(rewrite_name)
+    speedups: dict[tuple[str, str], float] = {}
     sites = rewrite.sites(source.text, source.name)
     assert sites
     for site in sites:
         for variant in site.variants:
             after = simulated(case, rewrite.apply(source.text, source.name, site.id, variant), hardware)
-            if after.latency_ms < before.latency_ms:
-                faster.add((site.id, str(variant["engine"])))
-    assert proposed == faster
+            speedups[(site.id, str(variant["engine"]))] = before.latency_ms / after.latency_ms
+    faster = {move for move, speedup in speedups.items() if speedup > 1.0}
+    # Every proposed move is faster, and the fastest one is proposed (pinning compiler-placed
+    # work where the compiler already runs most of it is expected to change nothing: not proposed).
+    assert proposed <= faster
+    if faster:
+        assert max(faster, key=lambda move: speedups[move]) in proposed
 
 
 def test_gpsimd_takes_scalar_work_only_where_it_does_not_share_the_vector_engines_ports():

@@ -12,9 +12,16 @@ takes for the same instruction, asked of the timing model's own lowering
 clocks, GpSimd's elementwise factor, the Vector Engine's slow reciprocal and performance mode.
 On hardware whose Vector Engine and GpSimd share the SBUF ports (Trainium1,
 HardwareSpec.port_conflicts) the timeline serialises their SBUF work, so the two count as one
-resource with their busy times summed. The time the ALU engines need is the largest of these
-(the Tensor Engine and DMA are unchanged by a move); a target is worth proposing only when that
-drops below what the profile shows now.
+resource with their busy times summed. The time the ALU engines need is the largest of these;
+the Tensor Engine and the DMA queues are unchanged by a move, so the kernel's expected horizon is
+the larger of that and their busy time, and a target is worth proposing only when the horizon
+drops below what the profile shows now (a DMA-bound kernel gains nothing from a move and pays
+cross-engine semaphores for it).
+
+Work the kernel left to the compiler (assign_engine) may run on several engines; the profile's
+line costs say how much on each, and all of it goes to the target. Where the profile does not
+say (no line cost for the site), the model has no say and the planner falls back to the least
+busy engine. A line that holds several instructions counts as one move (an overestimate).
 """
 
 from __future__ import annotations
@@ -69,8 +76,9 @@ def alu_horizon(busy: dict[str, float], hw: HardwareSpec) -> float:
 
 
 def expected_horizons(site: Site, profile: Profile) -> tuple[float, dict[str, float]] | None:
-    """(ALU time now, ALU time after moving the site's instruction to each target engine), as
-    fractions of the profiled latency; None when the site moves nothing this module knows."""
+    """(Expected busy horizon now, and after moving the site's instruction to each target
+    engine), as fractions of the profiled latency; None when the site moves nothing this module
+    knows or the profile does not say where its work runs."""
     if site.runs_on is None or not all("engine" in v for v in site.variants):
         return None
     opcode, source = site.runs_on
@@ -79,20 +87,26 @@ def expected_horizons(site: Site, profile: Profile) -> tuple[float, dict[str, fl
     except ValueError:
         return None  # hardware the timing model does not know: no cost to compare
     busy = {e: float(getattr(profile, _BUSY_FIELDS[e])) for e in ALU_ENGINES}
-    moved = _moved_share(site, profile, source, busy[source])
-    source_seconds = instruction_seconds(opcode, source, hw)
-    now = alu_horizon(busy, hw)
+    moved = _moved_work(site, profile, source, busy)
+    if not moved:
+        return None  # work the compiler placed, and the profile does not say where: no say
+    # The Tensor Engine and the DMA queues keep their work: the kernel cannot get shorter than
+    # they are busy, so a move pays only when the ALU engines are what bounds it.
+    floor = max(profile.dma_active_time_percent, profile.tensor_engine_active_time_percent)
+    now = max(alu_horizon(busy, hw), floor)
     after: dict[str, float] = {}
     for variant in site.variants:
         target = str(variant["engine"])
         if target not in ALU_ENGINES:
             continue
-        target_opcode = _opcode_on(opcode, source, target)
-        ratio = instruction_seconds(target_opcode, target, hw) / source_seconds
         moved_busy = dict(busy)
-        moved_busy[source] = max(0.0, busy[source] - moved)
-        moved_busy[target] = busy[target] + moved * ratio
-        after[target] = alu_horizon(moved_busy, hw)
+        for engine, share in moved.items():
+            ratio = instruction_seconds(_opcode_on(opcode, engine, target), target, hw) / instruction_seconds(
+                opcode, engine, hw
+            )
+            moved_busy[engine] = max(0.0, moved_busy[engine] - share)
+            moved_busy[target] += share * ratio
+        after[target] = max(alu_horizon(moved_busy, hw), floor)
     return now, after
 
 
@@ -115,18 +129,25 @@ def worthwhile_variants(site: Site, profile: Profile | None) -> list[Params]:
     return [v for v in site.variants if after.get(str(v["engine"]), now) < now]
 
 
-def _moved_share(site: Site, profile: Profile, source: str, source_busy: float) -> float:
-    """Busy time (fraction of latency) of the site's line on the source engine."""
+def _moved_work(site: Site, profile: Profile, source: str, busy: dict[str, float]) -> dict[str, float]:
+    """Busy time (fraction of latency) of the site's line per ALU engine: all of it on the
+    source for pinned work; spread over several engines where the compiler placed the work."""
     if profile.latency_ms > 0:
         for cost in profile.lines:
-            if cost.line == site.line and source in cost.engines:
-                return min(source_busy, cost.engines[source] / profile.latency_ms)
-    return _UNKNOWN_SHARE * source_busy
+            if cost.line == site.line:
+                work = {
+                    e: min(busy[e], ms / profile.latency_ms)
+                    for e, ms in cost.engines.items()
+                    if e in ALU_ENGINES and (e == source or not source) and ms > 0
+                }
+                if work:
+                    return work
+    return {source: _UNKNOWN_SHARE * busy[source]} if source else {}
 
 
 def _opcode_on(opcode: str, source: str, target: str) -> str:
     # A scale-and-shift activation leaves the Scalar Engine as a tensor_scalar multiply-add
     # (rebalance_engines writes it so).
-    if opcode == "activation" and target != source:
+    if opcode == "activation" and source == "scalar" and target != "scalar":
         return "tensor_scalar"
     return opcode

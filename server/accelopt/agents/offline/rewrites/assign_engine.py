@@ -53,13 +53,13 @@ class AssignEngine(Rewrite):
             if engine is None or not (dotted(engine.value) or "").endswith("unknown_engine"):
                 return None
             kind = f"nisa.{callee.name}"
-            return self._make(sid, line, kind, engines, ("explicit", call))
+            return self._make(sid, line, kind, callee.name, engines, ("explicit", call))
         if callee.namespace != "nl":
             return None
         if callee.name == "copy" and len(positional(call)) == 1:
-            return self._make(sid, line, "nl.copy", engines, ("copy", call))
+            return self._make(sid, line, "nl.copy", "tensor_copy", engines, ("copy", call))
         if callee.name in ACTIVATION_FUNCTIONS and len(positional(call)) == 1:
-            return self._make(sid, line, f"nl.{callee.name}", ["scalar"], ("activation", call))
+            return self._make(sid, line, f"nl.{callee.name}", "activation", ["scalar"], ("activation", call))
         if callee.name in BINARY_FUNCTIONS:
             binary = as_binary(view, call)
             step = scalar_operand(view, binary) if binary is not None else None
@@ -69,10 +69,12 @@ class AssignEngine(Rewrite):
                 return Refusal(
                     self.name, sid, line, "cannot move a scalar divided by a tile to tensor_scalar"
                 )
-            return self._make(sid, line, f"nl.{callee.name}", engines, ("tensor_scalar", call, binary, step))
+            return self._make(
+                sid, line, f"nl.{callee.name}", "tensor_scalar", engines, ("tensor_scalar", call, binary, step)
+            )
         return None
 
-    def _make(self, sid: str, line: int, kind: str, engines: list[str], payload: tuple) -> Site:
+    def _make(self, sid: str, line: int, kind: str, opcode: str, engines: list[str], payload: tuple) -> Site:
         return Site(
             self.name,
             sid,
@@ -81,6 +83,9 @@ class AssignEngine(Rewrite):
             description=f"Name the engine for the {kind} at line {line} instead of leaving it to the compiler.",
             variants=[{"engine": e} for e in engines],
             relieves=("vector", "scalar"),
+            # The compiler's placement (it may spread the work over engines) is read from the
+            # profile's line costs (engine_choice.py).
+            runs_on=(opcode, ""),
             payload=payload,
         )
 

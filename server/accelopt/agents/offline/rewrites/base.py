@@ -28,7 +28,8 @@ class Site:
     # Which bottleneck the change relieves: "hbm", "tensor", "vector", "scalar", "latency".
     relieves: tuple[str, ...] = ()
     # For a site whose variants are target engines: (opcode, engine) of the instruction as it
-    # runs now, so the planner can weigh each target with the timing model (engine_choice.py).
+    # runs now ("" when the compiler picks), so the planner can weigh each target with the
+    # timing model (engine_choice.py).
     runs_on: tuple[str, str] | None = None
     payload: Any = field(default=None, repr=False, compare=False)
 
