@@ -88,3 +88,29 @@ def test_a_kernel_that_runs_other_code_at_the_full_size_is_rejected(backend):
     assert "the kernel issues instructions its verified run at the small size never issued" in evaluation.message
     assert evaluation.profile is None and evaluation.line is not None
     assert "nl.multiply(gate, tile)" in branching.text.splitlines()[evaluation.line - 1]
+
+
+def test_the_search_report_says_which_size_was_checked_and_which_timed():
+    from accelopt.search.candidate import Candidate
+    from accelopt.search.config import SearchConfig
+    from accelopt.search.events import Started
+    from accelopt.search.report import build_report
+
+    baseline = Candidate(
+        id="c0",
+        parent_id=None,
+        iteration=0,
+        kernel=silu(),
+        status="ok",
+        latency_ms=0.01,
+        checked_size="small",
+        timed_size="full",
+        evaluation_notes=["timed at the full size (512x2048) by a trace-only run"],
+    )
+    started = Started(
+        search_id="s", kernel_name="silu_kernel", backend="simulator", hardware="trn1", agents="offline",
+        baseline=baseline, config=SearchConfig(),
+    )
+    report = build_report([started])
+    assert "outputs checked at the small size, latencies timed at the full size" in report
+    assert "timed at the full size (512x2048) by a trace-only run" in report
