@@ -102,13 +102,6 @@ def timing_note(split: SizeSplit, trace: Trace | None) -> str:
     )
 
 
-def profile_only_note(task: Task, trace: Trace | None) -> str | None:
-    """For a profile-only run of a module offering several sizes: which one was timed."""
-    if task.kind != "reference" or len(offered_sizes(task.reference_text or "")) < 2 or trace is None:
-        return None
-    return f"timed at {_at(task.size, trace)} by a trace-only run; outputs not checked (profile only)"
-
-
 def combined(
     split: SizeSplit,
     checked: Evaluation,

@@ -207,8 +207,6 @@ class SimulatorBackend:
             run.evaluation.timed_size = run.evaluation.timed_size or task.size
             if options.check_correctness:
                 run.evaluation.checked_size = run.evaluation.checked_size or real_size.check_size_of(task)
-            elif (note := real_size.profile_only_note(task, run.trace)) is not None:
-                run.evaluation.notes.append(note)
         run.evaluation.wall_time_s = time.perf_counter() - started
         run.evaluation.assumed = assumed(options, kernel)
         if run.evaluation.profile is not None:
