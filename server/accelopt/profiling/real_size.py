@@ -36,8 +36,8 @@ class SizeSplit:
 
 
 def check_size_of(task: Task) -> Size:
-    """The size a task's outputs are checked at: the one it names, else the smallest size its
-    reference module offers (the task's own size when the module offers no other)."""
+    """The size a task's outputs are checked at: the one it names, else the reference module's
+    small size when the module offers one smaller than the task's (else the task's own)."""
     if task.check_size is not None:
         return task.check_size
     if task.kind != "reference" or task.size_argument == "none":
@@ -112,9 +112,9 @@ def combined(
     """The evaluation of a split run: the check run's verdict and error, the timing run's
     profile; rejected when the timing run issued instructions the verified run did not."""
     notes = [*checked.notes, *(n for n in timed.notes if n not in checked.notes)]
-    sizes = {"checked_size": split.check.size, "timed_size": split.timed.size}
+    sizes: dict[str, object] = {"checked_size": split.check.size, "timed_size": split.timed.size}
     if not timed.ok:
-        message = f"at the full size it is timed at (trace-only run): {timed.message}"
+        message = f"at the {split.timed.size} size it is timed at (trace-only run): {timed.message}"
         return timed.model_copy(update={"message": message, "notes": notes, "max_error": checked.max_error, **sizes})
     if checked_trace is None or timed_trace is None:
         return timed.model_copy(
@@ -151,5 +151,6 @@ def combined(
         notes=notes,
         profile=timed.profile,
         verified=False,
-        **sizes,
+        checked_size=split.check.size,
+        timed_size=split.timed.size,
     )
