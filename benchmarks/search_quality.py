@@ -328,7 +328,14 @@ def print_tables(results: dict[str, dict[str, TaskResult]], *, trace: bool = Fal
 
 async def main(args: argparse.Namespace) -> int:
     if args.from_json:
-        print_tables(load_results(args.from_json), trace=args.trace)
+        results = load_results(args.from_json)
+        # Partial runs (stopped, or one process per mode): compare the tasks every mode finished.
+        common = set.intersection(*(set(rows) for rows in results.values())) if results else set()
+        left_out = sorted(set().union(*(set(rows) for rows in results.values())) - common)
+        if left_out:
+            print(f"tasks not finished in every mode, left out of the tables: {', '.join(left_out)}")
+        results = {m: {t: r for t, r in rows.items() if t in common} for m, rows in results.items()}
+        print_tables(results, trace=args.trace)
         return 0
     tasks = [t.name for t in load_index()]
     if args.tasks:
