@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup lint typecheck pytest extension-test clean
+.PHONY: demo test setup sandbox-deps lint typecheck pytest extension-test clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,7 +14,17 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+# The sandbox's OS isolation (Linux): bubblewrap. Installed when missing and we may (root with
+# apt-get, as in CI); elsewhere a note says what to install, and the tool says at start what it lacks.
+sandbox-deps:
+	@command -v bwrap >/dev/null 2>&1 || case "$$(uname -s)" in \
+	  Linux) if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	    else echo "note: install bubblewrap (e.g. sudo apt-get install bubblewrap) to isolate kernels at the OS level"; fi ;; \
+	  *) echo "note: no OS-level sandbox on $$(uname -s); see SECURITY.md" ;; \
+	esac
+
+setup: $(STAMP) sandbox-deps
 
 # A small budget so the demo finishes in a few minutes on a laptop; drop the flags for the
 # published defaults (B=6, N=12, K=2, T=16).

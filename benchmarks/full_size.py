@@ -18,7 +18,8 @@ argument, `transform_nki_outputs` returning the kernel outputs only), against th
 Per task it prints the status, the wall time and wall time per seed, the peak resident memory
 of the trusted process (it compares outputs chunk by chunk and maps a big task's cached
 reference data from files) and of the largest sandboxed worker (`ru_maxrss` of the children),
-and the memory the machine had available before the run. Figures are measured here, on this
+the memory the machine had available before the run, the workers' CPU seconds per seed and the
+CPU seconds of the trusted process (the verification re-run, the comparisons). Figures are measured here, on this
 machine, by the product; nothing is assumed.
 """
 
@@ -73,8 +74,17 @@ def measure(name: str, seeds: int, check: bool, timeout_s: float, published: boo
         "latency_ms": evaluation.profile.latency_ms if evaluation.profile else None,
         "parent_peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "worker_peak_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
+        # CPU seconds of this process (the trusted re-run, comparisons) and of its workers:
+        # on a shared machine the wall time says as much about the neighbours as about us
+        "parent_cpu_s": _cpu(resource.RUSAGE_SELF),
+        "worker_cpu_s": _cpu(resource.RUSAGE_CHILDREN),
         "available_before": available,
     }
+
+
+def _cpu(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _gib(value: float | None) -> str:
@@ -94,7 +104,7 @@ def main() -> int:
         print(json.dumps(measure(args.one, args.seeds, args.check, args.timeout, args.published)))
         return 0
     header = f"{'task':12} {'status':14} {'seeds':>5} {'wall s':>8} {'s/seed':>8} {'parent peak':>12} "
-    header += f"{'worker peak':>12} {'available':>10}  max error"
+    header += f"{'worker peak':>12} {'available':>10} {'worker cpu/seed':>15} {'parent cpu':>10}  max error"
     print(header)
     for name in args.tasks:
         command = [sys.executable, __file__, "--one", name, "--seeds", str(args.seeds)]
@@ -109,7 +119,8 @@ def main() -> int:
         print(
             f"{name:12} {row['status']:14} {row['seeds']:>5} {row['wall_s']:>8.1f} "
             f"{row['wall_s'] / max(row['seeds'], 1):>8.1f} {_gib(row['parent_peak_rss']):>12} "
-            f"{_gib(row['worker_peak_rss']):>12} {_gib(row['available_before']):>10}  {error}"
+            f"{_gib(row['worker_peak_rss']):>12} {_gib(row['available_before']):>10} "
+            f"{row['worker_cpu_s'] / max(row['seeds'], 1):>15.1f} {row['parent_cpu_s']:>10.1f}  {error}"
         )
         if row["status"] != "ok":
             print(f"  {row['message']}")

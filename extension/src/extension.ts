@@ -27,10 +27,11 @@ function workspaceFolder(): string | undefined {
 }
 
 function currentSettings(): ClientSettings {
-  return readSettings(vscode.workspace.getConfiguration('accelopt'), {
-    workspaceFolder: workspaceFolder(),
-    home: os.homedir(),
-  });
+  return readSettings(
+    vscode.workspace.getConfiguration('accelopt'),
+    { workspaceFolder: workspaceFolder(), home: os.homedir() },
+    vscode.workspace.isTrusted,
+  );
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
@@ -144,6 +145,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       mcp?.provider.refresh();
       void restartAfterSettingsChange(serverLauncher, store);
     }),
+    // The server takes trust only from its initializationOptions or from this notification.
+    vscode.workspace.onDidGrantWorkspaceTrust(
+      () => void serverLauncher.runningClient?.sendNotification('accelopt/workspaceTrusted', {}),
+    ),
   );
   const interpreterWatch = await onPythonInterpreterChange(() => {
     if (!currentSettings().pythonPath) {

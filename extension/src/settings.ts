@@ -58,6 +58,12 @@ export interface ServerConfiguration {
   maxCandidates: number;
   /** Evaluations as Ray tasks: 'local' or a cluster address; null evaluates locally. */
   ray: string | null;
+  /**
+   * `vscode.workspace.isTrusted`: the server runs kernels only in a trusted workspace (see
+   * server/accelopt/lsp/trust.py). The extension is disabled in Restricted Mode anyway
+   * (`capabilities.untrustedWorkspaces.supported: false`); this makes the server's gate explicit.
+   */
+  workspaceTrusted: boolean;
 }
 
 export interface ClientSettings {
@@ -132,7 +138,11 @@ export function apiKeyEnvVarName(value: unknown): string {
   return name !== null && /^[A-Za-z_][A-Za-z0-9_]*$/.test(name) ? name : DEFAULT_API_KEY_ENV_VAR;
 }
 
-export function readSettings(config: ConfigurationReader, paths: PathContext): ClientSettings {
+export function readSettings(
+  config: ConfigurationReader,
+  paths: PathContext,
+  workspaceTrusted = false,
+): ClientSettings {
   const pythonPath = text(config.get('pythonPath'));
   const memoryPath = text(config.get('memory.path'));
   const configFile = text(config.get('llm.configFile'));
@@ -171,6 +181,7 @@ export function readSettings(config: ConfigurationReader, paths: PathContext): C
       memoryPath: memoryPath === null ? null : expandPath(memoryPath, paths),
       maxCandidates: positiveInt(config.get('maxCandidates'), 5),
       ray: text(config.get('rayAddress')),
+      workspaceTrusted,
     },
   };
 }

@@ -48,6 +48,7 @@ describe('settings', () => {
       memoryPath: null,
       maxCandidates: 5,
       ray: null,
+      workspaceTrusted: false,
     });
   });
 

@@ -39,7 +39,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    if args.command in SANDBOXED:
+        _say_if_kernels_run_without_os_isolation()
     return int(args._run(args) or 0)
+
+
+# The commands that run kernels: each says at start when the machine cannot isolate them.
+SANDBOXED = ("profile", "optimize", "bench")
+
+
+def _say_if_kernels_run_without_os_isolation() -> None:
+    from accelopt.profiling.isolation import detect
+
+    isolation = detect()
+    if not isolation.kernel_enforced:
+        print(f"accelopt: {isolation.describe()}", file=sys.stderr)
 
 
 if __name__ == "__main__":

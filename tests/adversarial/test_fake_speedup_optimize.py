@@ -76,7 +76,10 @@ def test_a_fake_speedup_is_not_ranked_written_or_learned(chat_server, tmp_path: 
     assert cheats, "the endpoint's kernel was never evaluated"
     for candidate in cheats:
         assert candidate.status == "rejected", (candidate.status, candidate.message)
-        assert candidate.message.startswith("verification: ") and candidate.speedup is None
+        # The static policy now refuses the class pattern that reached the trace; the trusted
+        # re-run would refuse the tampered trace (tests/adversarial/test_trace_attacks.py).
+        assert candidate.message.startswith(("verification: ", "sandbox policy: ")), candidate.message
+        assert candidate.speedup is None
     finished = events[-1]
     assert isinstance(finished, Finished)
     assert all(not same(r.candidate.kernel.text, CHEAT) for r in finished.ranked if r.candidate.status == "ok")

@@ -48,7 +48,8 @@ CASES = [
     ),
     ("eval", "eval('1 + 1')", "'eval'", "eval("),
     ("exec", "exec('import os')", "'exec'", "exec("),
-    ("getattr with a built name", "f = getattr(np, '_' * 2 + 'dict' + '_' * 2)", "'getattr'", "getattr"),
+    # a computed name passes the static check; the worker's guard refuses it when it is read
+    ("getattr with a built name", "f = getattr(np, '_' * 2 + 'dict' + '_' * 2)", "getattr of '__dict__'", "getattr"),
     (
         "emulator internals",
         "import accelopt.nki.context",
@@ -64,7 +65,13 @@ CASES = [
     ("monkey-patch numpy", "np.exp = np.log", "no monkey-patching", "np.exp ="),
     ("monkey-patch the emulator", "nl.multiply = nl.add", "no monkey-patching", "nl.multiply ="),
     ("numpy file helpers", "np.save('/tmp/accelopt-canary', np.zeros(1))", "'.save'", "np.save"),
-    ("classes in kernels", "class Cached:\n    pass", "class definitions", "class Cached"),
+    (
+        "match pattern reads a dunder",
+        "match nl.load:\n    case object(__globals__=g):\n        pass",
+        "match pattern",
+        "case object",
+    ),
+    ("format field reads a dunder", "s = '{0.__globals__}'.format(nl.load)", "format field", "format("),
 ]
 
 

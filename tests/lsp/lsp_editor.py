@@ -186,14 +186,17 @@ async def wait_until(predicate: Callable[[], Any], timeout_s: float = 90.0, what
         await asyncio.sleep(0.05)
 
 
-async def start_session(client: LanguageClient, root: Path, options: dict[str, Any]) -> Editor:
+async def start_session(
+    client: LanguageClient, root: Path, options: dict[str, Any], *, workspace_trusted: bool = True
+) -> Editor:
+    """Initialize like the VS Code extension does: it passes `vscode.workspace.isTrusted`."""
     editor = Editor(client, root)
     editor.install()
     await client.initialize_session(
         types.InitializeParams(
             capabilities=client_capabilities("visual-studio-code"),
             root_uri=root.as_uri(),
-            initialization_options=options,
+            initialization_options={"workspaceTrusted": workspace_trusted, **options},
         )
     )
     return editor

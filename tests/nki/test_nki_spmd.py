@@ -151,8 +151,10 @@ def test_grid_time_is_the_sum_on_one_core_and_the_max_over_cores(tmp_path, x):
     alone = schedule_instance(instance_trace(single, span.first, span.end), get_hardware("trn2"), ModelOptions())
     assert t1.cores == 1 and t2.cores == 2
     assert p1.label == "simulated on trn2" and p2.label == "simulated on trn2, 2 physical cores"
-    assert t1.total_time == pytest.approx(4 * alone.total_time, rel=1e-9)  # four equal instances in a row
-    assert t2.total_time == pytest.approx(2 * alone.total_time, rel=1e-9)  # two per core, cores in parallel
+    start = get_hardware("trn2").kernel_start_s  # the device's kernel start: once per launch
+    assert t1.kernel_start_s == t2.kernel_start_s == start
+    assert t1.total_time - start == pytest.approx(4 * alone.total_time, rel=1e-9)  # four in a row
+    assert t2.total_time - start == pytest.approx(2 * alone.total_time, rel=1e-9)  # two per core, in parallel
     assert p2.latency_ms < p1.latency_ms
     assert p1.hbm_read_bytes == p2.hbm_read_bytes == x.nbytes
     assert 0 < p2.percent_of_peak <= 1 and 0 < p2.dma_active_time_percent <= 1

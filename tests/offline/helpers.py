@@ -194,3 +194,31 @@ CASES["cg_sum_squares"] = Case(
     lambda r: [_normal(r, 256, 512)],
     lambda x: [x * x, (x * x).sum(axis=1, keepdims=True)],
 )
+CASES["cg_silu_chain"] = Case(
+    "cg_silu_chain.py",
+    "silu_chain_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 256, 1024)],
+    lambda x: [x * _sigmoid(x)],
+)
+CASES["hw_silu_div"] = Case(
+    "hw_silu_div.py",
+    "silu_div_kernel",
+    "hand-written",
+    lambda r: [_normal(r, 256, 512), _normal(r, 256, 512)],
+    lambda x, y: [x * _sigmoid(x) - 0.5 * y],
+)
+CASES["nki07_swish_gate"] = Case(
+    "nki07_swish_gate.py",
+    "swish_gate_kernel",
+    "hand-written",  # NKI 0.7 (nki.*), destination passing
+    lambda r: [_normal(r, 256, 512), _normal(r, 256, 512)],
+    lambda x, y: [x * _sigmoid(x) * y],
+)
+CASES["hw_scale_recip"] = Case(
+    "hw_scale_recip.py",
+    "scale_recip_kernel",
+    "hand-written",
+    lambda r: [_normal(r, 256, 512) * 0.1, 2.0 + np.abs(_normal(r, 256, 1))],
+    lambda x, c: [1.0 / (3.0 * x + c)],
+)

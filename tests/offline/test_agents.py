@@ -73,7 +73,13 @@ async def test_profile_bound_steers_the_first_plan():
         count=1,
         profile=profile("vector", vector_engine_active_time_percent=0.97, dma_active_time_percent=0.1),
     )
-    assert vector[0].rewrite in ("fold_activation", "fuse_tensor_scalar", "remove_copy", "assign_engine")
+    assert vector[0].rewrite in (
+        "fold_activation",
+        "fuse_tensor_scalar",
+        "remove_copy",
+        "assign_engine",
+        "fuse_elementwise_chain",
+    )
 
 
 async def test_engine_choice_goes_to_the_least_busy_engine():
@@ -97,7 +103,7 @@ async def test_memory_promotes_rewrites_that_paid_off_and_demotes_ones_that_did_
     assert demoted[0].rewrite != first
     # A 0.6x slowdown on this very family of kernels: not proposed at all while others remain.
     assert first not in [p.rewrite for p in demoted]
-    mild = await plans("hw_matmul_bias", count=12, profile=None, experiences=[experience(first, 0.99, 9)])
+    mild = await plans("hw_matmul_bias", count=24, profile=None, experiences=[experience(first, 0.99, 9)])
     assert [p.rewrite for p in mild].index(first) > 0
 
 

@@ -28,6 +28,10 @@ def latency_ms(case: str, text: str) -> float:
         ("widen_free_dim", "cg_silu", "i1 loop", {"factor": 2}, 1.1),
         ("preload_operand", "hw_matmul_bias", "load rhs once before the m loop", {}, 1.05),  # HBM traffic
         ("preload_operand", "cg_matmul", "load v1 once before the i1 loop", {}, 1.03),
+        # exp -> add -> reciprocal -> multiply becomes one Scalar Engine silu
+        ("fuse_elementwise_chain", "cg_silu_chain", "into one silu activation", {}, 1.2),
+        # a reciprocal is up to 8x slower on the Vector Engine than as a Scalar Engine activation
+        ("rebalance_engines", "hw_scale_recip", "reciprocal at line 15", {"engine": "scalar"}, 1.2),
     ],
 )
 def test_rewrite_lowers_simulated_latency(rewrite, case, title, params, at_least):

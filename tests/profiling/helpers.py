@@ -41,3 +41,28 @@ def process_gone(pid: int) -> bool:
     except ProcessLookupError:
         return not os.path.exists(f"/proc/{pid}")
     return False
+
+
+def worker_pid(pid: int, timeout_s: float = 10.0) -> int:
+    """The worker process itself under the sandbox's `pid`: under OS isolation that pid is
+    bubblewrap's and the worker two levels down, so follow first children until the worker."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        current = pid
+        while True:
+            try:
+                with open(f"/proc/{current}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+                if argv and not argv[0].endswith(b"bwrap") and b"accelopt.profiling.worker" in b" ".join(argv):
+                    return current
+                with open(f"/proc/{current}/task/{current}/children", encoding="ascii") as f:
+                    children = f.read().split()
+            except OSError:
+                break
+            if not children:
+                break
+            current = int(children[0])
+        time.sleep(0.01)
+    raise AssertionError(f"no worker process under {pid}")

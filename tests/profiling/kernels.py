@@ -52,6 +52,78 @@ def double_kernel(x):
 )
 
 
+# The same computation written with the ordinary Python NKI 0.7 kernels use while traced: a
+# dataclass for the tiling, an enum, a NamedTuple, a class with private state and a generator
+# method, itertools/functools/typing, a match statement and getattr of a public name.
+NKI_07_STYLE = (
+    """import dataclasses
+import enum
+import functools
+import itertools
+import math
+from typing import NamedTuple, Optional
+
+"""
+    + HEADER
+    + """class Mode(enum.Enum):
+    DOUBLE = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Tiling:
+    rows: int = 128
+    cols: int = 128
+
+    def __post_init__(self):
+        assert self.rows <= 128
+
+    def blocks(self, shape):
+        return math.ceil(shape[0] / self.rows), math.ceil(shape[1] / self.cols)
+
+
+class Block(NamedTuple):
+    i: int
+    j: int
+
+
+class Planner:
+    def __init__(self, tiling: Optional[Tiling] = None):
+        super().__init__()
+        self._tiling = tiling or Tiling()
+        self.visited = 0
+
+    def blocks(self, shape):
+        def counts():
+            return self._tiling.blocks(shape)
+
+        rows, cols = counts()
+        for i, j in itertools.product(range(rows), range(cols)):
+            self.visited += 1
+            yield Block(i, j)
+
+
+@functools.lru_cache(maxsize=None)
+def factor(mode):
+    return float(mode.value)
+
+
+@nki.jit
+def double_kernel(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    planner = Planner(Tiling())
+    scale = factor(getattr(Mode, "DOUBLE"))
+    for block in planner.blocks(x.shape):
+        match block:
+            case Block(i=i, j=j):
+                rows = nl.ds(i * 128, 128)
+                cols = nl.ds(j * 128, 128)
+        nl.store(out[rows, cols], value=nl.multiply(nl.load(x[rows, cols]), scale))
+    assert planner.visited == 2
+    return out
+"""
+)
+
+
 def body(code: str, directive: str = "") -> str:
     """A kernel `double_kernel(x)` whose body is `code` (indented by the caller's layout)."""
     lines = "\n".join("    " + ln if ln else "" for ln in code.strip("\n").splitlines())

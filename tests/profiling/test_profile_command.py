@@ -7,13 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from accelopt.profiling.isolation import detect
+
 from .kernels import HAND_WRITTEN
 
 
-def accelopt(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+def accelopt(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "accelopt", "profile", *args],
         cwd=cwd,
+        env=env,
         capture_output=True,
         text=True,
         timeout=180,
@@ -97,6 +100,20 @@ def test_usage_errors_name_the_file_and_line(tmp_path):
     assert undeclared.returncode == 2
     assert f"{tmp_path / 'undeclared.py'}:6: error: no way to get inputs" in undeclared.stderr
     assert "# accelopt: inputs x=float32[128,512]" in undeclared.stderr
+
+
+def test_the_tool_says_at_start_when_kernels_run_without_os_isolation(tmp_path):
+    """No bubblewrap on the PATH (as on macOS, or before `make setup`): the profile still runs,
+    and the first line on stderr says what the sandbox lacks and where to read what holds."""
+    (tmp_path / "double.py").write_text(HAND_WRITTEN)
+    bare = {"PATH": str(tmp_path / "no-tools"), "HOME": str(tmp_path), "OPENBLAS_NUM_THREADS": "1"}
+    done = accelopt("double.py", "--seeds", "1", cwd=tmp_path, env=bare)
+    assert done.returncode == 0, done.stderr
+    first = done.stderr.splitlines()[0]
+    assert "OS isolation OFF" in first and "bubblewrap is not installed" in first and "SECURITY.md" in first
+    if detect().kernel_enforced:  # this machine has it: then nothing is said
+        with_tools = accelopt("double.py", "--seeds", "1", cwd=tmp_path)
+        assert with_tools.returncode == 0 and "OS isolation OFF" not in with_tools.stderr
 
 
 def test_syntax_error_without_kernel_name_gives_the_line(tmp_path):

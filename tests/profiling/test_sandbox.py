@@ -16,7 +16,7 @@ import numpy as np
 from accelopt.profiling.sandbox import Sandbox, network_isolation_available
 from accelopt.profiling.worker_protocol import ResourceLimits, WorkerJob
 
-from .helpers import REFERENCE_BASE, process_gone, reference_job
+from .helpers import REFERENCE_BASE, process_gone, reference_job, worker_pid
 
 
 def test_reference_job_round_trips_arrays(sandbox):
@@ -122,7 +122,7 @@ def test_segfault_is_a_crash_not_an_exception(sandbox):
 def test_externally_killed_worker_is_reported(sandbox):
     async def scenario():
         task = asyncio.create_task(sandbox.run(sandbox.prepare(reference_job("while True:\n    pass\n")), 60))
-        os.kill(await _first_pid(sandbox), signal.SIGKILL)  # what the OOM killer does
+        os.kill(worker_pid(await _first_pid(sandbox)), signal.SIGKILL)  # what the OOM killer does
         return await task
 
     outcome = asyncio.run(scenario())

@@ -14,7 +14,7 @@ from accelopt.profiling.backends import get_backend
 from accelopt.profiling.simulator import SimulatorBackend
 from accelopt.profiling.task import task_for_kernel
 
-from .helpers import process_gone
+from .helpers import process_gone, worker_pid
 from .kernels import COMPILER_GENERATED, HAND_WRITTEN, body, kernel, line_of
 
 OPTIONS = EvaluationOptions(seeds=2, timeout_s=60)
@@ -209,7 +209,7 @@ async def test_worker_crash_mid_evaluation_is_a_result(backend):
             break
         await asyncio.sleep(0.01)
     (pid,) = backend.sandbox.live_pids
-    os.kill(pid, signal.SIGSEGV)
+    os.kill(worker_pid(pid), signal.SIGSEGV)
     evaluation = await evaluation_task
     assert evaluation.status == "runtime_error" and "segmentation fault" in evaluation.message
     assert process_gone(pid)

@@ -115,23 +115,30 @@ def transform_nki_outputs(k_res, ref):
 async def test_big_seeds_one_reference_worker_each(tmp_path, monkeypatch):
     # A batch budget of one byte makes every seed "big": the path full-size tasks take. The
     # reference runs one seed per worker (3 checked seeds and the secret verification seed);
-    # the kernel's worker takes the input sets one after another, holding one at a time.
+    # the kernel's worker takes the input sets one after another, holding one at a time, and
+    # gets the timeout once per set (full-size seeds take minutes each).
     reference = tmp_path / "copy_ref.py"
     reference.write_text(PUBLISHED_COPY_REFERENCE, encoding="utf-8")
     kernel = KernelSource(text=KERNEL, name="copy_kernel", path=str(tmp_path / "copy.py"))
     task = task_for_kernel(kernel, str(reference))
     backend = SimulatorBackend(max_workers=1, batch_bytes=1)
     modes: list[str] = []
+    timeouts: list[float] = []
     real_prepare = backend.sandbox.prepare
-    monkeypatch.setattr(
-        backend.sandbox, "prepare", lambda job, *a, **kw: modes.append(job.mode) or real_prepare(job, *a, **kw)
-    )
+
+    def prepare(job, *args, **kwargs):
+        modes.append(job.mode)
+        timeouts.append(kwargs["timeout_s"])
+        return real_prepare(job, *args, **kwargs)
+
+    monkeypatch.setattr(backend.sandbox, "prepare", prepare)
     try:
         options = EvaluationOptions(seeds=3, timeout_s=60)
         evaluation = await backend.evaluate(kernel, task, options)
         assert evaluation.status == "ok", evaluation.message
         assert len(evaluation.seeds) == 3 and evaluation.max_error == 0.0
         assert modes == ["reference"] * 4 + ["kernel", "transform"]
+        assert timeouts == [60] * 4 + [3 * 60, 60]
         wrong = kernel.model_copy(update={"text": KERNEL.replace("value=nl.load(x)", "value=nl.multiply(nl.load(x), 1.5)")})
         evaluation = await backend.evaluate(wrong, task, options)
         assert evaluation.status == "incorrect" and len(evaluation.seeds) == 3

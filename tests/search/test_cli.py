@@ -146,6 +146,27 @@ def test_memory_command_lists_shows_and_prunes(tmp_path: Path, capsys, monkeypat
         assert memory.count() == 0
 
 
+def test_memory_listing_into_a_pipe_keeps_whole_cells(tmp_path: Path, capsys, monkeypatch):
+    from accelopt.search.candidate import Experience, Lesson
+
+    monkeypatch.delenv("COLUMNS", raising=False)  # not a terminal: rich would assume 80 columns
+    path = tmp_path / "m.sqlite"
+    with Memory(path) as memory:
+        memory.add(
+            Experience(
+                slow_kernel="a = 1\n",
+                fast_kernel="b = 2\n",
+                speedup=1.25,
+                lesson=Lesson(title="Keep the rhs tile resident across output tiles", plan="p", positive=True),
+                kernel_family="add_rmsnorm_matmul",
+            )
+        )
+    assert main(["memory", "--memory", str(path), "list"]) == 0
+    listing = capsys.readouterr().out
+    assert "add_rmsnorm_matmul" in listing and "Keep the rhs tile resident across output tiles" in listing
+    assert "…" not in listing
+
+
 def test_ctrl_c_stops_cleanly_and_still_writes_the_results(chat_server, tmp_path: Path):
     def slow_executor(role: str, request: ChatRequest) -> Reply:
         reply = steady(role, request)

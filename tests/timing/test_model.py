@@ -20,6 +20,7 @@ from .tracebuild import TraceBuilder, full
 
 ALL_OFF = ModelOptions(
     hoist_invariant_loads=False,
+    eliminate_redundant_loads=False,
     hoist_transposes=False,
     buffer_reuse=False,
     spills=False,
@@ -302,15 +303,17 @@ def test_small_dma_chunks_are_slower_per_byte() -> None:
 
 def test_trn2_moves_data_faster_and_matmuls_at_its_own_clock() -> None:
     stream = kernels.streaming(tiles=8)
-    assert profile_trace(stream, "trn2")[0].latency_ms < profile_trace(stream, "trn1")[0].latency_ms
+    # the streaming itself: without the device's fixed kernel start (hardware/specs.py)
+    moving = {hw: schedule(stream, hw) for hw in ("trn1", "trn2")}
+    assert moving["trn2"].total_time - TRN2.kernel_start_s < moving["trn1"].total_time - TRN1.kernel_start_s
     b = TraceBuilder()
     a = b.tensor("a", (128, 128), dtype="bfloat16")
     r = b.tensor("r", (128, 512), dtype="bfloat16")
     p = b.tensor("p", (128, 512), Memory.PSUM)
     for _ in range(64):
         b.matmul(p, full((128, 512)), a, full((128, 512)), r, full((128, 512)))
-    t1 = schedule(b.trace, TRN1).total_time
-    t2 = schedule(b.trace, TRN2).total_time
+    t1 = schedule(b.trace, TRN1).total_time - TRN1.kernel_start_s
+    t2 = schedule(b.trace, TRN2).total_time - TRN2.kernel_start_s
     # same cycles at each generation's clock and sustained efficiency (Trainium2 hides the
     # stationary load behind the streaming, hardware/specs.py)
     expected = (TRN1.tensor_clock_hz * TRN1.tensor_efficiency) / (TRN2.tensor_clock_hz * TRN2.tensor_efficiency)

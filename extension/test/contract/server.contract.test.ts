@@ -34,6 +34,7 @@ function settings(overrides: Record<string, unknown>): ClientSettings {
   return readSettings(
     { get: <T>(key: string) => overrides[key] as T | undefined },
     { workspaceFolder: undefined, home: '/nonexistent' },
+    true, // the extension runs only in a trusted workspace (VS Code's isTrusted)
   );
 }
 

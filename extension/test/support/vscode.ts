@@ -295,6 +295,12 @@ export const workspace = {
   get workspaceFolders(): { uri: URI }[] {
     return mock.workspaceFolders;
   },
+  /** The extension runs only in trusted workspaces (its manifest says so). */
+  isTrusted: true,
+  onDidGrantWorkspaceTrust(listener: () => unknown): Disposable {
+    void listener;
+    return new Disposable(() => undefined);
+  },
   onDidChangeConfiguration(
     listener: (event: { affectsConfiguration(section: string): boolean }) => unknown,
   ): Disposable {

@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from accelopt.search.memory import Memory, MemoryUnavailable
 
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 1000)  # a pipe: whole cells, no "…"
     path = args.memory
     if args.deprecated_path is not None:
         print("accelopt memory: --path is deprecated; use --memory FILE (as accelopt optimize does)", file=sys.stderr)

@@ -33,6 +33,7 @@ from accelopt.search.events import (
     CostEvent,
     Finished,
     IterationEvent,
+    PlannerNotice,
     SearchEvent,
     Started,
 )
@@ -347,6 +348,8 @@ async def _drive(
                 progress.update(
                     bar, completed=event.iteration, description=f"iteration {event.iteration + 1}"
                 )
+            elif isinstance(event, PlannerNotice):
+                console.print(f"  [dim]iteration {event.iteration}, {event.candidate_id}: {escape(event.message)}[/]")
             elif isinstance(event, CostEvent):
                 state.dollars, state.tokens = event.dollars, event.prompt_tokens + event.completion_tokens
             elif isinstance(event, Finished):

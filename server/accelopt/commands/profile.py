@@ -73,7 +73,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help="wall-clock limit per sandboxed run, in seconds (default 120; 1800 for a reference "
-        "module at its full size, as `accelopt bench` allows: full-size emulation takes minutes per seed)",
+        "module at its full size, as `accelopt bench` allows: full-size emulation takes minutes per seed; "
+        "a task whose seeds are too big to batch gets it per seed)",
     )
     parser.add_argument("--json", action="store_true", help="print the Evaluation as JSON")
     parser.add_argument(

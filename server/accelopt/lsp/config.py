@@ -70,6 +70,13 @@ class ServerSettings(WireModel):
         5, ge=1, description="ranked candidates sent to the client and offered as actions"
     )
     diagnostics_delay_s: float = Field(0.3, ge=0, description="debounce between a save and re-emulation")
+    # Trust (see accelopt.lsp.trust): read from initializationOptions only.
+    workspace_trusted: bool = Field(
+        False, description="the editor's word that the workspace is trusted (VS Code: workspace.isTrusted)"
+    )
+    trusted_folders: list[str] = Field(
+        default_factory=list, description="folders whose kernels may run, for editors without workspace trust"
+    )
 
     def redacted(self) -> dict[str, Any]:
         """What may be written to a log (no secrets exist here, but endpoints can embed tokens)."""

@@ -11,6 +11,7 @@ from accelopt.lsp.engine import ProfileOutcome
 SOURCE = "accelopt"
 MISSING_INPUTS = "missing-inputs"
 TASK_PROBLEM = "inputs-directive"
+UNTRUSTED = "untrusted-folder"
 
 _SEVERITY = {
     "syntax_error": types.DiagnosticSeverity.Error,
@@ -37,6 +38,17 @@ def _name_range(kernel: KernelInfo) -> types.Range:
     return types.Range(
         start=types.Position(line=kernel.def_line, character=kernel.name_start),
         end=types.Position(line=kernel.def_line, character=kernel.name_end),
+    )
+
+
+def untrusted(kernel: KernelInfo, message: str) -> types.Diagnostic:
+    """The one note a file outside the trusted folders gets, on its first kernel's name."""
+    return types.Diagnostic(
+        range=_name_range(kernel),
+        message=message,
+        severity=types.DiagnosticSeverity.Information,
+        source=SOURCE,
+        code=UNTRUSTED,
     )
 
 

@@ -41,7 +41,15 @@ from accelopt.lsp.search_process import SearchProcesses, search_events
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.search.candidate import Candidate
 from accelopt.search.config import SearchConfig
-from accelopt.search.events import CandidateEvent, CostEvent, Finished, IterationEvent, SearchEvent, Started
+from accelopt.search.events import (
+    CandidateEvent,
+    CostEvent,
+    Finished,
+    IterationEvent,
+    PlannerNotice,
+    SearchEvent,
+    Started,
+)
 
 log = logging.getLogger(__name__)
 
@@ -413,6 +421,10 @@ class SearchManager:
             self._report(session)
             host.notify(SEARCH_STATE, _wire(session.state("iteration")))
             host.search_changed(session.uri)
+        elif isinstance(event, PlannerNotice):
+            # How the planner changed course (the offline catalogue ran dry, the tuner took over):
+            # the state line the editor shows, with the search still iterating.
+            host.notify(SEARCH_STATE, _wire(session.state("iteration", f"{event.candidate_id}: {event.message}")))
         elif isinstance(event, CostEvent):
             session.dollars = event.dollars
         elif isinstance(event, Finished):

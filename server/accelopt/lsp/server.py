@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
 from collections import OrderedDict
 from typing import Any
@@ -20,7 +21,8 @@ from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 
-from accelopt.lsp import actions, codelens, diagnostics, hover
+from accelopt.lsp import actions, codelens, diagnostics, hover, trust
+from accelopt.lsp.client_watch import end_when_gone
 from accelopt.lsp.config import ServerSettings, merge_settings, unknown_keys
 from accelopt.lsp.discovery import KernelInfo, find_kernels
 from accelopt.lsp.edits import hunk_lines, minimal_edits
@@ -42,6 +44,7 @@ from accelopt.lsp.protocol import (
 )
 from accelopt.lsp.timeline import timeline_of
 from accelopt.profiling.evaluation import KernelSource
+from accelopt.profiling.isolation import detect as detect_isolation
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +85,8 @@ class AccelOptServer(LanguageServer):
         self._kernel_cache: OrderedDict[tuple[str, int | None, int], list[KernelInfo]] = OrderedDict()
         self._debounce: dict[str, asyncio.Task[None]] = {}
         self._warming: asyncio.Task[None] | None = None
+        self.trust_granted = False
+        self.client_watch: asyncio.Future[None] | None = None  # ends the server when the editor has gone
 
     # -- documents and kernels -----------------------------------------------------------------
 
@@ -98,6 +103,20 @@ class AccelOptServer(LanguageServer):
 
     def kernel_source(self, doc: TextDocument, name: str) -> KernelSource:
         return KernelSource(text=doc.source, name=name, path=doc.path)
+
+    def may_run(self, doc: TextDocument) -> bool:
+        """Whether this document's kernels may run at all (accelopt.lsp.trust)."""
+        folders = tuple(
+            str(path) for path in (_uri_path(f.uri) for f in self.workspace.folders.values()) if path
+        ) or ((self.workspace.root_path,) if self.workspace.root_path else ())
+        settings = self.settings
+        folder_trust = trust.FolderTrust(
+            workspace_trusted=settings.workspace_trusted or self.trust_granted,
+            workspace_folders=folders,
+            trusted_folders=tuple(settings.trusted_folders),
+        )
+        path = doc.path if doc.uri.startswith("file:") else None
+        return folder_trust.allows(path)
 
     # -- SearchHost ----------------------------------------------------------------------------
 
@@ -172,6 +191,13 @@ class AccelOptServer(LanguageServer):
                 types.PublishDiagnosticsParams(uri=uri, version=doc.version, diagnostics=[])
             )
             return
+        if not self.may_run(doc):
+            self.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(
+                    uri=uri, version=doc.version, diagnostics=[diagnostics.untrusted(kernels[0], trust.UNTRUSTED)]
+                )
+            )
+            return
         for kernel in kernels:
             self.profiles.request(uri, doc.version, self.kernel_source(doc, kernel.name))
         self.publish_if_complete(uri, doc.version)
@@ -189,7 +215,7 @@ class AccelOptServer(LanguageServer):
             except Exception:
                 log.exception("workspace/configuration failed; keeping the initialization options")
         try:
-            settings = merge_settings(self.init_options, workspace_layer)
+            settings = merge_settings(self.init_options, trust.without_trust(workspace_layer))
         except ValidationError as exc:
             self.window_show_message(
                 types.ShowMessageParams(
@@ -225,6 +251,8 @@ class AccelOptServer(LanguageServer):
 
     async def start_search(self, params: OptimizeParams) -> SearchSession:
         doc = self.document(params.uri)
+        if not self.may_run(doc):
+            raise SearchRefused(trust.UNTRUSTED)
         if not any(k.name == params.kernel_name for k in self.kernels(doc)):
             raise SearchRefused(f"no kernel named `{params.kernel_name}` in {params.uri}")
         session = await self.searches.start(
@@ -324,6 +352,12 @@ def _wire(model: Any) -> dict[str, Any]:
     return model.model_dump(by_alias=True, mode="json")
 
 
+def _uri_path(uri: str) -> str | None:
+    from pygls.uris import to_fs_path
+
+    return to_fs_path(uri) if uri.startswith("file:") else None
+
+
 def create_server() -> AccelOptServer:
     server = AccelOptServer()
 
@@ -335,14 +369,29 @@ def create_server() -> AccelOptServer:
             ls.settings = merge_settings(ls.init_options)
         except ValidationError as exc:
             log.error("invalid initializationOptions, using defaults: %s", exc)
+        if params.process_id is not None and params.process_id != os.getpid():
+            ls.client_watch = asyncio.ensure_future(end_when_gone(params.process_id, ls.aclose))
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: AccelOptServer, params: types.InitializedParams) -> None:
         await ls.load_configuration()
+        isolation = await asyncio.to_thread(detect_isolation)
+        if not isolation.kernel_enforced:  # said once, at start (SECURITY.md: what then holds)
+            log.warning("%s", isolation.describe())
+            ls.window_show_message(
+                types.ShowMessageParams(type=types.MessageType.Warning, message=f"AccelOpt {isolation.describe()}")
+            )
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def configuration_changed(ls: AccelOptServer, params: types.DidChangeConfigurationParams) -> None:
         await ls.load_configuration()
+
+    @server.feature(trust.WORKSPACE_TRUSTED)
+    def workspace_trusted(ls: AccelOptServer, params: Any) -> None:
+        """The user granted the workspace trust (VS Code's onDidGrantWorkspaceTrust)."""
+        ls.trust_granted = True
+        for doc in list(ls.workspace.text_documents.values()):
+            ls.schedule_diagnostics(doc.uri, 0.0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: AccelOptServer, params: types.DidOpenTextDocumentParams) -> None:
@@ -366,12 +415,15 @@ def create_server() -> AccelOptServer:
         kernel = next((k for k in ls.kernels(doc) if k.on_header(position.line, position.character)), None)
         if kernel is None or doc.version is None:
             return None
-        outcome = ls.profiles.request(doc.uri, doc.version, ls.kernel_source(doc, kernel.name))
-        text = (
-            hover.pending_markdown(kernel.name)
-            if outcome is None
-            else hover.outcome_markdown(kernel.name, outcome)
-        )
+        if not ls.may_run(doc):
+            text = f"**{kernel.name}**: not run. {trust.UNTRUSTED}"
+        else:
+            outcome = ls.profiles.request(doc.uri, doc.version, ls.kernel_source(doc, kernel.name))
+            text = (
+                hover.pending_markdown(kernel.name)
+                if outcome is None
+                else hover.outcome_markdown(kernel.name, outcome)
+            )
         return types.Hover(
             contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),
             range=types.Range(
@@ -383,7 +435,7 @@ def create_server() -> AccelOptServer:
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
     async def on_code_lens(ls: AccelOptServer, params: types.CodeLensParams) -> list[types.CodeLens]:
         doc = ls.document(params.text_document.uri)
-        if doc.version is None:
+        if doc.version is None or not ls.may_run(doc):
             return []
         lenses: list[types.CodeLens] = []
         for kernel in ls.kernels(doc):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import linecache
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -119,7 +119,18 @@ class KernelContext:
         self._site_override: Any = None
         self._by_id: dict[int, Tensor] | None = None
         self._alloc_budget: int | None = None  # bytes of tensor storage a re-run may still allocate
+        # a re-run's storage for a tensor with block dimensions (tensor id, shape, dtype, fill,
+        # block dimensions) -> a BlockStore, or None for a whole array (blockstore.py)
+        self._block_storage: Callable[[int, tuple[int, ...], Any, Any, int], Any] | None = None
+        self._alloc_live = 0  # bytes of tensor storage a re-run holds (charged to the budget)
+        self._alloc_peak = 0  # the most it held at once
         self._rerun_entry: tuple[int, str, Any] | None = None  # the log entry being re-run
+
+    def refund(self, nbytes: int) -> None:
+        """Storage charged to a re-run's budget was freed."""
+        if self._alloc_budget is not None:
+            self._alloc_budget += nbytes
+            self._alloc_live -= nbytes
 
     # --- locations -----------------------------------------------------------------------
 

@@ -23,7 +23,9 @@ from accelopt.nki.tensor import (
     Tensor,
     TileOps,
     View,
+    charge,
     check_bounds_under_mask,
+    keep_charged,
     new_data,
     new_region,
 )
@@ -287,6 +289,9 @@ def result_tile(
             data = values.astype(dtype) if values.dtype != dtype or not values.flags.owndata else values
             if dtype != np.float32 and dt.is_float(dtype):
                 tensor._exact = values
+            if ctx._alloc_budget is not None and data.base is None:  # a re-run: results count too
+                charge(ctx, data.nbytes)
+                keep_charged(ctx, data)
         tensor._data = data
     return tensor
 

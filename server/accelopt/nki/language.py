@@ -171,7 +171,7 @@ def _allocate(shape: Any, dtype: Any, buffer: Any, fill: Any, line: int, name: s
         shared = _shared_output(ctx, dims, dtype, line)
         if shared is not None:  # a later SPMD instance: the first instance's output
             return shared
-    data = _new_data(dims, dtype, fill) if ctx.numerics else None
+    data = _new_data(dims, dtype, fill, block_dims) if ctx.numerics else None
     tensor = _Tensor(dims, dtype, buf, block_dims, data)
     ctx.register_tensor(tensor, name or ctx.name_at(line, "tensor"), line)
     if buf.__class__ is not _Buffer:  # ncc.sbuf/psum.(mod_)alloc: the kernel placed it

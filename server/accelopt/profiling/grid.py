@@ -28,7 +28,7 @@ from __future__ import annotations
 from accelopt.hardware.specs import HardwareSpec, get_hardware
 from accelopt.nki.trace import Trace
 from accelopt.profiling.compiler_model import ModelOptions
-from accelopt.profiling.timeline import ScheduledOp, Timeline, schedule_instance
+from accelopt.profiling.timeline import ScheduledOp, Timeline, schedule_instance, with_kernel_start
 
 _SUMMED = (
     "spill_save_bytes",
@@ -49,9 +49,9 @@ def schedule(trace: Trace, hw: HardwareSpec | str, options: ModelOptions | None 
     instance on its physical core."""
     spec = get_hardware(hw) if isinstance(hw, str) else hw
     opts = options or ModelOptions()
-    if len(trace.programs) > 1:
-        return schedule_grid(trace, spec, opts)
-    return schedule_instance(trace, spec, opts)
+    if len(trace.programs) > 1:  # one launch: the device's kernel start is paid once
+        return with_kernel_start(schedule_grid(trace, spec, opts), spec)
+    return with_kernel_start(schedule_instance(trace, spec, opts), spec)
 
 
 def instance_trace(trace: Trace, first: int, end: int) -> Trace:

@@ -18,6 +18,7 @@ are the separate process, its resource limits, its empty environment and the pro
 
 from __future__ import annotations
 
+import _imp
 import builtins
 import os
 import sys
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from types import FrameType, ModuleType
 from typing import NoReturn
 
-from accelopt.profiling.policy import PolicyName, module_allowed
+from accelopt.profiling.policy import DENIED_ATTRIBUTES, PolicyName, module_allowed
 
 
 class SandboxViolation(PermissionError):
@@ -65,6 +66,11 @@ _DENIED_MODULE_ROOTS = frozenset(
         "_pickle",
         "marshal",
         "shelve",
+        "sqlite3",
+        "_sqlite3",
+        "dbm",
+        "_dbm",
+        "_gdbm",
     }
 )
 
@@ -119,10 +125,17 @@ _DENIED_EVENTS = frozenset(
         "signal.pthread_kill",
         "mmap.__new__",
         "_thread.start_new_thread",
+        "sqlite3.connect",
+        "sqlite3.connect/handle",
+        "sqlite3.enable_load_extension",
+        "sqlite3.load_extension",
     }
 )
 
-# Refused only when untrusted code is the caller (the emulator legitimately uses them).
+# Refused only when untrusted code is the immediate caller (the emulator legitimately uses them
+# while a kernel is on the stack: it reads its caller's frame for source lines; dataclasses and
+# namedtuple compile the methods they generate). Code compiled with untrusted code anywhere on
+# the stack is itself untrusted from then on (see `_Guard._check_compile`).
 _DENIED_FROM_UNTRUSTED = frozenset(
     {
         "compile",
@@ -132,14 +145,24 @@ _DENIED_FROM_UNTRUSTED = frozenset(
         "object.__getattr__",
         "object.__setattr__",
         "object.__delattr__",
+        # the import system unmarshals the bytecode of modules it loads lazily; the emulator
+        # builds specialised functions (code.replace) while a kernel is traced
         "marshal.loads",
         "marshal.load",
-        "pickle.find_class",
         "code.__new__",
         "function.__new__",
+    }
+)
+
+# Refused whenever untrusted code is anywhere on the stack: a trusted helper (numpy's loader,
+# a standard-library function) running them on the kernel's behalf is no different.
+_DENIED_ON_BEHALF_OF_UNTRUSTED = frozenset(
+    {
+        "pickle.find_class",
         "gc.get_objects",
         "gc.get_referrers",
         "gc.get_referents",
+        "sys._current_frames",
     }
 )
 
@@ -155,16 +178,20 @@ class _Guard:
         self.trusted_roots: tuple[str, ...] = ()
         self.read_roots: tuple[str, ...] = ()
         self.violation: RecordedViolation | None = None
+        self.frozen_names: frozenset[str] = frozenset()
         self._busy = False
         self._real_import = builtins.__import__
+        self._real_getattr = builtins.getattr
 
     # --- who is calling ----------------------------------------------------------------------
 
     def _is_trusted_file(self, filename: str) -> bool:
+        """Trusted: the interpreter's real frozen modules and files under the trusted roots. A
+        name alone is not a credential: `_check_compile` keeps untrusted code from taking one."""
         if filename in self.user_files:
             return False
         if filename.startswith("<frozen "):
-            return True
+            return filename in self.frozen_names or _imp.is_frozen(filename[len("<frozen ") : -1])
         return filename.startswith(self.trusted_roots)
 
     def _untrusted_caller(self, frame: FrameType | None) -> bool:
@@ -217,9 +244,14 @@ class _Guard:
             return
         if event in _DENIED_EVENTS or event.startswith(("socket.", "os.exec", "os.spawn")):
             raise self._refuse(f"operation '{event}' is not allowed", caller)
-        if event in _DENIED_FROM_UNTRUSTED:
+        if event in _DENIED_ON_BEHALF_OF_UNTRUSTED:
+            if self._untrusted_on_stack(caller):
+                raise self._refuse(f"operation '{event}' is not allowed", caller)
+        elif event in _DENIED_FROM_UNTRUSTED:
             if self._untrusted_caller(caller):
                 raise self._refuse(f"operation '{event}' is not allowed", caller)
+            if event == "compile":
+                self._check_compile(args, caller)
         elif event == "open":
             self._check_open(args, caller)
         elif event in ("os.listdir", "os.scandir"):
@@ -230,6 +262,17 @@ class _Guard:
             module = str(args[0])
             if module.split(".")[0] in _DENIED_MODULE_ROOTS:
                 raise self._refuse(f"loading module '{module}' is not allowed", caller)
+
+    def _check_compile(self, args: tuple, caller: FrameType) -> None:
+        """Code compiled on untrusted code's behalf may not take a trusted name (a kernel
+        re-entering the kernel loader as `<frozen os>` or as a file of numpy would switch every
+        runtime check off). Any other name is untrusted anyway; the one exception is a trusted
+        module imported lazily from its own source file."""
+        source, filename = [*args, None, None][:2]
+        if not isinstance(filename, str) or not self._untrusted_on_stack(caller):
+            return
+        if self._is_trusted_file(filename) and not _is_own_source(filename, source):
+            raise self._refuse(f"compiling code under the trusted name '{filename}' is not allowed", caller)
 
     def _check_open(self, args: tuple, caller: FrameType) -> None:
         path, mode, flags = [*args, None, None, None][:3]
@@ -253,6 +296,14 @@ class _Guard:
         return any(real == root or real.startswith(root + os.sep) for root in self.read_roots)
 
     # --- the import wrapper ------------------------------------------------------------------
+
+    def guarded_getattr(self, obj: object, name: str, *default: object) -> object:
+        """`getattr` with a computed name reads what the static check could not see."""
+        if self.active and isinstance(name, str) and (name.startswith("_") or name in DENIED_ATTRIBUTES):
+            caller = sys._getframe(1)
+            if not self._is_trusted_file(caller.f_code.co_filename):
+                raise self._refuse(f"getattr of '{name}' is not allowed", caller)
+        return self._real_getattr(obj, name, *default)
 
     def guarded_import(
         self,
@@ -285,6 +336,23 @@ def _refuse_socket(*args: object, **kwargs: object) -> NoReturn:
     raise _GUARD._refuse("opening a socket is not allowed", sys._getframe(1))
 
 
+def _refuse_node(*args: object, **kwargs: object) -> NoReturn:
+    # os.mknod and os.mkfifo raise no audit event; the seccomp filter refuses them too.
+    raise _GUARD._refuse("creating device nodes or FIFOs is not allowed", sys._getframe(1))
+
+
+def _is_own_source(filename: str, source: object) -> bool:
+    """Whether `source` is exactly the text of the file `filename` (a lazy import from source)."""
+    if not isinstance(source, (bytes, str)) or not os.path.isfile(filename):
+        return False
+    try:
+        with open(filename, "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    return data == (source.encode("utf-8") if isinstance(source, str) else source)
+
+
 def install(
     *,
     policy: PolicyName,
@@ -303,6 +371,19 @@ def install(
     roots = {os.path.abspath(r) for r in trusted_roots} | {os.path.realpath(r) for r in trusted_roots}
     _GUARD.trusted_roots = tuple(sorted(r + os.sep for r in roots))
     _GUARD.read_roots = tuple(os.path.realpath(r) for r in read_roots)
+    import posix
+
+    _GUARD.frozen_names = frozenset(
+        f"<frozen {name}>"
+        for key, module in list(sys.modules.items())
+        if getattr(getattr(module, "__spec__", None), "origin", None) == "frozen"
+        for name in {key, getattr(module, "__name__", key)}
+    )
+    for module in (os, posix):
+        for name in ("mknod", "mkfifo"):
+            if hasattr(module, name):
+                setattr(module, name, _refuse_node)
+    builtins.getattr = _GUARD.guarded_getattr
     socket.socket = _refuse_socket  # type: ignore[misc,assignment]
     socket.create_connection = _refuse_socket
     socket.socketpair = _refuse_socket

@@ -19,13 +19,15 @@ from typing import Literal
 PolicyName = Literal["kernel", "reference"]
 
 # Top-level modules a kernel may import. `neuronxcc` and `nki` are the NKI names the emulator
-# aliases; `__future__` is a compiler directive, not a module load.
-KERNEL_MODULES = frozenset({"numpy", "math", "neuronxcc", "nki", "__future__"})
-# A reference module is the user's own numpy code (never a model's); it may also use a few pure
-# standard-library helpers that reference implementations commonly reach for.
-REFERENCE_MODULES = KERNEL_MODULES | frozenset(
-    {"ml_dtypes", "functools", "itertools", "typing", "dataclasses"}
+# aliases; `__future__` is a compiler directive, not a module load. The pure standard-library
+# helpers are what NKI 0.7 kernels use while they are traced (tile-size classes, loops over
+# `itertools.product`, cached helpers): none of them reaches files, processes or the network.
+KERNEL_MODULES = frozenset(
+    {"numpy", "math", "neuronxcc", "nki", "__future__"}
+    | {"typing", "itertools", "functools", "dataclasses", "enum"}
 )
+# A reference module is the user's own numpy code (never a model's); it may also use ml_dtypes.
+REFERENCE_MODULES = KERNEL_MODULES | frozenset({"ml_dtypes"})
 
 # Submodules of allowed packages that reach files, processes or native code.
 DENIED_SUBMODULES = frozenset(
@@ -58,7 +60,6 @@ DENIED_NAMES = frozenset(
         "locals",
         "vars",
         "dir",
-        "getattr",
         "setattr",
         "delattr",
         "memoryview",
@@ -147,6 +148,23 @@ DENIED_ATTRIBUTES = frozenset(
 # Dunder names a reference module may read (the `if __name__ == "__main__":` idiom).
 REFERENCE_DUNDER_NAMES = frozenset({"__name__"})
 
+# Special methods a class in sandboxed code may define: construction, the container and number
+# protocols, comparison, iteration and context management. Not the hooks that change how
+# attributes, pickling, class creation or subclass checks work.
+ALLOWED_SPECIAL_METHODS = frozenset(
+    {
+        "__init__", "__post_init__", "__new__", "__repr__", "__str__", "__hash__", "__bool__",
+        "__len__", "__iter__", "__next__", "__contains__", "__getitem__", "__setitem__",
+        "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__call__",
+        "__enter__", "__exit__", "__index__", "__int__", "__float__",
+        "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+        "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__neg__",
+        "__pos__", "__abs__", "__pow__", "__matmul__",
+    }
+)  # fmt: skip
+# ... and may call on `super()` (a dataclass or subclass delegating to its parent).
+SUPER_METHODS = frozenset({"__init__", "__post_init__", "__new__", "__repr__", "__eq__", "__hash__"})
+
 
 @dataclass(frozen=True)
 class Violation:
@@ -186,6 +204,13 @@ class _PolicyChecker(ast.NodeVisitor):
     def __init__(self, policy: PolicyName) -> None:
         self.policy: PolicyName = policy
         self.violation: Violation | None = None
+        # Names bound by imports (modules, and functions or classes of modules): assigning an
+        # attribute through one of them is monkey-patching.
+        self.imported: set[str] = set()
+        # The instance parameter (`self`, `cls`) of each method being visited, innermost last;
+        # None for a function that is not a method.
+        self.instances: list[str | None] = []
+        self.class_depth = 0
 
     def _refuse(self, node: ast.AST, reason: str) -> None:
         if self.violation is None:
@@ -199,6 +224,7 @@ class _PolicyChecker(ast.NodeVisitor):
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
+            self.imported.add(alias.asname or alias.name.split(".")[0])
             if not module_allowed(alias.name, self.policy):
                 self._refuse(node, f"import of '{alias.name}' is not allowed ({self._allowed_text()})")
             elif alias.asname and alias.asname.startswith("_"):
@@ -215,6 +241,7 @@ class _PolicyChecker(ast.NodeVisitor):
             self._refuse(node, f"import from '{module}' is not allowed ({self._allowed_text()})")
         else:
             for alias in node.names:
+                self.imported.add(alias.asname or alias.name)
                 if alias.name != "*" and (
                     alias.name.startswith("_")
                     or alias.name in DENIED_ATTRIBUTES
@@ -240,40 +267,146 @@ class _PolicyChecker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr.startswith("_"):
-            self._refuse(node, f"access to private or dunder attribute '.{node.attr}' is not allowed")
-        elif node.attr in DENIED_ATTRIBUTES or (
-            self.policy == "kernel" and node.attr in KERNEL_DENIED_ATTRIBUTES
-        ):
-            self._refuse(node, f"access to '.{node.attr}' is not allowed in sandboxed code")
-        elif isinstance(node.ctx, (ast.Store, ast.Del)):
+        reason = self._attribute_refusal(node.attr, node.value)
+        if reason is not None:
+            self._refuse(node, reason)
+        elif isinstance(node.ctx, (ast.Store, ast.Del)) and _root_name(node) in self.imported:
             self._refuse(
-                node, f"assigning or deleting attribute '.{node.attr}' is not allowed (no monkey-patching)"
+                node,
+                f"assigning or deleting attribute '.{node.attr}' of the imported '{_root_name(node)}' "
+                "is not allowed (no monkey-patching)",
             )
         self.generic_visit(node)
+
+    def _attribute_refusal(self, attr: str, base: ast.expr | None) -> str | None:
+        """Why reading `attr` (of `base`, when known) is refused, or None."""
+        if attr.startswith("__") and attr.endswith("__"):
+            if attr in SUPER_METHODS and _is_super_call(base):
+                return None
+            return f"access to private or dunder attribute '.{attr}' is not allowed"
+        if attr.startswith("_"):
+            if isinstance(base, ast.Name) and self.instances and base.id == self.instances[-1]:
+                return None  # a method's own private state: `self._cache`
+            return f"access to private or dunder attribute '.{attr}' is not allowed"
+        if attr in DENIED_ATTRIBUTES or (self.policy == "kernel" and attr in KERNEL_DENIED_ATTRIBUTES):
+            return f"access to '.{attr}' is not allowed in sandboxed code"
+        return None
+
+    def visit_MatchClass(self, node: ast.MatchClass) -> None:
+        # `case C(attr=pattern)` reads `attr` like `subject.attr` does.
+        for attr in node.kwd_attrs:
+            reason = self._attribute_refusal(attr, None)
+            if reason is not None:
+                self._refuse(node, f"match pattern: {reason}")
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) >= 2:
+            name = node.args[1]
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                reason = self._attribute_refusal(name.value, None)
+                if reason is not None:
+                    self._refuse(node, f"getattr: {reason}")
+            # A computed name is checked when it is read, by the worker's guard.
+        self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        # `"{0.__globals__}".format(f)` reads attributes with no attribute node to check.
+        if isinstance(node.value, str) and _format_reaches_private(node.value):
+            self._refuse(node, "a format field may not reach private or dunder attributes")
 
     # --- definitions ---------------------------------------------------------------------
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        self._check_definition_name(node, node.name)
-        self.generic_visit(node)
+        in_class = self.class_depth > 0 and self._directly_in_class
+        if node.name.startswith("__") and not (in_class and node.name in ALLOWED_SPECIAL_METHODS):
+            where = "in a class" if in_class else "outside a class"
+            self._refuse(node, f"defining dunder '{node.name}' {where} is not allowed")
+        positional = [*node.args.posonlyargs, *node.args.args]
+        if in_class:
+            instance = positional[0].arg if positional and not _is_staticmethod(node) else None
+        else:  # a closure inside a method still sees the method's instance
+            instance = self.instances[-1] if self.instances else None
+            parameters = {a.arg for a in [*positional, *node.args.kwonlyargs]}
+            if instance in parameters:
+                instance = None
+        if instance is not None and _rebinds(node, instance):
+            instance = None
+        self.instances.append(instance)
+        directly, self._directly_in_class = self._directly_in_class, False
+        try:
+            self.generic_visit(node)
+        finally:
+            self.instances.pop()
+            self._directly_in_class = directly
+
+    _directly_in_class = False
 
     def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
         self._refuse(node, "async functions are not allowed in sandboxed code")
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        if self.policy == "kernel":
-            self._refuse(node, "class definitions are not allowed in kernels")
-        else:
-            self._check_definition_name(node, node.name)
-        self.generic_visit(node)
-
-    def _check_definition_name(self, node: ast.AST, name: str) -> None:
-        if name.startswith("__"):
-            self._refuse(node, f"defining dunder '{name}' is not allowed")
+        if node.name.startswith("__"):
+            self._refuse(node, f"defining dunder '{node.name}' is not allowed")
+        for keyword in node.keywords:
+            if keyword.arg == "metaclass":
+                self._refuse(node, "custom metaclasses are not allowed in sandboxed code")
+        self.class_depth += 1
+        directly, self._directly_in_class = self._directly_in_class, True
+        self.instances.append(None)
+        try:
+            self.generic_visit(node)
+        finally:
+            self.instances.pop()
+            self._directly_in_class = directly
+            self.class_depth -= 1
 
     def visit_Global(self, node: ast.Global) -> None:
         for name in node.names:
             if name.startswith("__"):
                 self._refuse(node, f"global dunder '{name}' is not allowed")
         self.generic_visit(node)
+
+
+def _root_name(node: ast.expr) -> str | None:
+    """The name at the root of an attribute chain (`np` in `np.ma.core.x`), if it is a name."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _is_super_call(node: ast.expr | None) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "super"
+        and not node.args
+        and not node.keywords
+    )
+
+
+def _is_staticmethod(node: ast.FunctionDef) -> bool:
+    return any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list)
+
+
+def _rebinds(function: ast.FunctionDef, name: str) -> bool:
+    """Whether `name` is assigned anywhere in `function` (then it may not be the instance)."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, (ast.Store, ast.Del)):
+            return True
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
+            return True
+    return False
+
+
+def _format_reaches_private(text: str) -> bool:
+    """Whether a format string has a replacement field reaching `._x` (`"{0.__class__}"`)."""
+    if "{" not in text or "_" not in text:
+        return False
+    import string
+
+    try:
+        fields = [field for _, field, _, _ in string.Formatter().parse(text) if field]
+    except ValueError:
+        return False
+    return any("._" in field for field in fields)

@@ -6,12 +6,17 @@ Every kernel, candidate and reference module runs in `accelopt.profiling.worker`
   writes), importing accelopt from an explicit path;
 - an empty temporary working directory and HOME; an environment built from scratch (no keys,
   tokens, proxies or anything else inherited from the server);
-- its own session / process group, killed as a whole on timeout, cancellation or close;
+- on Linux with bubblewrap, its own user, mount, PID, network and IPC namespaces, a read-only
+  filesystem but its job folder, and a seccomp filter (`accelopt.profiling.isolation`,
+  `accelopt.profiling.seccomp`); elsewhere, what `isolation.detect()` reports instead;
+- its own session / process group, killed as a whole on timeout, cancellation or close (with a
+  PID namespace, that takes every process the worker could have left behind with it);
 - kernel-enforced resource limits (address space, CPU seconds, open files, file size, no new
   processes) applied by the worker before any untrusted code runs;
-- when the machine allows it, no network at all (a fresh network namespace via `unshare`) and,
-  when the server runs as root, the unprivileged `nobody` user;
-- inside the worker, the import/operation guard (`accelopt.profiling.guard`).
+- inside the worker, the import/operation guard (`accelopt.profiling.guard`), a first filter.
+
+The parent reads only bounded amounts back: the last bytes of the worker's stderr, and a trace
+file no larger than `Sandbox.max_trace_bytes`.
 
 Results come back as files the parent validates (`worker_protocol`), never as pickles. A crash,
 hang or kill is a `WorkerOutcome`, not an exception.
@@ -39,15 +44,17 @@ import numpy as np
 from pydantic import ValidationError
 
 import accelopt
-from accelopt.profiling import arrays
+from accelopt.profiling import arrays, isolation, seccomp
 from accelopt.profiling.worker_protocol import ArrayRef, ResourceLimits, WorkerJob, WorkerResult
 
 _BOOTSTRAP = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
     "from accelopt.profiling.worker import main; raise SystemExit(main(sys.argv[2]))"
 )
-_NOBODY = 65534
+_NOBODY = isolation.NOBODY
 _STDERR_TAIL = 1200
+# A trace larger than this is refused unread: parsing and timing it could outlast the timeout.
+DEFAULT_MAX_TRACE_BYTES = 32 << 20  # the largest NKIBench baseline (gqa_full, full size) records 25 MiB
 _ACCELOPT_ROOT = Path(accelopt.__file__).resolve().parent.parent
 
 
@@ -86,16 +93,29 @@ class Sandbox:
         *,
         isolate_network: bool = True,
         drop_privileges: bool = True,
+        os_isolation: bool = True,
         python: str = sys.executable,
         work_root: str | Path | None = None,
+        max_trace_bytes: int = DEFAULT_MAX_TRACE_BYTES,
     ) -> None:
+        """`os_isolation=False` skips bubblewrap (tests use it to show what the OS layer adds);
+        the fallback then is what it was before: `unshare --net` and, as root, `nobody`."""
         self.limits = limits or ResourceLimits()
         self.work_root = str(work_root) if work_root is not None else None
         self.isolate_network = isolate_network
         self.python = python
+        self.max_trace_bytes = max_trace_bytes
+        self.isolation = isolation.detect(python) if os_isolation else isolation.Isolation(
+            "process", missing="disabled by the caller"
+        )
+        namespaced = self.isolation.kernel_enforced
         # As root, run workers as `nobody`, if `nobody` can run this interpreter at all (it cannot
         # when Python lives under a private home directory); see SECURITY.md.
-        self.drop_privileges = drop_privileges and os.geteuid() == 0 and _nobody_can_run(python)
+        self.drop_privileges = (
+            self.isolation.bwrap_as_nobody or self.isolation.drops_root_inside
+            if namespaced
+            else drop_privileges and os.geteuid() == 0 and _nobody_can_run(python)
+        )
         self._live: set[asyncio.subprocess.Process] = set()
 
     # --- preparing a job -------------------------------------------------------------------
@@ -133,7 +153,8 @@ class Sandbox:
         job = job.model_copy(
             update={
                 "limits": limits,
-                "parent_pid": os.getpid(),
+                # Inside a PID namespace the parent is bubblewrap's init, which dies with us.
+                "parent_pid": 0 if self.isolation.kernel_enforced else os.getpid(),
                 "trusted_roots": _trusted_roots(),
                 "read_roots": [*_trusted_roots(), str(root / "in")],
             }
@@ -165,17 +186,25 @@ class Sandbox:
         started = time.perf_counter()
         # A kernel's print() output is discarded (a printing loop must not fill the disk);
         # stderr keeps the worker's own crash reports, bounded by the file-size limit.
-        with open(root / "stderr.txt", "wb") as err:
-            proc = await asyncio.create_subprocess_exec(
-                *self._command(root),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-                cwd=root / "work",
-                env=_worker_environment(root / "work"),
-                start_new_session=True,
-                **self._credentials(),
-            )
+        filter_read = -1
+        try:
+            with open(root / "stderr.txt", "wb") as err:
+                if self.isolation.kernel_enforced:
+                    filter_read = _seccomp_pipe()
+                proc = await asyncio.create_subprocess_exec(
+                    *self._command(root, filter_read),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=err,
+                    cwd=root / "work",
+                    env=_worker_environment(root / "work"),
+                    start_new_session=True,
+                    pass_fds=[filter_read] if filter_read != -1 else [],
+                    **self._credentials(),
+                )
+        finally:
+            if filter_read != -1:
+                os.close(filter_read)
         self._live.add(proc)
         timed_out = False
         try:
@@ -185,11 +214,15 @@ class Sandbox:
                 timed_out = True
         finally:
             # Normal exit, timeout or cancellation: nothing of the group may survive.
+            if proc.returncode is None and self.isolation.kernel_enforced:
+                await asyncio.shield(_end_namespace(proc))
             _kill_group(proc.pid)
             if proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 await asyncio.shield(proc.wait())
+            if self.isolation.kernel_enforced:
+                await asyncio.shield(isolation.reap_orphaned_inits())
             self._live.discard(proc)
         wall = time.perf_counter() - started
         if timed_out:
@@ -204,6 +237,8 @@ class Sandbox:
 
     async def aclose(self) -> None:
         """Kill every worker still running."""
+        if self.isolation.kernel_enforced:
+            await asyncio.gather(*(_end_namespace(proc) for proc in list(self._live)))
         for proc in list(self._live):
             _kill_group(proc.pid)
             with contextlib.suppress(ProcessLookupError):
@@ -216,14 +251,27 @@ class Sandbox:
     def live_pids(self) -> list[int]:
         return [p.pid for p in self._live]
 
-    def _command(self, root: Path) -> list[str]:
-        worker = [self.python, "-I", "-B", "-c", _BOOTSTRAP, str(_ACCELOPT_ROOT), str(root)]
+    def _command(self, root: Path, filter_fd: int = -1) -> list[str]:
+        bootstrap = isolation.worker_prelude(self.isolation) + _BOOTSTRAP
+        worker = [self.python, "-I", "-B", "-c", bootstrap, str(_ACCELOPT_ROOT), str(root)]
+        if self.isolation.kernel_enforced:
+            assert self.isolation.bwrap is not None
+            return isolation.command(
+                self.isolation.bwrap,
+                readable=[*isolation.interpreter_paths(self.python), *_trusted_roots()],
+                job_root=root,
+                seccomp_fd=filter_fd,
+                worker=worker,
+                drops_root_inside=self.isolation.drops_root_inside,
+            )
         prefix = _namespace_prefix(self.drop_privileges) if self.isolate_network else []
         if self.drop_privileges and not prefix:
             return worker  # privileges dropped by Popen's user/group below
         return [*prefix, *worker]
 
     def _credentials(self) -> dict:
+        if self.isolation.kernel_enforced:
+            return isolation.spawn_credentials(self.isolation)
         if not self.drop_privileges:
             return {}
         if self.isolate_network and _namespace_prefix(True):
@@ -233,6 +281,8 @@ class Sandbox:
     # --- reading the results ----------------------------------------------------------------
 
     def _collect(self, root: Path, returncode: int | None, wall: float) -> WorkerOutcome:
+        if self.isolation.kernel_enforced and returncode is not None and 128 < returncode < 128 + 65:
+            returncode = 128 - returncode  # bubblewrap reports a signal as 128 + its number
         if returncode == -signal.SIGXCPU:
             return WorkerOutcome("timeout", message="exceeded its CPU time limit", wall_time_s=wall)
         if returncode != 0:
@@ -249,7 +299,7 @@ class Sandbox:
         try:
             outcome.arrays = _load_arrays(root / "out" / "arrays.npz", result)
             if result.has_trace:
-                outcome.trace_json = (root / "out" / "trace.json").read_text(encoding="utf-8")
+                outcome.trace_json = _read_bounded(root / "out" / "trace.json", self.max_trace_bytes)
         except (OSError, ValueError, KeyError) as exc:
             return WorkerOutcome(
                 "crashed", message=f"the worker's result files are invalid: {exc}", wall_time_s=wall
@@ -291,13 +341,45 @@ def _crash_reason(returncode: int | None, root: Path) -> str:
     return f"the worker {reason}" + (f": {tail}" if tail else "")
 
 
+def _read_bounded(path: Path, limit: int) -> str:
+    size = path.stat().st_size
+    if size > limit:
+        raise ValueError(f"the trace is {size >> 20} MiB, more than the {limit >> 20} MiB the parent reads")
+    return path.read_text(encoding="utf-8")
+
+
 def _tail(path: Path) -> str:
+    """The last line of the file's last bytes: never the whole file (a worker may write 1 GB)."""
     try:
-        data = path.read_bytes()[-_STDERR_TAIL:]
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - _STDERR_TAIL))
+            data = f.read(_STDERR_TAIL)
     except OSError:
         return ""
     lines = [ln for ln in data.decode("utf-8", "replace").strip().splitlines() if ln.strip()]
     return lines[-1].strip() if lines else ""
+
+
+async def _end_namespace(proc: asyncio.subprocess.Process) -> None:
+    """Kill bubblewrap's child (the sandbox's init, whose death takes every process of the PID
+    namespace with it) and let bubblewrap reap it, so that no zombie is left to the machine's
+    init (which, in some containers, never reaps)."""
+    for _ in range(40):  # bubblewrap may still be creating its child: look again until it exits
+        _kill_children(proc.pid)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(proc.wait()), 0.05)
+            return
+
+
+def _kill_children(pid: int) -> None:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as f:
+            children = [int(c) for c in f.read().split()]
+    except (OSError, ValueError):
+        return
+    for child in children:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(child, signal.SIGKILL)
 
 
 def _kill_group(pgid: int) -> None:
@@ -374,5 +456,16 @@ def _nobody_can_run(python: str) -> bool:
     return done.returncode == 0
 
 
+def _seccomp_pipe() -> int:
+    """A pipe holding the seccomp program, for bubblewrap's `--seccomp FD` (the read end)."""
+    program = seccomp.build()
+    read, write = os.pipe()
+    try:
+        os.write(write, program)  # a few hundred bytes: far below the pipe's buffer
+    finally:
+        os.close(write)
+    return read
+
+
 def network_isolation_available() -> bool:
-    return bool(_namespace_prefix(os.geteuid() == 0))
+    return isolation.detect().kernel_enforced or bool(_namespace_prefix(os.geteuid() == 0))

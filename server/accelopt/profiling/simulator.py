@@ -38,7 +38,9 @@ import shutil
 import tempfile
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -49,6 +51,7 @@ from accelopt.nki.trace import Trace
 from accelopt.profiling import arrays, real_size
 from accelopt.profiling.backend import EvaluationOptions, assumed, resolved_hardware
 from accelopt.profiling.compare import compare_outputs
+from accelopt.profiling.deadline import DeadlineExceeded, within
 from accelopt.profiling.evaluation import EvalStatus, Evaluation, KernelSource
 from accelopt.profiling.inputs import DirectiveError, find_grid, generate_inputs
 from accelopt.profiling.metrics import profile_trace
@@ -271,10 +274,13 @@ class SimulatorBackend:
                 input_sets.append(hidden.data.inputs)
 
         # The worker runs the input sets one after another, holding one set's arrays at a time.
+        # A big task's sets each get the timeout (as its reference does: one worker per seed).
         plan = self._kernel_plan(cache, check)
+        per_set = (cache.footprint() or 0) >= self._batch_bytes
+        kernel_timeout_s = options.timeout_s * (len(input_sets) if per_set else 1)
         outcome, plan = await self._run_kernel(
             _kernel_job(runnable, numerics=check, hardware=hardware, grid=task.grid),
-            options.timeout_s,
+            kernel_timeout_s,
             input_sets,
             plan,
         )
@@ -287,7 +293,9 @@ class SimulatorBackend:
         assert outcome.result is not None
         _check_inputs_untouched(outcome, input_sets, seeds)
 
-        trace = _parse_trace(outcome)
+        # Parsing and timing the trace are the parent's work on the kernel's data: bounded too.
+        analysis = _Analysis(kernel_timeout_s, outcome.wall_time_s)
+        trace = await analysis.run(_parse_trace, outcome)
         max_error: float | None = None
         verified = False
         if check:
@@ -314,9 +322,9 @@ class SimulatorBackend:
 
         work = task.work or cache.work
         if work is None and task.kind == "baseline" and is_baseline_itself:
-            work = await asyncio.to_thread(_work_from_trace, trace)
+            work = await analysis.run(_work_from_trace, trace)
             cache.work = work
-        profile, timeline = await asyncio.to_thread(_profile, trace, hardware, work, kernel.text)
+        profile, timeline = await analysis.run(_profile, trace, hardware, work, kernel.text)
         if profile is not None and trace is not None:
             reason = implausibility(profile, trace)
             if reason is not None:
@@ -639,8 +647,10 @@ class SimulatorBackend:
             )
         if cache.work is None and outcome.trace_json is not None:
             try:
-                cache.work = await asyncio.to_thread(_work_from_trace, Trace.from_json(outcome.trace_json))
-            except Exception:  # a malformed oracle trace only costs the task-level roofline work
+                analysis = _Analysis(timeout_s, outcome.wall_time_s)
+                trace = await analysis.run(Trace.from_json, outcome.trace_json)
+                cache.work = await analysis.run(_work_from_trace, trace)
+            except Exception:  # a malformed or huge oracle trace only costs the task's roofline work
                 cache.work = None
 
     async def _transform(
@@ -931,6 +941,33 @@ def _check_no_input_writes(trace: Trace | None, seeds: list[int], output_argumen
                         seeds=seeds,
                     )
                 )
+
+
+T = TypeVar("T")
+
+
+class _Analysis:
+    """The parent's share of one evaluation's time: whatever the worker left of the timeout, but
+    at least a quarter of it (and 2 s), so a kernel that records a huge trace ends as a
+    `timeout` shortly after its timeout instead of keeping the parent busy (`deadline.within`
+    stops the work)."""
+
+    def __init__(self, timeout_s: float, worker_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.budget_s = max(timeout_s - worker_s, 0.25 * timeout_s, 2.0)
+        self.deadline = time.monotonic() + self.budget_s
+
+    async def run(self, work: Callable[..., T], *args: object) -> T:
+        try:
+            return await within(self.deadline - time.monotonic(), work, *args)
+        except DeadlineExceeded:
+            raise _Failed(
+                Evaluation(
+                    status="timeout",
+                    message=f"reading and timing the kernel's trace took longer than the "
+                    f"{self.budget_s:.0f} s left of its {self.timeout_s:g} s timeout",
+                )
+            ) from None
 
 
 def _parse_trace(outcome: WorkerOutcome) -> Trace | None:

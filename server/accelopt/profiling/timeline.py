@@ -93,6 +93,9 @@ class Timeline:
     # physical NeuronCores the run used (an SPMD grid on a logical core of 2: 2); engine_busy
     # sums over them, so a busy fraction divides by total_time * cores
     cores: int = 1
+    # part of total_time before the kernel's first instruction (HardwareSpec.kernel_start_s);
+    # the ops' times do not include it
+    kernel_start_s: float = 0.0
 
 
 class _GapList:
@@ -667,7 +670,14 @@ def schedule(trace: Trace, hw: HardwareSpec | str, options: ModelOptions | None 
     """Time `trace` on one NeuronCore of `hw` with the compiler behaviours in `options` (all on
     by default). A trace of an SPMD grid of several instances: `profiling.grid.schedule`."""
     spec = get_hardware(hw) if isinstance(hw, str) else hw
-    return schedule_instance(trace, spec, options or ModelOptions())
+    return with_kernel_start(schedule_instance(trace, spec, options or ModelOptions()), spec)
+
+
+def with_kernel_start(timeline: Timeline, spec: HardwareSpec) -> Timeline:
+    """`timeline` with the device's kernel start (once per launch) added to its total time."""
+    timeline.total_time += spec.kernel_start_s
+    timeline.kernel_start_s = spec.kernel_start_s
+    return timeline
 
 
 def schedule_instance(trace: Trace, spec: HardwareSpec, opts: ModelOptions) -> Timeline:

@@ -95,20 +95,23 @@ def main(job_dir: str) -> int:
     ]
     npz = _load_npz(os.path.join(job_dir, "in", "outputs.npz")) if job["mode"] == "transform" else None
 
-    # No more processes or threads from here on (kernel-enforced for non-root users).
+    # No more processes or threads from here on (kernel-enforced for non-root users), and the
+    # system-call filter, now with exec refused too (bubblewrap's copy had to let us start).
     resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+    _filter_system_calls()
     probe = _probe(job_dir) if job["mode"] == "probe" else None
     source_path = job["source_path"]
     watched = [
         m for m in sys.modules if m in ("numpy", "math") or m.startswith(("accelopt.nki", "numpy.random"))
     ]
     namespaces = guard.namespace_snapshot(watched)
-    guard.install(
-        policy=job["policy"],
-        user_files=[source_path, *(m["path"] for m in job.get("modules", []))],
-        trusted_roots=job["trusted_roots"],
-        read_roots=job["read_roots"],
-    )
+    if job.get("python_guard", True):
+        guard.install(
+            policy=job["policy"],
+            user_files=[source_path, *(m["path"] for m in job.get("modules", []))],
+            trusted_roots=job["trusted_roots"],
+            read_roots=job["read_roots"],
+        )
 
     result: dict[str, Any] = {"failure": None, "runs": [], "work": None, "has_trace": False}
     result["probe"] = probe
@@ -154,6 +157,13 @@ def main(job_dir: str) -> int:
     return 0
 
 
+def _filter_system_calls() -> None:
+    from accelopt.profiling import seccomp
+
+    if sys.platform.startswith("linux") and seccomp.supported():
+        seccomp.install(seccomp.build(exec_allowed=False))
+
+
 def _probe(job_dir: str) -> dict[str, Any]:
     """What the sandbox looks like from inside (trusted code; used by tests and diagnostics)."""
     limits = {
@@ -172,8 +182,18 @@ def _probe(job_dir: str) -> dict[str, Any]:
             interfaces = sorted(line.split(":")[0].strip() for line in f.readlines()[2:])
     except OSError:
         interfaces = []
+    status = _read_text("/proc/self/status")
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
     return {
         "uid": os.getuid(),
+        "uid_map": _read_text("/proc/self/uid_map").split(),
+        "seccomp": fields.get("Seccomp", "").strip(),
+        "no_new_privs": fields.get("NoNewPrivs", "").strip(),
+        "capabilities": fields.get("CapEff", "").strip(),
+        "permitted_capabilities": fields.get("CapPrm", "").strip(),
+        "gid": os.getgid(),
+        "groups": os.getgroups(),
+        "pid": os.getpid(),
         "cwd": os.getcwd(),
         "cwd_entries": sorted(os.listdir(".")),
         "environment": dict(os.environ),
@@ -182,6 +202,14 @@ def _probe(job_dir: str) -> dict[str, Any]:
         "isolated_mode": bool(sys.flags.isolated),
         "job_dir": job_dir,
     }
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="ascii") as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def _apply_limits(limits: dict[str, int]) -> None:

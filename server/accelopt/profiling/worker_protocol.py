@@ -84,6 +84,11 @@ class WorkerJob(BaseModel):
     kernel_structures: list[OutputStructure] = Field(default_factory=list)
     reference_outputs: list[list[ArrayRef]] = Field(default_factory=list)
     return_trace: bool = True
+    python_guard: bool = Field(
+        True,
+        description="install the Python-level guard; only tests turn it off, to show what the "
+        "operating system enforces on its own",
+    )
     max_run_bytes: int | None = Field(
         None,
         description="stop after the run whose arrays bring the total past this many bytes: the "

@@ -41,6 +41,7 @@ from accelopt.search.events import (
     Finished,
     IterationEvent,
     LessonEvent,
+    PlannerNotice,
     SearchEvent,
     Started,
     StopReason,
@@ -127,6 +128,8 @@ class _Search:
         self._started = False
         self._agent_slots = asyncio.Semaphore(config.max_concurrent_agent_calls)
         self._eval_slots = asyncio.Semaphore(config.max_concurrent_evaluations)
+        self._judged: list[str] = []  # kernels judged before the current iteration (PlanRequest.judged)
+        self._notices: set[tuple[int, str, str]] = set()  # (iteration, candidate id, message) said
 
     # -- the event stream ---------------------------------------------------------------------
 
@@ -318,6 +321,9 @@ class _Search:
         # finished in whatever order its thread did, and the order decides which branch's
         # evaluations come first under the budget).
         lookups = await asyncio.to_thread(lambda: [self._experiences_for(parent) for parent in beam])
+        self._judged = sorted(
+            {c.kernel.normalized_hash() for c in self.candidates if c.status not in ("pending", "agent_error")}
+        )
         branches = await _gather_all(
             [
                 self._expand(iteration, index, parent, experiences)
@@ -371,8 +377,19 @@ class _Search:
                     hardware=self.config.hardware,
                     seed=seed,
                     proposal=n,
+                    judged=self._judged,
                 ),
             )
+            if planned.notice and (iteration, parent.id, planned.notice) not in self._notices:
+                self._notices.add((iteration, parent.id, planned.notice))
+                self._emit(
+                    PlannerNotice(
+                        search_id=self.search_id,
+                        iteration=iteration,
+                        candidate_id=parent.id,
+                        message=planned.notice,
+                    )
+                )
             if planned.error or not planned.plans:
                 failure = self._new_candidate(parent, None, parent.kernel, iteration=iteration)
                 self._fail(failure, f"planner: {planned.error or 'no plan in the reply'}", planned.notes)

@@ -55,6 +55,17 @@ class LessonEvent(BaseModel):
     experience_id: int | None = None
 
 
+class PlannerNotice(BaseModel):
+    """The planner changed how it plans for a beam kernel (the offline catalogue had no new plan
+    and the tuner took over, or neither had anything new): said once per kernel and iteration."""
+
+    kind: Literal["planner_notice"] = "planner_notice"
+    search_id: str
+    iteration: int
+    candidate_id: str = Field(description="the beam kernel the planner was planning for")
+    message: str
+
+
 class CostEvent(BaseModel):
     kind: Literal["cost"] = "cost"
     search_id: str
@@ -101,7 +112,7 @@ class Finished(BaseModel):
 
 
 SearchEvent = Annotated[
-    Started | CandidateEvent | IterationEvent | LessonEvent | CostEvent | Finished,
+    Started | CandidateEvent | IterationEvent | LessonEvent | PlannerNotice | CostEvent | Finished,
     Field(discriminator="kind"),
 ]
 search_event_adapter: TypeAdapter[SearchEvent] = TypeAdapter(SearchEvent)

@@ -25,6 +25,12 @@ class PlanRequest(BaseModel):
     proposal: int = Field(
         0, ge=0, description="which of the N independent planner calls for this kernel (0-based)"
     )
+    judged: list[str] = Field(
+        default_factory=list,
+        description="normalized hashes (KernelSource.normalized_hash) of the kernels the search has "
+        "already judged, as of the start of this iteration: a planner that can tell what its plan "
+        "would write proposes only new kernels. Empty: the caller does not say",
+    )
 
 
 class ExecuteRequest(BaseModel):
@@ -81,6 +87,11 @@ class AgentOutput(BaseModel):
 
 class PlanResult(AgentOutput):
     plans: list[Plan] = Field(default_factory=list)
+    notice: str | None = Field(
+        None,
+        description="what the planner wants the user to know about how it planned, e.g. that its "
+        "catalogue has nothing new for this kernel and the tuner took over (a PlannerNotice event)",
+    )
 
 
 class ExecuteResult(AgentOutput):

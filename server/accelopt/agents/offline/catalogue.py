@@ -11,15 +11,18 @@ from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.rewrites.fold_activation import FoldActivation
 from accelopt.agents.offline.rewrites.fold_loop import FoldLoop
 from accelopt.agents.offline.rewrites.fuse_activation_reduce import FuseActivationReduce
+from accelopt.agents.offline.rewrites.fuse_chain import FuseChain
 from accelopt.agents.offline.rewrites.fuse_scalar_tensor_tensor import FuseScalarTensorTensor
 from accelopt.agents.offline.rewrites.fuse_silu import FuseSilu
 from accelopt.agents.offline.rewrites.fuse_tensor_scalar import FuseTensorScalar
 from accelopt.agents.offline.rewrites.hoist_invariant import HoistInvariant
 from accelopt.agents.offline.rewrites.loop_interchange import LoopInterchange
 from accelopt.agents.offline.rewrites.preload_operand import PreloadOperand
+from accelopt.agents.offline.rewrites.rebalance_engines import RebalanceEngines
 from accelopt.agents.offline.rewrites.remove_copy import RemoveCopy
 from accelopt.agents.offline.rewrites.reuse_transpose import ReuseTranspose
 from accelopt.agents.offline.rewrites.widen_free_dim import WidenFreeDim
+from accelopt.agents.offline.tuner import Tune
 
 REWRITES: tuple[Rewrite, ...] = (
     HoistInvariant(),
@@ -29,6 +32,7 @@ REWRITES: tuple[Rewrite, ...] = (
     WidenFreeDim(),
     BlockAccumulators(),
     FoldLoop(),
+    FuseChain(),
     FuseSilu(),
     FoldActivation(),
     FuseActivationReduce(),
@@ -37,8 +41,12 @@ REWRITES: tuple[Rewrite, ...] = (
     RemoveCopy(),
     ReuseTranspose(),
     AssignEngine(),
+    RebalanceEngines(),
 )
-_BY_NAME = {r.name: r for r in REWRITES}
+# The tuner is known by name (the executor applies its plans) but is not in the list: the planner
+# turns to its settings once the list's plans give nothing new (planner.py).
+TUNER = Tune()
+_BY_NAME = {r.name: r for r in (*REWRITES, TUNER)}
 
 
 def get_rewrite(name: str | None) -> Rewrite:

@@ -287,6 +287,12 @@ def slice_extent(view: KernelView, element: cst.BaseSlice) -> int | None:
             return None
         diff = hi.minus(lo)
         return diff.const if not diff.terms and not diff.aranges else None
+    if isinstance(element, cst.Index) and isinstance(element.value, cst.Name):
+        # `rows = slice(a, b)` then `x[rows, cols]`: the name stands for a slice, not an integer.
+        bound = single_assignment(view, element.value.value)
+        if isinstance(bound, cst.Call) and dotted(bound.func) == "slice" and len(bound.args) == 2:
+            lower, upper = (a.value for a in bound.args)
+            return slice_extent(view, cst.Slice(lower=lower, upper=upper))
     return 1
 
 

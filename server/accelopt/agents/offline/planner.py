@@ -11,9 +11,16 @@ Plans are then taken round-robin over rewrites (best site of each rewrite first)
 except that rewrites the memory defers (no share in the successes on similar kernels, or net
 negative evidence) come after all the others, and sites the memory clearly advises against (they
 failed, or slowed the very same code down, on this family of kernels) are not proposed while any
-other site remains: past the end of the ranking the planner proposes the other parameter
-variants of the sites it ranked, or the same plans again, which the search recognises as
-kernels it has already judged.
+other site remains.
+
+When the search says which kernels it has already judged (PlanRequest.judged), the planner
+proposes only plans that write a kernel not among them: the ranked sites with their chosen
+parameters, then their other variants. When those run out at this beam kernel (the catalogue has
+nothing new), the tuner's settings (tuner.py: loop order, tile size and tiles per block set
+together) come next, and the result says so in its notice (a PlannerNotice event); only when the
+tuner has nothing new either does the planner repeat plans. Without `judged` (a caller that does
+not say), past the end of the ranking come the other parameter variants of the ranked sites,
+then the same plans again, which the search recognises as kernels it has already judged.
 """
 
 from __future__ import annotations
@@ -21,12 +28,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+import threading
 from collections import defaultdict
 
-from accelopt.agents.offline.catalogue import all_sites, get_rewrite, title_for
+from accelopt.agents.offline.catalogue import TUNER, all_sites, get_rewrite, title_for
 from accelopt.agents.offline.evidence import Evidence, read_lessons, weigh
 from accelopt.agents.offline.rewrites.base import Params, Site
+from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.site_pattern import patterns_of
+from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Plan
 from accelopt.search.roles import PlanRequest, PlanResult
@@ -81,6 +91,12 @@ def choose_params(site: Site, profile: Profile | None) -> Params:
 class OfflinePlanner:
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
+        # What a (kernel text, site, parameters) plan writes: the new kernel's normalized hash,
+        # None when the rewrite refuses. Shared by the N planner calls for one beam kernel (and by
+        # later iterations), which run in worker threads: one computes, the others wait for it.
+        self._writes: dict[tuple[str, str, str, str], str | None] = {}
+        self._locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
+        self._locks_lock = threading.Lock()
 
     async def plan(self, request: PlanRequest) -> PlanResult:
         # Source analysis is CPU work: keep it off the event loop so evaluations go on meanwhile.
@@ -89,7 +105,7 @@ class OfflinePlanner:
     def plan_now(self, request: PlanRequest) -> PlanResult:
         text = request.kernel.text
         sites = all_sites(text, request.kernel.name)
-        if not sites:
+        if not sites and not request.judged:
             return PlanResult(error="no rewrite in the offline catalogue applies to this kernel")
         # The ranking depends on the kernel and this planner's seed, not on the request's seed: the
         # search asks N times for one plan each (`proposal` 0..N-1) and the N answers must differ.
@@ -108,24 +124,113 @@ class OfflinePlanner:
         advised = [item for item in scored if not evidence.advises_against(item[1])]
         ranking = _diverse_ranking(advised or scored, evidence)
 
-        plans = []
-        for k in range(request.proposal, request.proposal + request.count):
-            site = ranking[k % len(ranking)]
-            params = choose_params(site, request.profile)
-            lap = k // len(ranking)  # past the end of the ranking: the sites' other parameter variants
-            if lap and len(site.variants) > 1:
-                params = dict(site.variants[lap % len(site.variants)])
-            plans.append(
-                Plan(
-                    title=title_for(site, params),
-                    description=site.description,
-                    rewrite=site.rewrite,
-                    site=site.id,
-                    params=params,
-                    lesson_ids=list(evidence.lesson_ids.get(site.id, [])) if evidence.gain(site) > 0 else [],
-                )
+        def plan_for(site: Site, params: Params) -> Plan:
+            return Plan(
+                title=title_for(site, params),
+                description=site.description,
+                rewrite=site.rewrite,
+                site=site.id,
+                params=params,
+                lesson_ids=list(evidence.lesson_ids.get(site.id, [])) if evidence.gain(site) > 0 else [],
             )
-        return PlanResult(plans=plans)
+
+        wanted = range(request.proposal, request.proposal + request.count)
+        if request.judged:
+            fresh = self._fresh(request.kernel, _with_variants(ranking, request.profile), request.judged)
+            if request.proposal + request.count <= len(fresh):
+                return PlanResult(plans=[plan_for(*fresh[k]) for k in wanted])
+            # The tuner's one-knob settings are the catalogue's own plans: those are left out.
+            options = self._fresh(request.kernel, fresh + self._tuner_options(request), request.judged)
+            tuned = options[len(fresh) :]
+            if tuned:
+                notice = (
+                    f"the offline catalogue has {'only ' if fresh else ''}{_count(len(fresh), 'new plan')} for this kernel: the "
+                    f"tuner takes over with {_count(len(tuned), 'new setting')} of loop order, tile "
+                    "size and tiles per block"
+                )
+            else:
+                notice = (
+                    f"the offline catalogue has {_count(len(fresh), 'new plan')} for this kernel and "
+                    "the tuner no new setting: the planner repeats plans already judged"
+                )
+            if request.proposal + request.count <= len(options):
+                return PlanResult(plans=[plan_for(*options[k]) for k in wanted], notice=notice)
+            if not ranking and not options:
+                return PlanResult(
+                    error="no rewrite in the offline catalogue or setting of the tuner applies to this kernel",
+                    notice=notice,
+                )
+            plans = [
+                plan_for(*options[k])
+                if k < len(options) or not ranking
+                else plan_for(*_lap(ranking, k, request.profile))
+                for k in (k if k < len(options) or ranking else k % len(options) for k in wanted)
+            ]
+            return PlanResult(plans=plans, notice=notice)
+        return PlanResult(plans=[plan_for(*_lap(ranking, k, request.profile)) for k in wanted])
+
+    def _tuner_options(self, request: PlanRequest) -> list[tuple[Site, Params]]:
+        """The tuner's settings, those that relieve what bounds the kernel first."""
+        sites = TUNER.sites(request.kernel.text, request.kernel.name)
+        ordered = sorted(
+            enumerate(sites), key=lambda item: (-profile_score(item[1], request.profile), item[0])
+        )
+        return [(site, {}) for _, site in ordered]
+
+    def _fresh(
+        self, kernel: KernelSource, options: list[tuple[Site, Params]], judged: list[str]
+    ) -> list[tuple[Site, Params]]:
+        """The options that write a kernel neither judged nor written by an earlier option."""
+        seen = set(judged)
+        fresh = []
+        for site, params in options:
+            written = self._written(kernel, site, params)
+            if written is not None and written not in seen:
+                seen.add(written)
+                fresh.append((site, params))
+        return fresh
+
+    def _written(self, kernel: KernelSource, site: Site, params: Params) -> str | None:
+        text_key = hashlib.sha256(f"{kernel.name}\n{kernel.text}".encode()).hexdigest()
+        key = (text_key, site.rewrite, site.id, repr(sorted(params.items())))
+        with self._locks_lock:
+            lock = self._locks[text_key]
+        with lock:
+            if key not in self._writes:
+                try:
+                    text = get_rewrite(site.rewrite).apply(kernel.text, kernel.name, site.id, params)
+                    self._writes[key] = kernel.model_copy(update={"text": text}).normalized_hash()
+                except NotApplicable:
+                    self._writes[key] = None
+            return self._writes[key]
+
+
+def _variants_in_order(site: Site, profile: Profile | None) -> list[Params]:
+    first = choose_params(site, profile)
+    return [first, *(dict(v) for v in site.variants if dict(v) != first)]
+
+
+def _with_variants(ranking: list[Site], profile: Profile | None) -> list[tuple[Site, Params]]:
+    """Every ranked site with its chosen parameters, then the sites' other variants, in rounds."""
+    per_site = [_variants_in_order(site, profile) for site in ranking]
+    options: list[tuple[Site, Params]] = []
+    for lap in range(max((len(v) for v in per_site), default=0)):
+        options.extend((site, v[lap]) for site, v in zip(ranking, per_site, strict=True) if lap < len(v))
+    return options
+
+
+def _lap(ranking: list[Site], k: int, profile: Profile | None) -> tuple[Site, Params]:
+    """Plan k of the ranking taken round and round: past its end, the sites' other variants."""
+    site = ranking[k % len(ranking)]
+    params = choose_params(site, profile)
+    lap = k // len(ranking)
+    if lap and len(site.variants) > 1:
+        params = dict(site.variants[lap % len(site.variants)])
+    return site, params
+
+
+def _count(n: int, noun: str) -> str:
+    return f"no {noun}" if n == 0 else f"{n} {noun}{'s' if n != 1 else ''}"
 
 
 def _diverse_ranking(scored: list[tuple[float, Site]], evidence: Evidence) -> list[Site]:

@@ -1,0 +1,55 @@
+"""The offline planner does not run dry while the budget lasts: once the catalogue has no plan
+that writes a kernel the search has not judged, it says so (a PlannerNotice event) and the
+tuner's settings take over, so a search whose evaluation budget is larger than what the
+catalogue can write spends all of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from search_fixtures import SESSION_LOOP, collect, finished_of, small_config
+
+from accelopt.agents.offline import offline_agents
+from accelopt.agents.offline.catalogue import all_sites
+from accelopt.profiling.evaluation import KernelSource
+from accelopt.profiling.task import task_for_kernel
+from accelopt.search.beam import run_search
+from accelopt.search.budget import Budget
+from accelopt.search.events import CandidateEvent, PlannerNotice
+
+pytestmark = SESSION_LOOP
+
+
+# A compiler-generated matmul (tests/offline/kernels): its loops have known trip counts, so the
+# tuner's blocks and loop orders need no guess about the input shapes.
+MATMUL = Path(__file__).parents[1] / "offline" / "kernels" / "cg_matmul.py"
+INPUTS = "# accelopt: inputs v1=float32[256,256] v2=float32[256,1024] v3=float32[256,1]\n"
+
+
+async def test_a_budget_larger_than_the_catalogue_is_spent_and_the_tuner_takes_over(simulator):
+    kernel = KernelSource(text=INPUTS + MATMUL.read_text(), name="matmul_cg_kernel", path="cg_matmul.py")
+    task = task_for_kernel(kernel)
+    one_step = sum(len(site.variants) for site in all_sites(kernel.text, kernel.name))
+    budget = one_step + 6  # past what the catalogue writes on this kernel and its children
+    config = small_config(
+        beam_width=1,
+        plans_per_kernel=3,
+        samples_per_plan=1,
+        iterations=12,
+        fix_attempts=0,
+        seeds=1,
+        budget=Budget(max_evaluations=budget),
+    )
+    events = await collect(run_search(kernel, task, offline_agents(), simulator, config))
+    finished = finished_of(events)
+    assert finished.reason == "budget", finished.message
+    assert finished.evaluations == budget
+    notices = [e for e in events if isinstance(e, PlannerNotice)]
+    assert notices and "the tuner takes over" in notices[0].message
+    tuned = [
+        e.candidate
+        for e in events
+        if isinstance(e, CandidateEvent) and e.candidate.plan and e.candidate.plan.rewrite == "tune"
+    ]
+    assert tuned and any(c.status == "ok" for c in tuned)
+    assert all(c.duplicate_of is None for c in tuned)
