@@ -34,8 +34,17 @@ Budget (default; fits a shared 2-core machine in about an hour with 2 evaluation
 `small` task sizes (NKIBench "small" shapes: every loop still has 2+ tiles), correctness on 2
 seeds per candidate, at most 24 backend evaluations per task and mode; beam width 3, 4 plans
 per kernel, 2 samples per plan, 4 iterations. The sampling mode spends the same 24 evaluations
-on 12 plans x 2 samples from the baseline. Full sizes are supported (`--size full`) but one
-full-size matmul evaluation alone takes minutes in the emulator, so the suite would take hours.
+on 12 plans x 2 samples from the baseline.
+
+Real sizes (`--size full`): every candidate is timed at the published NKIBench shapes by a
+trace-only run and checked for correctness (and its trace verified) at the "small" shapes
+(`accelopt/profiling/real_size.py`); `--check-size full` checks at the full shapes instead
+(numerically: minutes per evaluation). One full-size evaluation costs about 5-60 s here (the
+full-size trace and its inputs), so the whole suite at the default budget takes hours on a
+shared 2-core machine; a smaller budget that still lets the beam grow:
+
+    .venv/bin/python benchmarks/search_quality.py --size full --evaluations 8 --beam 2 --plans 2 \
+        --samples 1 --iterations 4 --json full.json
 
     .venv/bin/python benchmarks/search_quality.py                  # all 14 tasks, 3 modes
     .venv/bin/python benchmarks/search_quality.py --tasks silu,bmm --evaluations 16
@@ -55,8 +64,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from accelopt.agents.offline import offline_agents
+from accelopt.profiling.backend import Backend
 from accelopt.profiling.nkibench import bench_task, load_index
-from accelopt.profiling.simulator import SimulatorBackend
+from accelopt.profiling.ray_backend import backend_for
 from accelopt.search.beam import run_search
 from accelopt.search.candidate import Candidate
 from accelopt.search.config import Budget, SearchConfig
@@ -83,6 +93,8 @@ class TaskResult:
     # every distinct evaluated kernel, in the order counted: what was tried and what it gave
     trials: list[dict[str, object]] = field(default_factory=list)
     wall_s: float = 0.0
+    checked_size: str | None = None  # where the baseline's outputs were checked
+    timed_size: str | None = None  # and where its latency was timed
 
     def evaluations_to_reach(self, target: float) -> int | None:
         for count, best in self.curve:
@@ -148,9 +160,11 @@ def trial(candidate: Candidate, parent: Candidate | None, beam_rank: dict[str, i
 
 
 async def run_task(
-    name: str, mode: str, args: argparse.Namespace, backend: SimulatorBackend, memory: Memory | None
+    name: str, mode: str, args: argparse.Namespace, backend: Backend, memory: Memory | None
 ) -> TaskResult:
     kernel, task = bench_task(name, args.size)
+    if args.check_size is not None:
+        task = task.model_copy(update={"check_size": args.check_size})
     result = TaskResult(task=name, mode=mode)
     started = time.monotonic()
     by_id: dict[str, Candidate] = {}
@@ -163,6 +177,7 @@ async def run_task(
         if isinstance(event, Started):
             base = event.baseline
             result.baseline_ms = base.latency_ms
+            result.checked_size, result.timed_size = base.checked_size, base.timed_size
             result.peak_before = base.percent_of_peak
             by_id[base.id] = base
             beams[1] = {base.id: 0}
@@ -212,7 +227,8 @@ def percent(value: float | None) -> str:
 
 
 def print_mode_table(mode: str, rows: list[TaskResult]) -> None:
-    print(f"\n== {mode} (simulated trn1) ==")
+    sizes = sorted({f"checked at {r.checked_size}, timed at {r.timed_size}" for r in rows if r.timed_size})
+    print(f"\n== {mode} (simulated trn1; {'; '.join(sizes) or 'sizes not recorded'}) ==")
     print(
         f"{'task':24} {'baseline ms':>12} {'best ms':>10} {'speedup':>8} {'peak before':>11} {'after':>7} {'evals':>6}"
     )
@@ -312,7 +328,14 @@ def print_tables(results: dict[str, dict[str, TaskResult]], *, trace: bool = Fal
 
 async def main(args: argparse.Namespace) -> int:
     if args.from_json:
-        print_tables(load_results(args.from_json), trace=args.trace)
+        results = load_results(args.from_json)
+        # Partial runs (stopped, or one process per mode): compare the tasks every mode finished.
+        common = set.intersection(*(set(rows) for rows in results.values())) if results else set()
+        left_out = sorted(set().union(*(set(rows) for rows in results.values())) - common)
+        if left_out:
+            print(f"tasks not finished in every mode, left out of the tables: {', '.join(left_out)}")
+        results = {m: {t: r for t, r in rows.items() if t in common} for m, rows in results.items()}
+        print_tables(results, trace=args.trace)
         return 0
     tasks = [t.name for t in load_index()]
     if args.tasks:
@@ -329,7 +352,14 @@ async def main(args: argparse.Namespace) -> int:
         f"{args.iterations} iterations"
     )
     results: dict[str, dict[str, TaskResult]] = {}
-    backend = SimulatorBackend(max_workers=args.workers)
+    backend = backend_for("simulator", max_workers=args.workers, ray=args.ray)
+
+    def save() -> None:  # after every task: a long run that is stopped keeps what it measured
+        if args.json:
+            Path(args.json).write_text(
+                json.dumps({m: {t: asdict(r) for t, r in rows.items()} for m, rows in results.items()}, indent=1)
+            )
+
     try:
         with tempfile.TemporaryDirectory() as scratch:
             for mode in modes:
@@ -343,15 +373,13 @@ async def main(args: argparse.Namespace) -> int:
                         f"({row.reason}, {row.wall_s:.0f}s) via {' -> '.join(row.best_plan) or 'baseline'}",
                         flush=True,
                     )
+                    save()
                 if memory is not None:
                     memory.close()
     finally:
         await backend.aclose()
     print_tables(results, trace=args.trace)
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps({m: {t: asdict(r) for t, r in rows.items()} for m, rows in results.items()}, indent=1)
-        )
+    save()
     return 0
 
 
@@ -359,7 +387,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--size", choices=("small", "full"), default="small")
+    parser.add_argument("--size", choices=("small", "full"), default="small", help="the size kernels are timed at")
+    parser.add_argument(
+        "--check-size", choices=("small", "full"), help="the size outputs are checked at (default: small)"
+    )
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="evaluate as Ray tasks: on a private local cluster, or on the cluster at ADDRESS",
+    )
     parser.add_argument("--tasks", help="comma-separated task names (default: all)")
     parser.add_argument("--modes", help=f"comma-separated subset of {', '.join(MODES)}")
     parser.add_argument("--evaluations", type=int, default=24, help="backend evaluations per task and mode")

@@ -36,7 +36,7 @@ async def test_hover_answers_at_once_then_shows_the_profile_from_cache(editor: E
 
     card = await editor.profiled_hover(uri, "silu_kernel")
     header = card.splitlines()[0]
-    assert header == "**`silu_kernel`** · simulated on trn1 · legacy NKI (neuronxcc.nki)"
+    assert header == "**`silu_kernel`** · simulated on trn1 · legacy NKI (neuronxcc.nki) · small size"
     headline = re.search(HEADLINE, card, re.MULTILINE)
     assert headline is not None, card
     latency, percent, peak = float(headline["latency"]), int(headline["percent"]), float(headline["peak"])

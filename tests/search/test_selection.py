@@ -83,7 +83,7 @@ def test_the_ranking_kept_as_candidates_arrive_is_the_ranking_of_the_whole_list(
         candidate("b", 1.0),
         candidate("c", 2.0, status="incorrect"),
         candidate("d", 2.0),
-        candidate("e", 2.0),  # as fast as d, made later: after it
+        candidate("e", 2.0),  # as fast as d: their sources' hashes order them
         candidate("twin", 1.0, text="value = 'b'\n"),  # b's kernel again, found in the cache
     ]
     made[-1].duplicate_of = "b"
@@ -91,9 +91,44 @@ def test_the_ranking_kept_as_candidates_arrive_is_the_ranking_of_the_whole_list(
     for index in (5, 4, 0, 2, 1, 3):  # the order evaluations happen to finish in
         c = made[index]
         ranking.add(c, kernel_key=c.kernel.normalized_hash(), made=index)
-    assert [c.id for c in ranking.head(10)] == ["b", "d", "e", "a"]
-    assert [(r.rank, r.candidate.id) for r in rank(made, limit=10)] == [(1, "b"), (2, "d"), (3, "e"), (4, "a")]
-    assert [c.id for c in ranking.head(2)] == ["b", "d"]
+    tied = sorted(["d", "e"], key=lambda cid: made["abcde".index(cid)].kernel.normalized_hash())
+    assert [c.id for c in ranking.head(10)] == ["b", *tied, "a"]
+    assert [(r.rank, r.candidate.id) for r in rank(made, limit=10)] == list(enumerate(["b", *tied, "a"], start=1))
+    assert [c.id for c in ranking.head(2)] == ["b", tied[0]]
+
+
+def test_equally_fast_kernels_make_the_same_beam_whatever_order_their_evaluations_returned_in():
+    # Six children, four of them equally fast; "t2" is t1's kernel again. Which of two equal
+    # kernels was found in the cache, and the order children were made and collected in, follow
+    # the order evaluations returned: two such orders must give the same beam.
+    def children(order: list[str], cached: str) -> list[Candidate]:
+        texts = {"t1": "tile = 128\n", "t2": "tile = 128  # same kernel\n", "t3": "tile = 256\n",
+                 "t4": "tile = 512\n", "slow": "tile = 64\n", "fast": "tile = 1024\n"}
+        latency = {"slow": 12.0, "fast": 4.0}
+        made = [candidate(cid, latency.get(cid, 8.0), text=texts[cid]) for cid in order]
+        for c in made:
+            if c.id == cached:
+                c.duplicate_of = "t1" if cached == "t2" else "t2"
+        return made
+
+    first = children(["t1", "t2", "t3", "t4", "slow", "fast"], cached="t2")
+    second = children(["fast", "t4", "slow", "t3", "t2", "t1"], cached="t1")
+    beams = [[c.kernel.normalized_hash() for c in next_beam([PARENT], kids, width=3)] for kids in (first, second)]
+    assert beams[0] == beams[1]
+    assert len(set(beams[0])) == 3 and beams[0][0] == first[-1].kernel.normalized_hash()  # "fast" leads
+    # The same holds for the running ranking, fed in the two arrival orders.
+    heads = []
+    for kids in (first, second):
+        ranking = Ranking()
+        for made, c in enumerate(kids):
+            ranking.add(c, kernel_key=c.kernel.normalized_hash(), made=made)
+        heads.append([c.kernel.normalized_hash() for c in ranking.head(4)])
+    assert heads[0] == heads[1]
+
+
+def test_a_parent_keeps_its_place_against_an_equally_fast_child():
+    child = candidate("child", 10.0, text="other = 1\n")
+    assert [c.id for c in next_beam([PARENT], [child], width=1)] == ["p"]
 
 
 def test_spending_against_each_budget():

@@ -48,6 +48,9 @@ class TaskResult(BaseModel):
     )
     roofline_bound: Bound | None = Field(None, description="the roofline's dominant term for the task's work")
     max_error: float | None = None
+    checked_size: str | None = Field(None, description="the size the outputs were checked at (None: not checked)")
+    timed_size: str | None = Field(None, description="the size the latency was timed at")
+    notes: list[str] = Field(default_factory=list, description="the evaluation's notes")
     wall_time_s: float = 0.0
     profile: Profile | None = None
 
@@ -94,7 +97,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--kernels", type=Path, metavar="DIR", help="profile DIR/<task>.py (or DIR/<task>/kernel.py)"
     )
     parser.add_argument("--jobs", type=int, default=2, help="tasks evaluated at once (worker processes)")
-    parser.add_argument("--check", action="store_true", help="also check correctness against the reference")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="also check correctness against the reference (at --size full: checked at the small size, "
+        "timed at the full one; --check-size full checks at the full size)",
+    )
+    parser.add_argument("--check-size", choices=("full", "small"), help="size the outputs are checked at")
     parser.add_argument("--seeds", type=int, default=5, help="random inputs per correctness check")
     parser.add_argument(
         "--timeout", type=float, default=None, help="seconds per task (default 1800 full, 300 small)"
@@ -113,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         selection = select_tasks(args.tasks, args.size, args.kernels)
+        if args.check_size is not None:
+            selection = [(k, t.model_copy(update={"check_size": args.check_size})) for k, t in selection]
     except NkiBenchError as exc:
         print(f"accelopt bench: {exc}", file=sys.stderr)
         return 2
@@ -200,6 +211,9 @@ async def run_bench(
             message=evaluation.message,
             line=evaluation.line,
             max_error=evaluation.max_error,
+            checked_size=evaluation.checked_size,
+            timed_size=evaluation.timed_size,
+            notes=evaluation.notes,
             wall_time_s=evaluation.wall_time_s,
             profile=profile,
         )
@@ -301,6 +315,13 @@ def render_table(report: BenchReport) -> None:
         console = Console(width=132)  # a file or pipe: room for the whole table on one line per task
     console.print(table)
     console.print(f"suite profiled in {report.wall_time_s:.1f} s with {report.jobs} job(s)")
+    splits = sorted({(r.checked_size, r.timed_size) for r in report.tasks if r.checked_size and r.timed_size})
+    for checked, timed in splits:  # real sizes (profiling/real_size.py): say what was verified where
+        if checked != timed:
+            console.print(
+                f"outputs checked (and traces verified) at the {checked} size; latencies timed at the "
+                f"{timed} size by trace-only runs, checked for plausibility, not re-run"
+            )
 
 
 def _num(value: float | None, fmt: str) -> str:

@@ -25,6 +25,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.syntax import Syntax
 from rich.table import Table
+from rich.text import Text
 
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.search.events import (
@@ -52,7 +53,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--reference", metavar="REF.py", help="reference module (wins over the directive in the file)"
     )
     parser.add_argument(
-        "--size", choices=["full", "small"], default="full", help="input shapes of the reference module"
+        "--size",
+        choices=["full", "small"],
+        default="full",
+        help="input shapes of the reference module kernels are timed at (default full; outputs are then "
+        "checked at the small size when the module offers one, see --check-size)",
+    )
+    parser.add_argument(
+        "--check-size",
+        choices=["full", "small"],
+        help="shapes the outputs are checked at (default: small when the module offers it)",
     )
     parser.add_argument(
         "--agents", choices=["auto", "llm", "offline"], help="default: the config file's, else auto"
@@ -208,6 +218,8 @@ async def _optimize(args: argparse.Namespace, console: Console) -> int:
         settings = settings.model_copy(update={"search": search})
     try:
         task = task_for_kernel(kernel, reference=args.reference, size=args.size)
+        if args.check_size is not None:
+            task = task.model_copy(update={"check_size": args.check_size})
     except TaskError as exc:
         raise _UsageError(str(exc)) from exc
     out_dir = Path(args.out) if args.out else Path("accelopt-out") / name
@@ -323,6 +335,8 @@ async def _drive(
                     + (f", {base.latency_ms:.4f} ms ({label})" if base.latency_ms else f": {base.message}")
                     + f" · agents {event.agents}"
                 )
+                for note in base.evaluation_notes:  # what was checked and timed at which size
+                    console.print(Text(f"note: {note}", style="dim"))
             elif isinstance(event, CandidateEvent):
                 c = event.candidate
                 if c.status == "ok" and c.speedup and c.speedup > state.best and not c.duplicate_of:

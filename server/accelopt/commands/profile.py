@@ -48,7 +48,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--backend", choices=["simulator", "neuron"], default="simulator")
     parser.add_argument(
-        "--size", choices=["full", "small"], default="full", help="input size of a reference module"
+        "--size",
+        choices=["full", "small"],
+        default="full",
+        help="input size of a reference module (default full: timed at full; outputs checked at the small "
+        "size when the module offers one, see --check-size)",
+    )
+    parser.add_argument(
+        "--check-size",
+        choices=["full", "small"],
+        default=None,
+        help="size the outputs are checked at (default: small when the module offers it; full checks "
+        "numerically at the full size, which takes minutes for NKIBench)",
     )
     parser.add_argument(
         "--check",
@@ -77,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         kernel = load_kernel_source(Path(args.kernel_file), args.kernel_name)
         task = task_for_kernel(kernel, args.reference, size=args.size)
+        if args.check_size is not None:
+            task = task.model_copy(update={"check_size": args.check_size})
     except UsageError as exc:
         text = str(exc)
         # `file:line: error: message` when the message starts with a location, as editors parse it
@@ -195,6 +208,9 @@ def render(evaluation: Evaluation, kernel: KernelSource, console: Console) -> No
         if evaluation.max_error is not None
         else "not checked for correctness"
     )
+    if evaluation.checked_size and evaluation.checked_size != evaluation.timed_size:
+        # real sizes: checked (and verified) at one size, timed at another (profiling/real_size.py)
+        checked += f" at the {evaluation.checked_size} size, timed at the {evaluation.timed_size} size"
     if evaluation.verified:
         checked += "; trace verified by a re-run on unseen inputs"
     console.print(f"[bold green]ok[/] {escape(kernel.name)}: {checked} ({evaluation.wall_time_s:.1f} s)")

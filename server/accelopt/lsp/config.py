@@ -47,7 +47,9 @@ class ServerSettings(WireModel):
     # "auto": the kernel's own target (legacy neuronxcc.nki kernels trn1, nki.* kernels trn2)
     hardware: Literal["auto", "trn1", "trn2", "trn3"] = "auto"
     input_size: Literal["full", "small"] = Field(
-        "full", description="input shapes for profiles and searches (reference modules define both)"
+        "full",
+        description="input shapes kernels are timed at (reference modules define both); at 'full' a "
+        "search checks outputs at the module's small shapes when it has them (profiling/real_size.py)",
     )
     profile_timeout_s: float = Field(60.0, gt=0)
     ray: str | None = Field(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from accelopt.lsp.engine import ProfileOutcome
+from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profile import BOUND_WORDS, Profile, bound_in_words
 
 PROFILING = "profiling…"
@@ -76,6 +77,13 @@ def profile_markdown(name: str, profile: Profile) -> str:
     return "\n".join(rows)
 
 
+def size_words(evaluation: Evaluation) -> str:
+    """'full size', or 'timed at full size, checked at small' for a split evaluation."""
+    if evaluation.checked_size and evaluation.checked_size != evaluation.timed_size:
+        return f"timed at {evaluation.timed_size} size, checked at {evaluation.checked_size}"
+    return f"{evaluation.timed_size} size"
+
+
 def outcome_markdown(name: str, outcome: ProfileOutcome) -> str:
     if outcome.task_problem is not None:
         return f"**`{name}`** · not profiled: {outcome.task_problem.message}"
@@ -86,6 +94,10 @@ def outcome_markdown(name: str, outcome: ProfileOutcome) -> str:
     # What the user should know about the run (host code left out, a warning in the reference).
     notes = "".join(f"\n\n*Note: {note}*" for note in evaluation.notes)
     if evaluation.profile is not None and evaluation.status in ("ok", "incorrect"):
-        return profile_markdown(name, evaluation.profile) + notes
+        card = profile_markdown(name, evaluation.profile)
+        if evaluation.timed_size:  # which of the reference module's sizes the figures are for
+            header, _, rest = card.partition("\n")
+            card = f"{header} · {size_words(evaluation)}\n{rest}"
+        return card + notes
     where = f" (line {evaluation.line})" if evaluation.line else ""
     return f"**`{name}`** · {evaluation.status}{where}: {evaluation.message}" + notes

@@ -54,6 +54,12 @@ class Evaluation(BaseModel):
         description="the profile is of a trace a trusted re-run reproduced on inputs the kernel never "
         "saw (False: a profile-only run, whose trace comes from the sandbox unverified)",
     )
+    checked_size: str | None = Field(
+        None, description="the reference module's size the outputs were checked at (None: not checked)"
+    )
+    timed_size: str | None = Field(
+        None, description="the reference module's size the profile was timed at (None: no sizes)"
+    )
     wall_time_s: float = 0.0
     assumed: str | None = Field(
         None, description="the NKI rules and target the evaluation assumed, e.g. 'NKI 0.7 (nki.*) on trn2'"

@@ -48,7 +48,7 @@ from accelopt.hardware.roofline import work_from_trace
 from accelopt.hardware.work import Work
 from accelopt.nki.apiversion import detect
 from accelopt.nki.trace import Trace
-from accelopt.profiling import arrays
+from accelopt.profiling import arrays, real_size
 from accelopt.profiling.backend import EvaluationOptions, assumed, resolved_hardware
 from accelopt.profiling.compare import compare_outputs
 from accelopt.profiling.deadline import DeadlineExceeded, within
@@ -198,10 +198,18 @@ class SimulatorBackend:
     ) -> SimulatedRun:
         started = time.perf_counter()
         options = options.model_copy(update={"hardware": resolved_hardware(options, kernel)})
+        split = real_size.split_for(task, options)
         try:
-            run = await self._evaluate(kernel, task, options)
+            if split is None:
+                run = await self._evaluate(kernel, task, options)
+            else:
+                run = await self._evaluate_split(kernel, split, options)
         except _Failed as failed:
             run = SimulatedRun(failed.evaluation)
+        if task.kind == "reference":
+            run.evaluation.timed_size = run.evaluation.timed_size or task.size
+            if options.check_correctness:
+                run.evaluation.checked_size = run.evaluation.checked_size or real_size.check_size_of(task)
         run.evaluation.wall_time_s = time.perf_counter() - started
         run.evaluation.assumed = assumed(options, kernel)
         if run.evaluation.profile is not None:
@@ -209,6 +217,24 @@ class SimulatorBackend:
         return run
 
     # --- one evaluation ------------------------------------------------------------------------
+
+    async def _evaluate_split(
+        self, kernel: KernelSource, split: real_size.SizeSplit, options: EvaluationOptions
+    ) -> SimulatedRun:
+        """Checked at the small size, timed at the full one (`real_size`)."""
+        try:
+            checked = await self._evaluate(kernel, split.check, options)
+        except _Failed as failed:
+            checked = SimulatedRun(failed.evaluation)
+        if not checked.evaluation.ok:
+            checked.evaluation.notes.append(f"checked at the {split.check.size} size (it would be timed at {split.timed.size})")
+            return checked
+        try:
+            timed = await self._evaluate(kernel, split.timed, options.model_copy(update={"check_correctness": False}))
+        except _Failed as failed:
+            timed = SimulatedRun(failed.evaluation)
+        evaluation = real_size.combined(split, checked.evaluation, checked.trace, timed.evaluation, timed.trace)
+        return SimulatedRun(evaluation, timed.trace, timed.timeline)
 
     async def _evaluate(self, kernel: KernelSource, task: Task, options: EvaluationOptions) -> SimulatedRun:
         runnable = _runnable(kernel)

@@ -62,7 +62,12 @@ class Task(BaseModel):
     name: str
     kind: TaskKind
     kernel_name: str
-    size: Size = "full"
+    size: Size = Field("full", description="the input size the kernel is timed at")
+    check_size: Size | None = Field(
+        None,
+        description="the size its outputs are checked at; None: the small size when the reference module "
+        "offers one below `size` (real_size.py), else `size`",
+    )
     tolerance: float = Field(DEFAULT_TOLERANCE, gt=0)
     seeds: int = Field(5, ge=1)
     work: Work | None = Field(

@@ -684,6 +684,8 @@ class _Search:
         candidate.message = message
         candidate.line = evaluation.line
         candidate.profile = evaluation.profile
+        candidate.checked_size, candidate.timed_size = evaluation.checked_size, evaluation.timed_size
+        candidate.evaluation_notes = list(evaluation.notes)
         if evaluation.ok and evaluation.profile is not None:
             candidate.latency_ms = evaluation.profile.latency_ms
             candidate.percent_of_peak = evaluation.profile.percent_of_peak

@@ -73,6 +73,11 @@ class Candidate(BaseModel):
     speedup: float | None = Field(None, description="baseline latency / this latency")
     percent_of_peak: float | None = Field(None, description="roofline peak latency / latency, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %")
     profile: Profile | None = None
+    checked_size: str | None = Field(None, description="the reference size its outputs were checked at")
+    timed_size: str | None = Field(None, description="the reference size its latency was timed at")
+    evaluation_notes: list[str] = Field(
+        default_factory=list, description="the evaluation's notes: what was checked and timed where, warnings"
+    )
     fix_attempts: int = 0
     # The chain of plans from the baseline to this candidate (oldest first) and the lessons used.
     rationale: list[Plan] = Field(default_factory=list)

@@ -97,6 +97,10 @@ def _summary(
                 f"{_fmt(base.latency_ms, '{:.4f} ms')} · {_pct(base.percent_of_peak)} of peak · {base.status}",
             ),
         ]
+        if base.timed_size:
+            checked = f"outputs checked at the {base.checked_size} size, " if base.checked_size else ""
+            rows.append(("input sizes", f"{checked}latencies timed at the {base.timed_size} size"))
+        rows += [("note", note) for note in base.evaluation_notes]
     if finished:
         best = finished.ranked[0].candidate if finished.ranked else None
         rows += [

@@ -47,50 +47,63 @@ def select_experiences(
 
 class Ranking:
     """The one ranking of a search's candidates, kept up to date as they are evaluated: every
-    correct candidate, one per distinct kernel (normalized source), fastest first. A tie goes to
-    the candidate that was evaluated rather than found in the cache, then to the earliest made.
-    Its head travels in every CandidateEvent and is the Finished event's list, so the CLI, the
-    language server and the editor all show this order."""
+    correct candidate, one per distinct kernel (normalized source), fastest first.
 
-    def __init__(self) -> None:
-        self._order: list[tuple[float, bool, int, str]] = []  # sorted: (latency, duplicate, made, id)
-        self._entry_of_kernel: dict[str, tuple[float, bool, int, str]] = {}
+    Ties are broken so that the order never depends on which evaluation returned first (with
+    several in flight, locally or on a cluster, that order is not reproducible): a candidate's
+    `tier` first (next_beam: parents before children), then the normalized hash of the kernel's
+    source, so two equally fast kernels always rank the same way. Between candidates of the same
+    kernel, the one evaluated rather than found in the cache wins (`prefer_evaluated`), then the
+    earliest made. Its head travels in every CandidateEvent and is the Finished event's list, so
+    the CLI, the language server and the editor all show this order."""
+
+    def __init__(self, *, prefer_evaluated: bool = True) -> None:
+        # sorted: (latency, tier, kernel key, duplicate, made, id)
+        self._order: list[tuple[float, int, str, bool, int, str]] = []
+        self._entry_of_kernel: dict[str, tuple[float, int, str, bool, int, str]] = {}
         self._candidates: dict[str, Candidate] = {}
+        self._prefer_evaluated = prefer_evaluated
 
-    def add(self, candidate: Candidate, *, kernel_key: str, made: int) -> None:
-        """Take an evaluated candidate into account (`made`: its place in creation order)."""
+    def add(self, candidate: Candidate, *, kernel_key: str, made: int, tier: int = 0) -> None:
+        """Take an evaluated candidate into account (`made`: its place in creation order;
+        `kernel_key`: the normalized hash of its source)."""
         if not is_ranked(candidate):
             return
         assert candidate.latency_ms is not None
-        entry = (candidate.latency_ms, candidate.duplicate_of is not None, made, candidate.id)
+        duplicate = self._prefer_evaluated and candidate.duplicate_of is not None
+        entry = (candidate.latency_ms, tier, kernel_key, duplicate, made, candidate.id)
         current = self._entry_of_kernel.get(kernel_key)
         if current is not None:
             if current <= entry:
                 return
             self._order.pop(bisect.bisect_left(self._order, current))
-            del self._candidates[current[3]]
+            del self._candidates[current[5]]
         bisect.insort(self._order, entry)
         self._entry_of_kernel[kernel_key] = entry
         self._candidates[candidate.id] = candidate
 
     def head(self, limit: int) -> list[Candidate]:
-        return [self._candidates[entry[3]] for entry in self._order[:limit]]
+        return [self._candidates[entry[5]] for entry in self._order[:limit]]
 
     def ranked(self, limit: int) -> list[RankedCandidate]:
         return [RankedCandidate(rank=i + 1, candidate=c) for i, c in enumerate(self.head(limit))]
 
 
-def _ranking_of(candidates: list[Candidate]) -> Ranking:
-    ranking = Ranking()
+def _ranking_of(candidates: list[Candidate], tiers: list[int] | None = None, *, prefer_evaluated: bool = True) -> Ranking:
+    ranking = Ranking(prefer_evaluated=prefer_evaluated)
     for made, candidate in enumerate(candidates):
-        ranking.add(candidate, kernel_key=candidate.kernel.normalized_hash(), made=made)
+        tier = tiers[made] if tiers is not None else 0
+        ranking.add(candidate, kernel_key=candidate.kernel.normalized_hash(), made=made, tier=tier)
     return ranking
 
 
 def next_beam(parents: list[Candidate], children: list[Candidate], width: int) -> list[Candidate]:
-    """Elitist: the `width` best-ranked kernels among parents and children (parents first on a
-    tie, so they keep their place)."""
-    return _ranking_of([*parents, *children]).head(width)
+    """Elitist: the `width` best-ranked kernels among parents and children; on a tie in latency
+    parents come first (they keep their place), then the kernel's normalized hash decides. Of
+    two candidates with the same kernel the first in the lists is kept, whichever of them was
+    evaluated first (which one hit the cache depends on that order)."""
+    tiers = [0] * len(parents) + [1] * len(children)
+    return _ranking_of([*parents, *children], tiers, prefer_evaluated=False).head(width)
 
 
 def rank(candidates: list[Candidate], limit: int) -> list[RankedCandidate]:

@@ -1,0 +1,156 @@
+"""Real sizes: check a kernel where checking is affordable, time it where it is used.
+
+A reference module that offers a small size beside its full one (`SHAPES`, `task.offered_sizes`)
+lets an evaluation at the full size be split in two runs of the same kernel text:
+
+1. the *check run*, at the small size: outputs compared with the reference on the task's seeds,
+   at a size drawn secretly when the module offers one small enough (`task.hidden_sizes`), and
+   the trace verified by a trusted re-run on inputs the kernel never saw (`verification.py`);
+2. the *timing run*, at the full size: trace-only (no numerics, the emulator's fast paths), so
+   it costs what `accelopt profile --no-check` costs. Its outputs are not computed, so they are
+   not checked, and its trace is not re-run. It must still be plausible for the full-size work
+   (`plausibility.py`, applied by the backend to every profile), and it may only issue
+   instructions the verified check run issued too (same source line, same opcode): a kernel that
+   runs other code at the size it is timed at than at the size it is checked at is rejected.
+
+The evaluation says which size was checked and which was timed (`Evaluation.checked_size`,
+`timed_size`) and, in a note, what was verified where (SECURITY.md "Real sizes").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelopt.nki.trace import Trace
+from accelopt.profiling.backend import EvaluationOptions
+from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.task import Size, Task, hidden_sizes, offered_sizes
+
+
+@dataclass(frozen=True)
+class SizeSplit:
+    """The two tasks of a split evaluation: `check` judges correctness, `timed` is profiled."""
+
+    check: Task
+    timed: Task
+
+
+def check_size_of(task: Task) -> Size:
+    """The size a task's outputs are checked at: the one it names, else the reference module's
+    small size when the module offers one smaller than the task's (else the task's own)."""
+    if task.check_size is not None:
+        return task.check_size
+    if task.kind != "reference" or task.size_argument == "none":
+        return task.size
+    offered = offered_sizes(task.reference_text or "")
+    if task.size in offered and "small" in offered and offered["small"] < offered[task.size]:
+        return "small"
+    return task.size
+
+
+def split_for(task: Task, options: EvaluationOptions) -> SizeSplit | None:
+    """How a checked evaluation of `task` splits, or None when it checks and times one size."""
+    if not options.check_correctness:
+        return None
+    size = check_size_of(task)
+    if size == task.size:
+        return None
+    return SizeSplit(
+        check=task.model_copy(update={"size": size, "check_size": None}),
+        timed=task,  # evaluated without checking, so it is not split again
+    )
+
+
+def instruction_sites(trace: Trace) -> set[tuple[int, str]]:
+    """(source line, opcode) of every instruction a trace issues."""
+    return {(record.line, record.opcode) for record in trace.records}
+
+
+def unverified_sites(checked: Trace, timed: Trace) -> list[tuple[int, str]]:
+    """The instructions the timing run issues that the verified check run never issued."""
+    return sorted(instruction_sites(timed) - instruction_sites(checked))
+
+
+def input_shapes(trace: Trace | None) -> str:
+    """The kernel's input shapes as a trace declares them, e.g. '256x1024, 1024x256'."""
+    if trace is None:
+        return ""
+    shapes = [info.shape for info in trace.tensors.values() if info.is_input]
+    return ", ".join("x".join(str(d) for d in shape) or "scalar" for shape in shapes)
+
+
+def _at(size: str, trace: Trace | None) -> str:
+    shapes = input_shapes(trace)
+    return f"the {size} size ({shapes})" if shapes else f"the {size} size"
+
+
+def check_note(split: SizeSplit, evaluation: Evaluation, trace: Trace | None) -> str:
+    """What the check run covered, in words."""
+    hidden = hidden_sizes(split.check.reference_text or "", split.check.size)
+    also = f" and at a size drawn secretly among: {', '.join(hidden)}" if hidden else ""
+    return (
+        f"correctness checked at {_at(split.check.size, trace)} on {len(evaluation.seeds)} seed(s){also}; "
+        "its trace verified by a re-run on inputs the kernel never saw"
+    )
+
+
+def timing_note(split: SizeSplit, trace: Trace | None) -> str:
+    return (
+        f"timed at {_at(split.timed.size, trace)} by a trace-only run: outputs not computed there, "
+        "trace not re-run; checked to be plausible for the full work and to issue only instructions "
+        "the verified run issued"
+    )
+
+
+def combined(
+    split: SizeSplit,
+    checked: Evaluation,
+    checked_trace: Trace | None,
+    timed: Evaluation,
+    timed_trace: Trace | None,
+) -> Evaluation:
+    """The evaluation of a split run: the check run's verdict and error, the timing run's
+    profile; rejected when the timing run issued instructions the verified run did not."""
+    notes = [*checked.notes, *(n for n in timed.notes if n not in checked.notes)]
+    sizes: dict[str, object] = {"checked_size": split.check.size, "timed_size": split.timed.size}
+    if not timed.ok:
+        message = f"at the {split.timed.size} size it is timed at (trace-only run): {timed.message}"
+        return timed.model_copy(update={"message": message, "notes": notes, "max_error": checked.max_error, **sizes})
+    if checked_trace is None or timed_trace is None:
+        return timed.model_copy(
+            update={
+                "status": "rejected",
+                "message": "the timing run cannot be compared with the verified run: a trace is missing",
+                "profile": None,
+                "notes": notes,
+                **sizes,
+            }
+        )
+    extra = unverified_sites(checked_trace, timed_trace)
+    if extra:
+        shown = ", ".join(f"{opcode} at line {line}" for line, opcode in extra[:5])
+        more = f" and {len(extra) - 5} more" if len(extra) > 5 else ""
+        return timed.model_copy(
+            update={
+                "status": "rejected",
+                "line": extra[0][0],
+                "message": f"at the {split.timed.size} size the kernel issues instructions its verified run at "
+                f"the {split.check.size} size never issued ({shown}{more}); a kernel must run the same code "
+                "at every size",
+                "profile": None,
+                "notes": notes,
+                **sizes,
+            }
+        )
+    notes += [check_note(split, checked, checked_trace), timing_note(split, timed_trace)]
+    return Evaluation(
+        status="ok",
+        message=timed.message,
+        max_error=checked.max_error,
+        seeds=checked.seeds,
+        notes=notes,
+        profile=timed.profile,
+        verified=False,
+        checked_size=split.check.size,
+        timed_size=split.timed.size,
+    )
