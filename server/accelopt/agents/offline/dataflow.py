@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from accelopt.agents.offline.facts import (
-    ALLOCATORS,
     Definition,
+    allocation_of,
     is_scalar,
     is_tile,
     module_assignment,
@@ -422,26 +422,10 @@ def _destination_producer(view: KernelView, use: cst.Name | cst.Subscript) -> Pr
             between = view.access(stmt)
             if between.writes & deps or name in between.writes or name in between.reads:
                 return None
-        alloc = _declaration(view, name)
+        alloc = allocation_of(view, name)
         if alloc is None or len(view.name_uses(name)) != 3:
             return None
         return Producer(candidate, call, alloc, dst.value)
-    return None
-
-
-def _declaration(view: KernelView, name: str) -> cst.SimpleStatementLine | None:
-    for stmt in view.simple_statements():
-        if len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Assign):
-            continue
-        small = stmt.body[0]
-        target = small.targets[0].target if len(small.targets) == 1 else None
-        if (
-            isinstance(target, cst.Name)
-            and target.value == name
-            and isinstance(small.value, cst.Call)
-            and view.callee(small.value).name in ALLOCATORS
-        ):
-            return stmt
     return None
 
 

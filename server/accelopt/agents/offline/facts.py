@@ -346,7 +346,7 @@ def single_use_definition(view: KernelView, use: cst.BaseExpression) -> Definiti
         alloc = None
         expected = 2  # the definition's target and the use
         if isinstance(use, cst.Subscript):
-            alloc = _allocation_of(view, name)
+            alloc = allocation_of(view, name)
             if alloc is None:
                 return None
             expected = 3
@@ -356,7 +356,8 @@ def single_use_definition(view: KernelView, use: cst.BaseExpression) -> Definiti
     return None
 
 
-def _allocation_of(view: KernelView, name: str) -> cst.SimpleStatementLine | None:
+def allocation_of(view: KernelView, name: str) -> cst.SimpleStatementLine | None:
+    """The statement `name = <allocator>(...)` that declares the tile `name`, if there is one."""
     for stmt in view.simple_statements():
         if len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Assign):
             continue

@@ -16,31 +16,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from accelopt.agents.offline.facts import ACTIVATION_FUNCTIONS
 from accelopt.nki.ops import spec as op_spec
 
-# Unary functions a term may hold (the emulator's names); all but these few are Scalar Engine
-# activation functions (NKI ISA "Supported Activation Functions").
-UNARY = {
-    "exp",
-    "log",
-    "tanh",
-    "sigmoid",
-    "silu",
-    "gelu",
-    "gelu_apprx_tanh",
-    "relu",
-    "square",
-    "sqrt",
-    "rsqrt",
-    "sin",
-    "cos",
-    "erf",
-    "softplus",
-    "mish",
-    "abs",
-    "sign",
-    "reciprocal",
-}
+# Unary functions a term may hold (the emulator's names): the Scalar Engine's activation
+# functions (NKI ISA "Supported Activation Functions"), which `facts` lists, and reciprocal.
+UNARY = (ACTIVATION_FUNCTIONS - {"copy"}) | {"reciprocal"}
 NARY = ("add", "multiply")
 BINARY = ("maximum", "minimum")
 
