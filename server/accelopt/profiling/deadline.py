@@ -67,7 +67,7 @@ async def within(seconds: float, work: Callable[..., T], *args: Any) -> T:
                 break
             except _Stop:  # one landed before the lock was taken
                 stopped = True
-        if state.stops_sent and _absorb_pending_stop():
+        if state.stop_sent and _absorb_pending_stop():
             stopped = True
         if not stopped:
             hand_over(outcome, error)
@@ -88,7 +88,7 @@ class _WorkState:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.finished = False
-        self.stops_sent = 0
+        self.stop_sent = False
 
 
 def _absorb_pending_stop() -> bool:
@@ -118,7 +118,7 @@ def _stop(thread: threading.Thread, state: _WorkState) -> None:
             with state.lock:
                 if state.finished or thread.ident is None or not thread.is_alive():
                     return
-                state.stops_sent += 1
+                state.stop_sent = True
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(_Stop))
             thread.join(0.05)
 

@@ -64,6 +64,12 @@ class Isolation:
     missing: str = ""
 
     @property
+    def worker_is_nobody(self) -> bool:
+        """The worker runs as uid 65534 on the machine too, so its job folder must be readable
+        by everyone and its `out/` and `work/` owned by 65534."""
+        return self.bwrap_as_nobody or self.drops_root_inside
+
+    @property
     def kernel_enforced(self) -> bool:
         return self.kind == "namespaces"
 
@@ -265,12 +271,11 @@ def spawn_credentials(isolation: Isolation) -> dict:
 def _probe(bwrap: str, python: str, mode: Isolation) -> str | None:
     """Run `python -c pass` in the sandbox `mode` describes; None when it worked, else bubblewrap's
     complaint."""
-    as_nobody = mode.bwrap_as_nobody or mode.drops_root_inside
     with tempfile.TemporaryDirectory(prefix="accelopt-probe-") as tmp:
         root = Path(tmp)
         (root / "out").mkdir()
         (root / "work").mkdir()
-        if as_nobody:
+        if mode.worker_is_nobody:
             root.chmod(0o755)
             for sub in ("out", "work"):
                 os.chown(root / sub, NOBODY, NOBODY)

@@ -112,7 +112,7 @@ class Sandbox:
         # As root, run workers as `nobody`, if `nobody` can run this interpreter at all (it cannot
         # when Python lives under a private home directory); see SECURITY.md.
         self.drop_privileges = (
-            self.isolation.bwrap_as_nobody or self.isolation.drops_root_inside
+            self.isolation.worker_is_nobody
             if namespaced
             else drop_privileges and os.geteuid() == 0 and _nobody_can_run(python)
         )
