@@ -236,3 +236,24 @@ CASES["cg_sigmoid_square"] = Case(
     lambda r: [_normal(r, 256, 512)],
     lambda x: [_sigmoid(x)],
 )
+CASES["hw_exp_rows"] = Case(
+    "hw_exp_rows.py",
+    "exp_rows_kernel",
+    "hand-written",
+    lambda r: [_normal(r, 512, 2048)],
+    lambda x: [np.exp(x)],
+)
+CASES["cg_exp_rows"] = Case(
+    "cg_exp_rows.py",
+    "exp_rows_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 1024, 2048)],
+    lambda x: [np.exp(x)],
+)
+CASES["nki07_exp_rows"] = Case(
+    "nki07_exp_rows.py",
+    "exp_rows_07_kernel",
+    "hand-written",  # NKI 0.7 (nki.*), destination passing
+    lambda r: [_normal(r, 512, 1024)],
+    lambda x: [np.exp(x)],
+)
