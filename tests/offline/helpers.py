@@ -257,3 +257,24 @@ CASES["nki07_exp_rows"] = Case(
     lambda r: [_normal(r, 512, 1024)],
     lambda x: [np.exp(x)],
 )
+CASES["hw_psum_sum"] = Case(
+    "hw_psum_sum.py",
+    "psum_sum_kernel",
+    "hand-written",
+    lambda r: [_normal(r, 512, 256), _normal(r, 512, 512)],
+    lambda a, b: [a.T @ b],
+)
+CASES["cg_psum_sum"] = Case(
+    "cg_psum_sum.py",
+    "psum_sum_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 512, 256), _normal(r, 512, 512)],
+    lambda a, b: [a.T @ b],
+)
+CASES["nki07_psum_sum"] = Case(
+    "nki07_psum_sum.py",
+    "psum_sum_07_kernel",
+    "hand-written",  # NKI 0.7 (nki.*), destination passing
+    lambda r: [_normal(r, 512, 256), _normal(r, 512, 512)],
+    lambda a, b: [a.T @ b],
+)

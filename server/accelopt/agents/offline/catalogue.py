@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from accelopt.agents.offline.kernel_ir import view_of
+from accelopt.agents.offline.rewrites.accumulate_in_psum import AccumulateInPsum
 from accelopt.agents.offline.rewrites.affine_range import AffineRange
 from accelopt.agents.offline.rewrites.assign_engine import AssignEngine
 from accelopt.agents.offline.rewrites.base import Params, Rewrite, Site
@@ -44,6 +45,7 @@ REWRITES: tuple[Rewrite, ...] = (
     AssignEngine(),
     RebalanceEngines(),
     DoubleBufferLoad(),
+    AccumulateInPsum(),
 )
 # The tuner is known by name (the executor applies its plans) but is not in the list: the planner
 # turns to its settings once the list's plans give nothing new (planner.py).
