@@ -278,3 +278,24 @@ CASES["nki07_psum_sum"] = Case(
     lambda r: [_normal(r, 512, 256), _normal(r, 512, 512)],
     lambda a, b: [a.T @ b],
 )
+CASES["hw_load_transpose"] = Case(
+    "hw_load_transpose.py",
+    "load_transpose_kernel",
+    "hand-written",
+    lambda r: [_normal(r, 512, 128), _normal(r, 128, 512)],
+    lambda a, b: [a @ b],
+)
+CASES["cg_load_transpose"] = Case(
+    "cg_load_transpose.py",
+    "load_transpose_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 512, 128), _normal(r, 128, 512)],
+    lambda a, b: [a @ b],
+)
+CASES["nki07_load_transpose"] = Case(
+    "nki07_load_transpose.py",
+    "load_transpose_07_kernel",
+    "hand-written",  # NKI 0.7 (nki.*), destination passing
+    lambda r: [_normal(r, 512, 128), _normal(r, 128, 512)],
+    lambda a, b: [a @ b],
+)

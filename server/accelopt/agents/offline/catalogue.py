@@ -23,6 +23,7 @@ from accelopt.agents.offline.rewrites.preload_operand import PreloadOperand
 from accelopt.agents.offline.rewrites.rebalance_engines import RebalanceEngines
 from accelopt.agents.offline.rewrites.remove_copy import RemoveCopy
 from accelopt.agents.offline.rewrites.reuse_transpose import ReuseTranspose
+from accelopt.agents.offline.rewrites.transpose_on_dma import TransposeOnDma
 from accelopt.agents.offline.rewrites.widen_free_dim import WidenFreeDim
 from accelopt.agents.offline.tuner import Tune
 
@@ -46,6 +47,7 @@ REWRITES: tuple[Rewrite, ...] = (
     RebalanceEngines(),
     DoubleBufferLoad(),
     AccumulateInPsum(),
+    TransposeOnDma(),
 )
 # The tuner is known by name (the executor applies its plans) but is not in the list: the planner
 # turns to its settings once the list's plans give nothing new (planner.py).

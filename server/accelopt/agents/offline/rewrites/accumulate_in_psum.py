@@ -5,8 +5,8 @@ A contraction loop that takes every matmul's result out of PSUM and adds it to a
 `nisa.tensor_tensor(acc, p, op=add)`, destination passing) pays a Vector Engine pass per step,
 and in a sequential loop the next matmul waits for it. The Tensor Engine can add into its PSUM
 tile itself (an accumulation group, NKI_NOTES §3): the partial products go to one PSUM
-accumulator declared before the loop (`p += nisa.nc_matmul(...)`, or `accumulate=True` in
-destination passing), and the add runs once, after the loop, with the same text.
+accumulator declared before the loop (`p += nisa.nc_matmul(...)`; in destination passing the
+default accumulation mode already adds every write after the first), and the add runs once, after the loop, with the same text.
 
 Legal when the partial product is used only by that add, the sum is touched by nothing else in
 the loop and is indexed the same way in every iteration, and the accumulator fits one PSUM bank
@@ -28,7 +28,6 @@ from accelopt.agents.offline.kernel_ir import (
     base_name,
     dotted,
     keyword,
-    names_in,
 )
 from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
 from accelopt.agents.offline.rewrites.errors import NotApplicable
@@ -93,18 +92,27 @@ class AccumulateInPsum(Rewrite):
         nl = view.alias_for("nl")
         if nl is None:
             raise NotApplicable("the kernel does not import the NKI language module")
-        if acc.alloc is not None:
+        destination_passing = isinstance(acc.matmul.body[0], cst.Expr)
+        if acc.alloc is not None and destination_passing:
+            # nki.* nc_matmul with accumulate=None overwrites on the first write to a location
+            # and accumulates on later ones (nki.isa.nc_matmul, "Accumulation mode"): declared
+            # once before the loop, the tile needs no zero fill and the call no change.
+            declare = acc.alloc.with_changes(leading_lines=())
+        elif acc.alloc is not None:
             declare = _zeroed(view, acc.alloc, nl)
         else:
             assert acc.shape is not None
-            declare = cst.parse_statement(
+            parsed = cst.parse_statement(
                 f"{acc.product} = {nl}.zeros(({acc.shape[0]}, {acc.shape[1]}), dtype={nl}.float32, buffer={nl}.psum)\n"
             )
+            assert isinstance(parsed, cst.SimpleStatementLine)
+            declare = parsed
         edits: dict[int, object] = {
-            id(acc.matmul): _accumulating(view, acc.matmul),
             id(acc.add): None,
             id(acc.loop.node): lambda updated: [declare, updated, acc.add.with_changes(leading_lines=())],
         }
+        if not destination_passing:
+            edits[id(acc.matmul)] = _accumulating(acc.matmul)
         if acc.alloc is not None:
             edits[id(acc.alloc)] = None
         return view.render(edits)
@@ -191,8 +199,8 @@ def _plan(
 ) -> _Accumulation | str:
     call = next(c for c in view.calls_in(matmul) if view.is_call(c, "nisa", "nc_matmul"))
     accumulate = keyword(call, "accumulate")
-    if accumulate is not None and dotted(accumulate.value) != "False":
-        return "the matmul already accumulates"
+    if accumulate is not None:
+        return "the matmul sets its accumulation mode itself"
     alloc = allocation_of(view, product)
     if alloc is not None and not any(s is alloc for s in loop.body):
         return f"{product} is declared outside the {loop.var} loop"
@@ -265,18 +273,10 @@ def _zeroed(view: KernelView, alloc: cst.SimpleStatementLine, nl: str) -> cst.Si
     return alloc.with_changes(body=[small.with_changes(value=call)], leading_lines=())
 
 
-def _accumulating(view: KernelView, matmul: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+def _accumulating(matmul: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+    """`p = nisa.nc_matmul(...)` as `p += nisa.nc_matmul(...)` (one accumulation group)."""
     small = matmul.body[0]
-    if isinstance(small, cst.Assign):
-        return matmul.with_changes(
-            body=[cst.AugAssign(target=small.targets[0].target, operator=cst.AddAssign(), value=small.value)]
-        )
-    assert isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)
-    call = small.value
-    args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == "accumulate")]
-    flag = cst.Arg(keyword=cst.Name("accumulate"), value=cst.Name("True"), equal=cst.AssignEqual(
-        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
-    if args:
-        last = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        args = [*args[:-1], last]
-    return matmul.with_changes(body=[small.with_changes(value=call.with_changes(args=[*args, flag]))])
+    assert isinstance(small, cst.Assign)
+    return matmul.with_changes(
+        body=[cst.AugAssign(target=small.targets[0].target, operator=cst.AddAssign(), value=small.value)]
+    )
