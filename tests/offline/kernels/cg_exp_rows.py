@@ -3,6 +3,7 @@ import neuronxcc.nki.language as nl
 import numpy as np
 
 
+# accelopt: inputs v1=float32[1024,2048]
 @nki.jit
 def exp_rows_cg_kernel(v1):
     # compiler-generated style: out = exp(v1) for v1 [1024, 2048]; v3 declared up front, refilled per block

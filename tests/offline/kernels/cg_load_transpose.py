@@ -4,6 +4,7 @@ import neuronxcc.nki.language as nl
 import numpy as np
 
 
+# accelopt: inputs v1=float32[512,128] v2=float32[128,512]
 @nki.jit
 def load_transpose_cg_kernel(v1, v2):
     # compiler-generated style: out = v1 @ v2 for v1 [512, 128], v2 [128, 512]; v1 blocks transposed on the Tensor Engine

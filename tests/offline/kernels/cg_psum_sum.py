@@ -4,6 +4,7 @@ import neuronxcc.nki.language as nl
 import numpy as np
 
 
+# accelopt: inputs v1=float32[512,256] v2=float32[512,512]
 @nki.jit
 def psum_sum_cg_kernel(v1, v2):
     # compiler-generated style: out = v1.T @ v2 for v1 [512, 256], v2 [512, 512]; sum kept in SBUF

@@ -2,6 +2,7 @@ import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
 
 
+# accelopt: inputs x=float32[512,2048]
 @nki.jit
 def exp_rows_kernel(x):
     """out = exp(x) row block by row block; the input tile is declared once, before the loop."""

@@ -3,6 +3,7 @@ import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 
 
+# accelopt: inputs a=float32[512,128] b=float32[128,512]
 @nki.jit
 def load_transpose_kernel(a, b):
     """out = a @ b for a [M, 128], b [128, N]: each row block of a is transposed on the Tensor Engine."""

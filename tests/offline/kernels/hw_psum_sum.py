@@ -3,6 +3,7 @@ import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 
 
+# accelopt: inputs lhsT=float32[512,256] rhs=float32[512,512]
 @nki.jit
 def psum_sum_kernel(lhsT, rhs):
     """out = lhsT.T @ rhs; each partial product is added to an SBUF sum on the Vector Engine."""

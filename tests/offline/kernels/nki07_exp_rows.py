@@ -6,6 +6,7 @@ import nki.language as nl
 import nki
 
 
+# accelopt: inputs x=float32[512,1024]
 @nki.jit
 def exp_rows_07_kernel(x):
     rows, cols = x.shape

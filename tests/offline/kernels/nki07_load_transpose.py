@@ -7,6 +7,7 @@ import nki.language as nl
 import nki
 
 
+# accelopt: inputs a=float32[512,128] b=float32[128,512]
 @nki.jit
 def load_transpose_07_kernel(a, b):
     M, _ = a.shape

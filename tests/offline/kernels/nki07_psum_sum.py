@@ -7,6 +7,7 @@ import nki.language as nl
 import nki
 
 
+# accelopt: inputs lhsT=float32[512,256] rhs=float32[512,512]
 @nki.jit
 def psum_sum_07_kernel(lhsT, rhs):
     K, M = lhsT.shape
