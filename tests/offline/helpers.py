@@ -299,3 +299,24 @@ CASES["nki07_load_transpose"] = Case(
     lambda r: [_normal(r, 512, 128), _normal(r, 128, 512)],
     lambda a, b: [a @ b],
 )
+CASES["hw_dma_transpose"] = Case(
+    "hw_dma_transpose.py",
+    "dma_transpose_kernel",
+    "hand-written",
+    lambda r: [_normal(r, 512, 128), _normal(r, 128, 512)],
+    lambda a, b: [a @ b],
+)
+CASES["cg_dma_transpose"] = Case(
+    "cg_dma_transpose.py",
+    "dma_transpose_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 512, 128), _normal(r, 128, 512)],
+    lambda a, b: [a @ b],
+)
+CASES["nki07_dma_transpose"] = Case(
+    "nki07_dma_transpose.py",
+    "dma_transpose_07_kernel",
+    "hand-written",  # NKI 0.7 (nki.*), destination passing
+    lambda r: [_normal(r, 512, 128), _normal(r, 128, 512)],
+    lambda a, b: [a @ b],
+)

@@ -44,6 +44,13 @@ APPLIED = [
     ("transpose_on_dma", "nki07_load_transpose", "load at transposed by DMA",
      ["t=nl.ndarray((128,128),dtype=nl.float32,buffer=nl.sbuf)nisa.dma_transpose(dst=t,src=a[m*128:(m+1)*128,0:128])"],
      ["nisa.nc_transpose", "at="]),
+    ("transpose_on_tensor_engine", "hw_dma_transpose", "load the rows of a and transpose them",
+     ["at=nl.copy(nisa.nc_transpose(nl.load(a[m*128:(m+1)*128,0:128])))"], ["load_transpose2d"]),
+    ("transpose_on_tensor_engine", "cg_dma_transpose", "load the rows of v1 and transpose them",
+     ["]=nisa.nc_transpose(nl.load(v1[128*i0+nl.arange(128)[:,None],nl.arange(128)[None,:]]))"], ["load_transpose2d"]),
+    ("transpose_on_tensor_engine", "nki07_dma_transpose", "load the rows of a and transpose them",
+     ["nisa.dma_copy(dst=at_rows,src=a[m*128:(m+1)*128,0:128])", "nisa.nc_transpose(dst=at_psum,data=at_rows)",
+      "nisa.tensor_copy(dst=at,src=at_psum)"], ["nisa.dma_transpose"]),
 ]
 
 
@@ -73,6 +80,8 @@ REFUSED = [
      "v6 is also used at line"),
     ("transpose_on_dma", "hw_load_transpose", ("s = nl.copy(t)", "s = nl.copy(t)\n        nl.store(out[0:128, 0:128], value=at)"),
      "at is also used elsewhere"),
+    ("transpose_on_tensor_engine", "hw_dma_transpose", ("nl.load_transpose2d(a[m * 128 : (m + 1) * 128, 0:128])", "nl.load_transpose2d(a[m * 256 : (m + 1) * 256, 0:128])"),
+     "larger than one Tensor Engine transpose"),
 ]
 
 

@@ -24,6 +24,7 @@ from accelopt.agents.offline.rewrites.rebalance_engines import RebalanceEngines
 from accelopt.agents.offline.rewrites.remove_copy import RemoveCopy
 from accelopt.agents.offline.rewrites.reuse_transpose import ReuseTranspose
 from accelopt.agents.offline.rewrites.transpose_on_dma import TransposeOnDma
+from accelopt.agents.offline.rewrites.transpose_on_tensor_engine import TransposeOnTensorEngine
 from accelopt.agents.offline.rewrites.widen_free_dim import WidenFreeDim
 from accelopt.agents.offline.tuner import Tune
 
@@ -48,6 +49,7 @@ REWRITES: tuple[Rewrite, ...] = (
     DoubleBufferLoad(),
     AccumulateInPsum(),
     TransposeOnDma(),
+    TransposeOnTensorEngine(),
 )
 # The tuner is known by name (the executor applies its plans) but is not in the list: the planner
 # turns to its settings once the list's plans give nothing new (planner.py).
