@@ -50,7 +50,7 @@ APPLIED = [
      ["]=nisa.nc_transpose(nl.load(v1[128*i0+nl.arange(128)[:,None],nl.arange(128)[None,:]]))"], ["load_transpose2d"]),
     ("transpose_on_tensor_engine", "nki07_dma_transpose", "load the rows of a and transpose them",
      ["nisa.dma_copy(dst=at_rows,src=a[m*128:(m+1)*128,0:128])", "nisa.nc_transpose(dst=at_psum,data=at_rows)",
-      "nisa.tensor_copy(dst=at,src=at_psum)"], ["nisa.dma_transpose"]),
+      "nisa.tensor_copy(dst=at,src=at_psum)"], ["nisa.dma_transpose(dst"]),
 ]
 
 
