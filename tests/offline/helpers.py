@@ -320,3 +320,24 @@ CASES["nki07_dma_transpose"] = Case(
     lambda r: [_normal(r, 512, 128), _normal(r, 128, 512)],
     lambda a, b: [a @ b],
 )
+CASES["hw_narrow_psum"] = Case(
+    "hw_narrow_psum.py",
+    "narrow_psum_kernel",
+    "hand-written",
+    lambda r: [_normal(r, 256, 256), _normal(r, 256, 1024)],
+    lambda a, b: [a.T @ b],
+)
+CASES["cg_narrow_psum"] = Case(
+    "cg_narrow_psum.py",
+    "narrow_psum_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 256, 256), _normal(r, 256, 1024)],
+    lambda a, b: [a.T @ b],
+)
+CASES["nki07_narrow_psum"] = Case(
+    "nki07_narrow_psum.py",
+    "narrow_psum_07_kernel",
+    "hand-written",  # NKI 0.7 (nki.*), destination passing
+    lambda r: [_normal(r, 256, 256), _normal(r, 256, 1024)],
+    lambda a, b: [a.T @ b],
+)

@@ -51,6 +51,15 @@ APPLIED = [
     ("transpose_on_tensor_engine", "nki07_dma_transpose", "load the rows of a and transpose them",
      ["nisa.dma_copy(dst=at_rows,src=a[m*128:(m+1)*128,0:128])", "nisa.nc_transpose(dst=at_psum,data=at_rows)",
       "nisa.tensor_copy(dst=at,src=at_psum)"], ["nisa.dma_transpose(dst"]),
+    ("fill_psum_bank", "hw_narrow_psum", "widen the n loop's PSUM accumulators from 128 to 256 columns",
+     ["forninnl.affine_range((N//128)//2):acc=nl.zeros((128,256)",
+      "rhs[k*128:(k+1)*128,n*256:(n+1)*256]", "lhsT[k*128:(k+1)*128,m*128:(m+1)*128]"], []),
+    ("fill_psum_bank", "cg_narrow_psum", "widen the i1 loop's PSUM accumulators from 256 to 512 columns",
+     ["v4=nl.zeros((nl.par_dim(128),512)", "512*i1+nl.arange(512)[None,:]",
+      "v5=nl.ndarray((nl.par_dim(128),128)"], ["nl.arange(256)"]),
+    ("fill_psum_bank", "nki07_narrow_psum", "widen the n loop's PSUM accumulators from 128 to 256 columns",
+     ["acc=nl.ndarray((128,256),dtype=nl.float32,buffer=nl.psum)", "b=nl.ndarray((128,256)", "y=nl.ndarray((128,256)",
+      "a=nl.ndarray((128,128)"], []),
 ]
 
 
@@ -82,6 +91,8 @@ REFUSED = [
      "at is also used elsewhere"),
     ("transpose_on_tensor_engine", "hw_dma_transpose", ("nl.load_transpose2d(a[m * 128 : (m + 1) * 128, 0:128])", "nl.load_transpose2d(a[m * 256 : (m + 1) * 256, 0:128])"),
      "larger than one Tensor Engine transpose"),
+    ("fill_psum_bank", "hw_narrow_psum", ("lhsT[k * 128 : (k + 1) * 128, m * 128 : (m + 1) * 128]", "lhsT[k * 128 : (k + 1) * 128, n * 128 : (n + 1) * 128]"),
+     "stationary operand at line 19 depends on n"),
 ]
 
 
@@ -110,6 +121,8 @@ def _latency_us(case: str, text: str, hardware: str) -> float:
         ("double_buffer_load", "hw_exp_rows", 1.15),
         # the sequential k loop no longer waits for a Vector add between matmuls
         ("accumulate_in_psum", "hw_psum_sum", 1.05),
+        # 2x fewer, larger moving-operand DMAs and stores, and half the stationary reloads
+        ("fill_psum_bank", "cg_narrow_psum", 1.3),
     ],
 )
 def test_a_family_lowers_the_simulated_trn1_latency(rewrite, case, at_least):

@@ -10,6 +10,7 @@ from accelopt.agents.offline.rewrites.base import Params, Rewrite, Site
 from accelopt.agents.offline.rewrites.block_accumulators import BlockAccumulators
 from accelopt.agents.offline.rewrites.double_buffer_load import DoubleBufferLoad
 from accelopt.agents.offline.rewrites.errors import NotApplicable
+from accelopt.agents.offline.rewrites.fill_psum_bank import FillPsumBank
 from accelopt.agents.offline.rewrites.fold_activation import FoldActivation
 from accelopt.agents.offline.rewrites.fold_loop import FoldLoop
 from accelopt.agents.offline.rewrites.fuse_activation_reduce import FuseActivationReduce
@@ -50,6 +51,7 @@ REWRITES: tuple[Rewrite, ...] = (
     AccumulateInPsum(),
     TransposeOnDma(),
     TransposeOnTensorEngine(),
+    FillPsumBank(),
 )
 # The tuner is known by name (the executor applies its plans) but is not in the list: the planner
 # turns to its settings once the list's plans give nothing new (planner.py).
