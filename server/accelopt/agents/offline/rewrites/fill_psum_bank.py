@@ -32,6 +32,8 @@ from accelopt.agents.offline.rewrites.errors import NotApplicable
 PSUM_BANK_FP32 = 512  # 2 KiB per partition per bank / 4 bytes (NKI_NOTES §3)
 MOVING_FREE_MAX = 512  # nl.tile_size.gemm_moving_fmax
 _OTHER_TENSOR_ENGINE = {"matmul", "nc_transpose", "transpose"}
+# Instructions whose result is not as wide as their input: widening the input changes the value.
+_NARROWING = {"sum", "max", "min", "mean", "prod", "all", "any", "tensor_reduce", "activation_reduce", "transpose"}
 
 
 @dataclass
@@ -126,6 +128,10 @@ def _analyse(view: KernelView, loop: Loop) -> _Plan | str | None:
             return f"the loop also runs {callee} on the Tensor Engine"
         if keyword(call, "mask") is not None:
             return "the loop has masked instructions"
+        if callee.namespace in ("nl", "nisa") and (
+            callee.name in _NARROWING or keyword(call, "reduce_op") is not None or keyword(call, "axis") is not None
+        ):
+            return f"the loop reduces along an axis ({callee}, line {view.line(call)})"
     uses = [u for u in view.name_uses(var, loop.node) if u is not loop.node.target]
     if not uses:
         return None
