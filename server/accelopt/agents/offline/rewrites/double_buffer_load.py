@@ -118,6 +118,11 @@ def _plan(
     loop = max(around, key=lambda lp: lp.depth())
     if view.contains(loop.node, alloc):
         return None  # already one buffer per iteration
+    loop_vars = {lp.var for lp in view.loops}
+    for use in uses:
+        parent = view.parent(use)
+        if isinstance(parent, cst.Subscript) and names_in(parent.slice[0]) & loop_vars:
+            return None  # block-indexed by a loop: each block is a buffer of its own already
     first = next((s for s in loop.body if name in _touched(view, s)), None)
     if not isinstance(first, cst.SimpleStatementLine) or not _is_load_into(view, first, name):
         if any(_is_load_into(view, s, name) for s in view.simple_statements(loop.node)):

@@ -122,16 +122,6 @@ def _analyse(view: KernelView, loop: Loop) -> _Plan | str | None:
     var = loop.var
     if loop.trip_expr is None:
         return f"the {var} loop has a start or step"
-    for call in view.calls_in(loop.node):
-        callee = view.callee(call)
-        if callee.namespace in ("nl", "nisa") and callee.name in _OTHER_TENSOR_ENGINE:
-            return f"the loop also runs {callee} on the Tensor Engine"
-        if keyword(call, "mask") is not None:
-            return "the loop has masked instructions"
-        if callee.namespace in ("nl", "nisa") and (
-            callee.name in _NARROWING or keyword(call, "reduce_op") is not None or keyword(call, "axis") is not None
-        ):
-            return f"the loop reduces along an axis ({callee}, line {view.line(call)})"
     uses = [u for u in view.name_uses(var, loop.node) if u is not loop.node.target]
     if not uses:
         return None
@@ -168,6 +158,16 @@ def _analyse(view: KernelView, loop: Loop) -> _Plan | str | None:
     assert chunk is not None
     if chunk >= PSUM_BANK_FP32:
         return None  # already a full bank
+    for call in view.calls_in(loop.node):
+        callee = view.callee(call)
+        if callee.namespace in ("nl", "nisa") and callee.name in _OTHER_TENSOR_ENGINE:
+            return f"the loop also runs {callee} on the Tensor Engine"
+        if keyword(call, "mask") is not None:
+            return "the loop has masked instructions"
+        if callee.namespace in ("nl", "nisa") and (
+            callee.name in _NARROWING or keyword(call, "reduce_op") is not None or keyword(call, "axis") is not None
+        ):
+            return f"the loop reduces along an axis ({callee}, line {view.line(call)})"
     plan.chunk = chunk
     # `C * n + nl.arange(C)[None, :]`: the grid beside the offset widens with it.
     for index in elements:
