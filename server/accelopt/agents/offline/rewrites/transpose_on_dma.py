@@ -17,7 +17,6 @@ the load with nothing in between writing what the load reads, and the transpose'
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import libcst as cst
@@ -26,8 +25,7 @@ from accelopt.agents.offline.facts import allocation_of, memory_of
 from accelopt.agents.offline.kernel_ir import KernelView, argument, base_name, keyword, names_in
 from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
 from accelopt.agents.offline.rewrites.errors import NotApplicable
-
-_LEGACY = re.compile(r"^\s*(?:import|from)\s+neuronxcc\.nki\b", re.MULTILINE)
+from accelopt.nki.apiversion import detect
 
 
 @dataclass
@@ -84,7 +82,7 @@ class TransposeOnDma(Rewrite):
         src = view.code(move.src)
         small = move.transpose.body[0]
         if isinstance(small, cst.Assign):
-            if _LEGACY.search(view.source):
+            if detect(view.source).legacy:
                 if nl is None:
                     raise NotApplicable("the kernel does not import the NKI language module")
                 value = cst.parse_expression(f"{nl}.load_transpose2d({src})")
