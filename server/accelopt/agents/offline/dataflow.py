@@ -38,6 +38,8 @@ from accelopt.agents.offline.kernel_ir import (
     children,
     dotted,
     keyword,
+    literal_float,
+    literal_int,
     names_in,
     positional,
 )
@@ -436,9 +438,9 @@ def constant_value(view: KernelView, expr: cst.BaseExpression, depth: int = 0) -
     if depth > 6:
         return None
     if isinstance(expr, cst.Integer):
-        return float(int(expr.evaluated_value))
+        return float(literal_int(expr))
     if isinstance(expr, cst.Float):
-        return float(expr.evaluated_value)
+        return literal_float(expr)
     if isinstance(expr, cst.UnaryOperation):
         inner = constant_value(view, expr.expression, depth + 1)
         if inner is None:

@@ -172,9 +172,22 @@ def dotted(expr: cst.BaseExpression) -> str | None:
     return ".".join(reversed(parts))
 
 
+def literal_int(node: cst.Integer) -> int:
+    """The value of an integer literal (`128`, `0x80`, `1_024`), read without `evaluated_value`:
+    libcst evaluates through `ast.literal_eval`, and CPython 3.11 can raise a spurious
+    `SystemError: AST constructor recursion depth mismatch` when threads compile at once
+    (python/cpython#106905), which the planner's worker threads do."""
+    return int(node.value, 0)
+
+
+def literal_float(node: cst.Float) -> float:
+    """The value of a float literal (`1e-6`, `0.5`, `1_000.0`), without `evaluated_value` (above)."""
+    return float(node.value.replace("_", ""))
+
+
 def int_value(expr: cst.BaseExpression) -> int | None:
     if isinstance(expr, cst.Integer):
-        return int(expr.evaluated_value)
+        return literal_int(expr)
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
         inner = int_value(expr.expression)
         return None if inner is None else -inner
@@ -448,7 +461,7 @@ class KernelView:
         """The value of an integer expression built from literals and known constants."""
         env = self.constants if constants is None else constants
         if isinstance(expr, cst.Integer):
-            return int(expr.evaluated_value)
+            return literal_int(expr)
         if isinstance(expr, cst.Name):
             return env.get(expr.value)
         if isinstance(expr, cst.Attribute):
