@@ -97,7 +97,7 @@ def shape_guesses(text: str) -> int:
     return sum(1 for line in text.splitlines() if line.lstrip().startswith("assert "))
 
 
-def _stacked_guess(before: str, after: str) -> bool:
+def stacked_guess(before: str, after: str) -> bool:
     """Whether `after` asserts a divisibility of a trip count that is itself a quotient of one
     (`((N // 256) // 2) % 2 == 0`): the kernel it came from already guessed about that loop."""
     old = {line.strip() for line in before.splitlines()}
@@ -128,7 +128,7 @@ def _apply_step(text: str, kernel_name: str, step: Step, guesses_before: int | N
         choices = "; ".join(spelled(a) for a in allowed)
         raise NotApplicable(f"{site.title}: {spelled(params)} is not legal here (legal: {choices})")
     new = knob.apply(text, kernel_name, site.id, params)
-    if _stacked_guess(text, new):
+    if stacked_guess(text, new):
         raise NotApplicable(
             f"{site.title} would guess again about a trip count an earlier change already divided "
             "(its factor would have to divide the quotient of a guess the kernel already makes)"
@@ -218,22 +218,14 @@ class Tune(Rewrite):
     summary = "set the loop order, tile size and tiles per block together"
 
     def analyse(self, view: KernelView) -> list[Site | Refusal]:
-        return [
-            Site(
-                self.name,
-                setting.key(),
-                setting.line,
-                setting.title,
-                description=(
-                    "Several tiling knobs set at once (each step legal for the rewrite that owns it): "
-                    + "; ".join(setting.titles)
-                    + "."
-                ),
-                relieves=setting.relieves,
-                payload=setting,
-            )
-            for setting in settings(view.source, view.kernel_name)
-        ]
+        return [_site_of(setting) for setting in settings(view.source, view.kernel_name)]
+
+    def site_named(self, source: str, kernel_name: str, site_id: str) -> Site | None:
+        """Any legal setting, enumerated or not (the planner may widen the neighbourhood)."""
+        try:
+            return _site_of(realise(source, kernel_name, site_id))
+        except NotApplicable:
+            return None
 
     def transform(self, view: KernelView, site: Site, params: Params) -> str:
         setting: Setting = site.payload
@@ -246,3 +238,19 @@ class Tune(Rewrite):
         if text == source:
             raise NotApplicable(f"the setting {site_id!r} would not change the kernel")
         return text
+
+
+def _site_of(setting: Setting) -> Site:
+    return Site(
+        Tune.name,
+        setting.key(),
+        setting.line,
+        setting.title,
+        description=(
+            "Several tiling knobs set at once (each step legal for the rewrite that owns it): "
+            + "; ".join(setting.titles)
+            + "."
+        ),
+        relieves=setting.relieves,
+        payload=setting,
+    )
