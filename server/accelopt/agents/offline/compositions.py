@@ -49,7 +49,7 @@ class Route:
 
 @dataclass(frozen=True)
 class Found:
-    options: list[tuple[Site, Params]]  # new kernels, as (composition site, {}) plans
+    options: list[tuple[Site, Params]]  # new kernels: (composition site, {}), or a one-step plan
     complete: bool  # the space within MAX_STEPS was searched to its end
     examined: int  # rewrites applied (cached ones included)
 
@@ -126,6 +126,9 @@ class Compositions:
                     continue
                 seen.add(written)
                 following.append(nxt)
+                if len(nxt.steps) == 1:  # a one-step kernel left out of the catalogue's plans so far
+                    found.append((site, params))
+                    continue
                 titles = [title_for(s, p) for s, p in zip(nxt.sites, nxt.params, strict=True)]
                 found.append((composed_site(composition_key(nxt.steps), list(nxt.sites), titles), {}))
             level = following
