@@ -120,6 +120,12 @@ class _Rename(cst.CSTTransformer):
         return updated.with_changes(value=self.new) if original.value == self.old else updated
 
 
+def _renamed(stmt: cst.BaseStatement, renamer: _Rename) -> cst.BaseStatement:
+    renamed = stmt.visit(renamer)
+    assert isinstance(renamed, cst.BaseStatement)  # the renamer never removes a statement
+    return renamed
+
+
 def _code(node: cst.CSTNode) -> str:
     return "".join(cst.Module(body=[]).code_for_node(node).split())
 
@@ -156,7 +162,7 @@ def _analyse(view: KernelView, first: Loop, second: Loop) -> _Fusion:
     renamer = _Rename(second.var, first.var)
     if second.var != first.var and any(n.value == first.var for n in walk(second.node, reads_only=True) if isinstance(n, cst.Name)):
         raise NotApplicable(f"the {second.var} loop already uses the name {first.var}")
-    body2 = [s.visit(renamer) if second.var != first.var else s for s in second.body]
+    body2 = [_renamed(s, renamer) for s in second.body] if second.var != first.var else second.body
     # Tensors: the second loop writes nothing the first touches.
     clash = (two.mutates - {second.var}) & (one.reads | one.writes)
     if clash:
