@@ -236,3 +236,17 @@ CASES["cg_sigmoid_square"] = Case(
     lambda r: [_normal(r, 256, 512)],
     lambda x: [_sigmoid(x)],
 )
+CASES["hw_two_pass"] = Case(
+    "hw_two_pass.py",
+    "two_pass_kernel",
+    "hand-written",  # two passes through a scratch tensor in HBM (loop fusion)
+    lambda r: [_normal(r, 256, 512)],
+    lambda x: [2.0 * np.exp(x)],
+)
+CASES["cg_two_pass"] = Case(
+    "cg_two_pass.py",
+    "two_pass_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 256, 512)],
+    lambda x: [2.0 * np.exp(x)],
+)
