@@ -250,3 +250,17 @@ CASES["cg_two_pass"] = Case(
     lambda r: [_normal(r, 256, 512)],
     lambda x: [2.0 * np.exp(x)],
 )
+CASES["hw_two_outputs"] = Case(
+    "hw_two_outputs.py",
+    "two_outputs_kernel",
+    "hand-written",  # two independent pieces of work in one loop (loop fission)
+    lambda r: [_normal(r, 256, 512), _normal(r, 256, 512)],
+    lambda x, y: [np.exp(x), 3.0 * y],
+)
+CASES["cg_two_outputs"] = Case(
+    "cg_two_outputs.py",
+    "two_outputs_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 256, 512), _normal(r, 256, 512)],
+    lambda x, y: [np.exp(x), 3.0 * y],
+)

@@ -17,6 +17,7 @@ from accelopt.agents.offline.rewrites.fuse_scalar_tensor_tensor import FuseScala
 from accelopt.agents.offline.rewrites.fuse_silu import FuseSilu
 from accelopt.agents.offline.rewrites.fuse_tensor_scalar import FuseTensorScalar
 from accelopt.agents.offline.rewrites.hoist_invariant import HoistInvariant
+from accelopt.agents.offline.rewrites.loop_fission import LoopFission
 from accelopt.agents.offline.rewrites.loop_fusion import LoopFusion
 from accelopt.agents.offline.rewrites.loop_interchange import LoopInterchange
 from accelopt.agents.offline.rewrites.preload_operand import PreloadOperand
@@ -45,6 +46,7 @@ REWRITES: tuple[Rewrite, ...] = (
     AssignEngine(),
     RebalanceEngines(),
     LoopFusion(),
+    LoopFission(),
 )
 # The tuner is known by name (the executor applies its plans) but is not in the list: the planner
 # turns to its settings once the list's plans give nothing new (planner.py).
