@@ -264,3 +264,17 @@ CASES["cg_two_outputs"] = Case(
     lambda r: [_normal(r, 256, 512), _normal(r, 256, 512)],
     lambda x, y: [np.exp(x), 3.0 * y],
 )
+CASES["hw_two_rows"] = Case(
+    "hw_two_rows.py",
+    "two_rows_kernel",
+    "hand-written",  # [128, 20480] rows loaded up front: more live tiles than SBUF holds
+    lambda r: [_normal(r, 128, 20480), _normal(r, 128, 20480)],
+    lambda x, y: [np.exp(x), np.exp(y)],
+)
+CASES["cg_two_rows"] = Case(
+    "cg_two_rows.py",
+    "two_rows_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 128, 20480), _normal(r, 128, 20480)],
+    lambda x, y: [np.exp(x), np.exp(y)],
+)

@@ -24,6 +24,7 @@ from accelopt.agents.offline.rewrites.preload_operand import PreloadOperand
 from accelopt.agents.offline.rewrites.rebalance_engines import RebalanceEngines
 from accelopt.agents.offline.rewrites.remove_copy import RemoveCopy
 from accelopt.agents.offline.rewrites.reuse_transpose import ReuseTranspose
+from accelopt.agents.offline.rewrites.sink_to_first_use import SinkToFirstUse
 from accelopt.agents.offline.rewrites.widen_free_dim import WidenFreeDim
 from accelopt.agents.offline.tuner import Tune
 
@@ -47,6 +48,7 @@ REWRITES: tuple[Rewrite, ...] = (
     RebalanceEngines(),
     LoopFusion(),
     LoopFission(),
+    SinkToFirstUse(),
 )
 # The tuner is known by name (the executor applies its plans) but is not in the list: the planner
 # turns to its settings once the list's plans give nothing new (planner.py).

@@ -272,9 +272,13 @@ class OfflinePlanner:
 
 def _worthwhile(sites: list[Site], profile: Profile | None) -> list[Site]:
     """Engine moves the timing model expects to slow the kernel are not proposed: a site keeps
-    only its worthwhile targets, and a site with none is left out."""
+    only its worthwhile targets, and a site with none is left out. Nor are reorderings that
+    remove spills, on a kernel whose profile reports none."""
     kept: list[Site] = []
+    spills = profile is not None and bool(profile.spill_save_bytes or profile.spill_reload_bytes)
     for site in sites:
+        if "spill" in site.relieves and not spills:
+            continue  # a reordering that only removes spills slows a kernel that has none
         variants = worthwhile_variants(site, profile)
         if variants == site.variants:
             kept.append(site)
