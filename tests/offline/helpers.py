@@ -278,3 +278,17 @@ CASES["cg_two_rows"] = Case(
     lambda r: [_normal(r, 128, 20480), _normal(r, 128, 20480)],
     lambda x, y: [np.exp(x), np.exp(y)],
 )
+CASES["hw_direct"] = Case(
+    "hw_direct.py",
+    "direct_kernel",
+    "hand-written",  # direct allocation (ncc.sbuf.mod_alloc): buffer counts
+    lambda r: [_normal(r, 1024, 512)],
+    lambda a: [np.exp(a)],
+)
+CASES["cg_direct"] = Case(
+    "cg_direct.py",
+    "direct_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 1024, 512)],
+    lambda a: [np.exp(a)],
+)

@@ -7,6 +7,7 @@ from accelopt.agents.offline.rewrites.affine_range import AffineRange
 from accelopt.agents.offline.rewrites.assign_engine import AssignEngine
 from accelopt.agents.offline.rewrites.base import Params, Rewrite, Site
 from accelopt.agents.offline.rewrites.block_accumulators import BlockAccumulators
+from accelopt.agents.offline.rewrites.buffer_count import BufferCount
 from accelopt.agents.offline.rewrites.compose import Compose
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.rewrites.fold_activation import FoldActivation
@@ -49,6 +50,7 @@ REWRITES: tuple[Rewrite, ...] = (
     LoopFusion(),
     LoopFission(),
     SinkToFirstUse(),
+    BufferCount(),
 )
 # The tuner is known by name (the executor applies its plans) but is not in the list: the planner
 # turns to its settings once the list's plans give nothing new (planner.py).

@@ -16,9 +16,13 @@ other site remains.
 When the search says which kernels it has already judged (PlanRequest.judged), the planner
 proposes only plans that write a kernel not among them: the ranked sites with their chosen
 parameters, then their other variants. When those run out at this beam kernel (the catalogue has
-nothing new), the tuner's settings (tuner.py: loop order, tile size and tiles per block set
-together) come next, and the result says so in its notice (a PlannerNotice event); only when the
-tuner has nothing new either does the planner repeat plans. Without `judged` (a caller that does
+nothing new), the tuner's settings (tuner.py: loop order, tile size, tiles per block and buffer
+counts set together) come next; then compositions of up to three catalogue rewrites
+(compositions.py); then the engine moves the timing model expects to slow the kernel, which the
+ranking left out. Each time the source changes, the result says so in its notice (a PlannerNotice
+event). When no source has a new kernel, the result has no plan, says why, and is `exhausted`:
+the search stops once every beam kernel is so. Judged plans are never repeated (the search would
+not evaluate them). Without `judged` (a caller that does
 not say), past the end of the ranking come the other parameter variants of the ranked sites,
 then the same plans again, which the search recognises as kernels it has already judged.
 """
@@ -157,7 +161,7 @@ class OfflinePlanner:
                 notice = (
                     f"the offline catalogue has {'only ' if fresh else ''}{_count(len(fresh), 'new plan')} for this kernel: the "
                     f"tuner takes over with {_count(len(tuned), 'new setting')} of loop order, tile "
-                    "size and tiles per block"
+                    "size, tiles per block and buffer count"
                 )
                 return PlanResult(plans=[plan_for(*options[k]) for k in wanted], notice=notice)
             return self._beyond_one_step(request, ranking, options, fresh, plan_for)

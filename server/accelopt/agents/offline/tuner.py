@@ -2,8 +2,10 @@
 used up.
 
 A setting chooses, in this order, a loop order (interchange a perfect nest, or not), a tile size
-(widen the tiles of a free-axis loop by a factor, or not) and a number of tiles per block (block
-an output-tile loop into several PSUM accumulators by a factor, or not). Each choice is one of
+(widen the tiles of a free-axis loop by a factor, or not), a number of tiles per block (block
+an output-tile loop into several PSUM accumulators by a factor, or not) and, where the kernel
+places its tiles itself (direct allocation, `ncc.sbuf.mod_alloc`), buffer counts (more physical
+tiles for a tensor's logical tiles to rotate through, or not). Each choice is one of
 the catalogue's parameterised rewrites at one of its sites, so a setting is legal exactly when
 every step is legal for the rewrite that owns it, on the kernel the previous steps produced: the
 tuner has no legality rules of its own, it asks the rewrites (their analysis finds the sites and
@@ -24,13 +26,15 @@ from dataclasses import dataclass
 from accelopt.agents.offline.kernel_ir import KernelView
 from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site
 from accelopt.agents.offline.rewrites.block_accumulators import BlockAccumulators
+from accelopt.agents.offline.rewrites.buffer_count import BufferCount
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.rewrites.loop_interchange import LoopInterchange
 from accelopt.agents.offline.rewrites.widen_free_dim import WidenFreeDim
 
 # The knobs, in the order a setting applies them: the loop order decides which loops the later
 # knobs see as innermost; the tile width decides how many tiles a block gathers.
-KNOBS: tuple[Rewrite, ...] = (LoopInterchange(), WidenFreeDim(), BlockAccumulators())
+# Buffer counts come last: they depend on no loop's shape, only on what the kernel allocates.
+KNOBS: tuple[Rewrite, ...] = (LoopInterchange(), WidenFreeDim(), BlockAccumulators(), BufferCount())
 _KNOB_BY_NAME = {k.name: k for k in KNOBS}
 # Enumeration stops after this many legal settings (about a second of rewriting on a kernel of
 # NKIBench's size); the planner hands them out a few per iteration.
@@ -147,7 +151,9 @@ def realise(text: str, kernel_name: str, key: str) -> Setting:
     rank = {k.name: i for i, k in enumerate(KNOBS)}
     order = [rank[s.rewrite] for s in steps if s.rewrite in rank]
     if order != sorted(order):
-        raise NotApplicable(f"tuner setting {key!r} is out of order (loop order, then tile size, then block)")
+        raise NotApplicable(
+            f"tuner setting {key!r} is out of order (loop order, then tile size, then block, then buffer count)"
+        )
     current, line = text, 0
     titles: list[str] = []
     relieves: list[str] = []
@@ -215,7 +221,7 @@ class Tune(Rewrite):
 
     name = "tune"
     prior = 0.5
-    summary = "set the loop order, tile size and tiles per block together"
+    summary = "set the loop order, tile size, tiles per block and buffer counts together"
 
     def analyse(self, view: KernelView) -> list[Site | Refusal]:
         return [_site_of(setting) for setting in settings(view.source, view.kernel_name)]
