@@ -33,8 +33,10 @@ from accelopt.profiling.evaluation import KernelSource
 MAX_STEPS = 3
 # About 10-30 s of rewriting on an NKIBench kernel at worst; the cache keeps later iterations cheap.
 MAX_EXAMINED = 160
-# Compositions found per call: more than a beam kernel's plans in one iteration.
-BATCH = 16
+# Compositions found per call at least: a beam kernel's plans in one iteration, about. Each new
+# level-1 child visited costs an analysis of its whole text (seconds on an NKIBench kernel at
+# full size), and the round-robin visits one more child per composition found.
+BATCH = 4
 
 Options = Callable[[str], list[tuple[Site, Params]]]
 
