@@ -635,6 +635,7 @@ class _Scheduler:
             id(rec.engine),  # enum members are singletons; their hash runs Python code
             rec.free_size,
             rec.dtype,
+            rec.out_dtype,
             rec.is_transpose,
             rec.matmul_kmn,
             reads,
@@ -642,6 +643,7 @@ class _Scheduler:
             extra.get("stride_bytes"),
             extra.get("has_reduce"),
             str(extra.get("op", "")),
+            str(extra.get("op1", "")),
             tuple(extra.get("engines", ())),
         )
         found = self.lowered.get(key)
