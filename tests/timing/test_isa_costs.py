@@ -1,7 +1,9 @@
 """Vector Engine instruction costs against the NKI ISA reference's "Estimated instruction cost"
-notes (hardware/specs.py: [ISA-TT], [ISA-STT], [ISA-COPYPRED])."""
+notes (hardware/specs.py: [ISA-TT], [ISA-STT], [ISA-COPYPRED], [ISA-TR])."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
@@ -66,3 +68,25 @@ def test_predicated_copy_reads_its_source_and_predicate() -> None:
     """[ISA-COPYPRED]: 2N with source and predicate both in SBUF, N with one of them in PSUM."""
     assert _vector_cycles("tensor_copy_predicated", "float32", 2) == pytest.approx(2 * N)
     assert _vector_cycles("tensor_copy_predicated", "float32", 2, psum_input=True) == pytest.approx(N)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "out_dtype", "op", "cycles"),
+    [
+        ("bfloat16", "bfloat16", "add", N // 2),  # bf16 in and out, add or maximum: N/2
+        ("bfloat16", "bfloat16", "maximum", N // 2),
+        ("bfloat16", "float32", "add", N),  # an fp32 result: N
+        ("float16", "float16", "add", N),  # the fast case is bf16 only
+        ("bfloat16", "bfloat16", "multiply", N),
+    ],
+)
+def test_tensor_reduce_halves_only_for_bf16_add_or_max(dtype: str, out_dtype: str, op: str, cycles: int) -> None:
+    b = TraceBuilder()
+    src = b.tensor("src", (128, N), dtype=dtype)
+    out = b.tensor("out", (128, 1), dtype=out_dtype)
+    b.compute(Engine.VECTOR, "tensor_reduce", [(src, full((128, N)))], [(out, full((128, 1)))], free_size=N, dtype=dtype, op=op)
+    rec = b.trace.records[-1]
+    rec = dataclasses.replace(rec, out_dtype=out_dtype)
+    memory_of = {tid: info.memory for tid, info in b.trace.tensors.items()}
+    seconds = dict(lower_compute(rec, memory_of, TRN1, True).options)["vector"]
+    assert seconds * TRN1.vector_clock_hz - TRN1.access_init_cycles == pytest.approx(cycles)

@@ -170,8 +170,10 @@ def _base_cycles(
     if opcode == "tensor_tensor_scan":
         return max(floor, 2 * n)
     if opcode == "tensor_reduce":
+        # [ISA-TR]: N/2 when input and output are both bf16 and the operator is add or maximum
         op = str(rec.extra.get("op", "")).lower()
-        if _is_half(rec.dtype) and any(k in op for k in ("add", "max", "sum")):
+        both_bf16 = rec.dtype in _BF16 and (rec.out_dtype or rec.dtype) in _BF16
+        if both_bf16 and any(k in op for k in ("add", "max", "sum")):
             return max(floor, n // 2)
         return max(floor, n)
     if opcode == "reciprocal":
