@@ -341,3 +341,59 @@ CASES["nki07_narrow_psum"] = Case(
     lambda r: [_normal(r, 256, 256), _normal(r, 256, 1024)],
     lambda a, b: [a.T @ b],
 )
+CASES["hw_two_pass"] = Case(
+    "hw_two_pass.py",
+    "two_pass_kernel",
+    "hand-written",  # two passes through a scratch tensor in HBM (loop fusion)
+    lambda r: [_normal(r, 256, 512)],
+    lambda x: [2.0 * np.exp(x)],
+)
+CASES["cg_two_pass"] = Case(
+    "cg_two_pass.py",
+    "two_pass_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 256, 512)],
+    lambda x: [2.0 * np.exp(x)],
+)
+CASES["hw_two_outputs"] = Case(
+    "hw_two_outputs.py",
+    "two_outputs_kernel",
+    "hand-written",  # two independent pieces of work in one loop (loop fission)
+    lambda r: [_normal(r, 256, 512), _normal(r, 256, 512)],
+    lambda x, y: [np.exp(x), 3.0 * y],
+)
+CASES["cg_two_outputs"] = Case(
+    "cg_two_outputs.py",
+    "two_outputs_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 256, 512), _normal(r, 256, 512)],
+    lambda x, y: [np.exp(x), 3.0 * y],
+)
+CASES["hw_two_rows"] = Case(
+    "hw_two_rows.py",
+    "two_rows_kernel",
+    "hand-written",  # [128, 20480] rows loaded up front: more live tiles than SBUF holds
+    lambda r: [_normal(r, 128, 20480), _normal(r, 128, 20480)],
+    lambda x, y: [np.exp(x), np.exp(y)],
+)
+CASES["cg_two_rows"] = Case(
+    "cg_two_rows.py",
+    "two_rows_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 128, 20480), _normal(r, 128, 20480)],
+    lambda x, y: [np.exp(x), np.exp(y)],
+)
+CASES["hw_direct"] = Case(
+    "hw_direct.py",
+    "direct_kernel",
+    "hand-written",  # direct allocation (ncc.sbuf.mod_alloc): buffer counts
+    lambda r: [_normal(r, 1024, 512)],
+    lambda a: [np.exp(a)],
+)
+CASES["cg_direct"] = Case(
+    "cg_direct.py",
+    "direct_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 1024, 512)],
+    lambda a: [np.exp(a)],
+)
