@@ -82,11 +82,14 @@ def main(job_dir: str) -> int:
     trace_file = open(os.path.join(out_dir, "trace.json"), "w", encoding="utf-8")
 
     def run_inputs(run: list[dict[str, Any]]) -> list[Any]:
-        # Read when its run starts (not all seeds up front); trusted code reading `in/`.
+        # Read when its run starts (not all seeds up front); trusted code reading `in/`. A
+        # trace-only run's inputs come as shapes only: it reads no values (arrays.ShapeOnly).
         return [
             arrays.from_transport(
                 np.load(os.path.join(job_dir, ref["name"]), allow_pickle=False), ref["dtype"]
             )
+            if ref.get("stored", True)
+            else arrays.shape_only(ref["shape"], ref["dtype"])
             for ref in run
         ]
 
@@ -291,6 +294,24 @@ def _save_group(saved: _Archive, prefix: str, values: list[Any], np: Any, arrays
     return refs
 
 
+def _shape_group(saved: _Archive, prefix: str, values: list[Any], np: Any, arrays: Any) -> list[dict[str, Any]]:
+    """`_save_group` for a run that needs the arrays' shapes and dtypes only: the same checks,
+    no values written but those of 0-d arrays (scalars a kernel may compute with)."""
+    refs = []
+    for j, value in enumerate(values):
+        array = value if type(value) is np.ndarray else np.asarray(value)
+        if array.dtype.kind not in "biufV":
+            raise TypeError(f"output {j} has dtype {array.dtype}; expected a numeric array")
+        key = f"{prefix}_{j}"
+        if array.ndim == 0:
+            saved[key] = arrays.to_transport(array)
+            refs.append({"name": key, "dtype": arrays.dtype_name(array), "shape": []})
+            continue
+        arrays.to_transport(array.reshape(-1)[:1])  # (refuses a dtype the sandbox cannot exchange)
+        refs.append({"name": key, "dtype": arrays.dtype_name(array), "shape": list(array.shape), "stored": False})
+    return refs
+
+
 def _bound(bindings: list[dict[str, Any]], modules: dict[str, Any]) -> dict[str, Any]:
     """The names a module's sibling imports would have bound, from the modules already run."""
     return {
@@ -380,9 +401,12 @@ def _run_reference(job: Job, result: dict[str, Any], saved: _Archive, np: Any, a
     for i, seed in enumerate(job["seeds"]):
         np.random.seed(seed)
         raw = list(_get_inputs(module, job))
-        # Copies: forward() may reuse or modify its arguments in place.
-        nki_inputs = [np.array(a, copy=True) for a in module.transform_to_nki_inputs(raw)]
-        groups = {"inputs": _save_group(saved, f"r{i}_in", nki_inputs, np, arrays)}
+        if job.get("shapes_only"):  # for a trace-only run: nothing reads the values (no copies)
+            nki_inputs = list(module.transform_to_nki_inputs(raw))
+            groups = {"inputs": _shape_group(saved, f"r{i}_in", nki_inputs, np, arrays)}
+        else:  # copies: forward() may reuse or modify its arguments in place
+            nki_inputs = [np.array(a, copy=True) for a in module.transform_to_nki_inputs(raw)]
+            groups = {"inputs": _save_group(saved, f"r{i}_in", nki_inputs, np, arrays)}
         record: dict[str, Any] = {"structure": "list", "groups": groups}
         if i == 0 and callable(getattr(module, "work", None)):
             result["work"] = {str(k): float(v) for k, v in dict(module.work(*raw)).items()}
