@@ -120,7 +120,7 @@ def main(job_dir: str) -> int:
     result["probe"] = probe
     saved = _Archive(archive, np, job.get("max_run_bytes"))
     trace = None
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     try:
         if job["mode"] == "kernel":
             trace = _run_kernel(job, runtime, runs_inputs, result, saved, np, arrays)
@@ -137,6 +137,7 @@ def main(job_dir: str) -> int:
             # The kernel's line is where it called the helper; say where the helper failed.
             result["failure"]["message"] = _clip(f"{result['failure']['message']} (at {sibling})")
     result["seconds"] = time.perf_counter() - started
+    result["cpu_seconds"] = time.process_time() - cpu_started
     guard.check_unpatched(namespaces, watched)
     result["warnings"] = _describe_warnings(warned, source_path)
 

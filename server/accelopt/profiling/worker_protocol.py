@@ -145,5 +145,6 @@ class WorkerResult(BaseModel):
     runs: list[RunResult] = Field(default_factory=list)
     work: dict[str, float] | None = None
     has_trace: bool = False
-    seconds: float = 0.0
+    seconds: float = Field(0.0, description="wall time of the untrusted runs (benchmarks/worker_numeric.py)")
+    cpu_seconds: float = Field(0.0, description="the same runs' CPU time: comparable on a loaded machine")
     probe: dict[str, Any] | None = Field(None, description="probe mode: the sandbox seen from inside")
