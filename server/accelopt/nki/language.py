@@ -85,8 +85,6 @@ from accelopt.nki.tensor import Buffer as _Buffer
 from accelopt.nki.tensor import Tensor as _Tensor
 from accelopt.nki.tensor import TileOps as _TileOps
 from accelopt.nki.tensor import View as _View
-from accelopt.nki.tensor import filled as _filled
-from accelopt.nki.tensor import new_block_data as _new_block_data
 from accelopt.nki.tensor import new_data as _new_data
 from accelopt.nki.tensor import normalize_shape as _normalize_shape
 from accelopt.nki.tensor import par_dim  # noqa: F401
@@ -173,9 +171,8 @@ def _allocate(shape: Any, dtype: Any, buffer: Any, fill: Any, line: int, name: s
         shared = _shared_output(ctx, dims, dtype, line)
         if shared is not None:  # a later SPMD instance: the first instance's output
             return shared
-    data, pending = _new_block_data(dims, dtype, fill, block_dims) if ctx.numerics else (None, None)
+    data = _new_data(dims, dtype, fill, block_dims) if ctx.numerics else None
     tensor = _Tensor(dims, dtype, buf, block_dims, data)
-    tensor._pending = pending
     ctx.register_tensor(tensor, name or ctx.name_at(line, "tensor"), line)
     if buf.__class__ is not _Buffer:  # ncc.sbuf/psum.(mod_)alloc: the kernel placed it
         _compiler._place(ctx, tensor, ctx.tensor_name(tensor), line)
@@ -308,8 +305,7 @@ def reshape(x: Any, shape: Any) -> _Tensor:
         raise ctx.error("err_unsupported_reshape", f"cannot reshape {x.shape} to {dims}", line)
     if x.memory is not _Memory.HBM:
         _check_partitions(ctx, dims[block_dims], f"a tile of shape {dims}", line)
-    storage = _filled(x)  # the same memory seen in another shape: every block filled first
-    data = storage.reshape(dims) if storage is not None else None
+    data = x._data.reshape(dims) if x._data is not None else None
     tensor = _Tensor(dims, x.dtype, x.buffer, block_dims, data)
     tensor._root = x if x._root is None else x._root
     tensor._written = x._written

@@ -31,7 +31,7 @@ from accelopt.nki.instructions import SHARED_HBM
 from accelopt.nki.loops import KernelRange
 from accelopt.nki.spmd import Grid, check_cores
 from accelopt.nki.target import kernel_target
-from accelopt.nki.tensor import Tensor, filled
+from accelopt.nki.tensor import Tensor
 from accelopt.nki.trace import Memory, ProgramSpan, Trace
 from accelopt.nki.unsupported import as_nki_error
 
@@ -353,8 +353,7 @@ def _was_stored(ctx: KernelContext, tensor: Tensor) -> bool:
 
 
 def _output_array(tensor: Tensor, numerics: bool) -> np.ndarray:
-    if numerics and filled(tensor) is not None:
-        assert tensor._data is not None
+    if numerics and tensor._data is not None:
         return tensor._data if tensor._data.flags.writeable else tensor._data.copy()
     nan = np.array(np.nan if tensor.dtype.kind in "fV" else 0, dtype=tensor.dtype)
     return np.broadcast_to(nan, tensor.shape)

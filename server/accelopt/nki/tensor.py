@@ -22,7 +22,6 @@ from accelopt.nki.context import current
 from accelopt.nki.dtypes import nan_fill
 from accelopt.nki.fast.siteindex import SITE_FORMS, learn
 from accelopt.nki.indexing import IndexExpr, Predicate
-from accelopt.nki.lazyfill import LAZY_MIN_BYTES, PendingFill
 from accelopt.nki.loopvar import LoopVar
 from accelopt.nki.trace import Memory, Region
 
@@ -288,7 +287,6 @@ class Tensor(TileOps):
         "_data",
         "_exact",
         "_fresh",
-        "_pending",
         "_pmask",
         "_producer",
         "_root",
@@ -315,8 +313,6 @@ class Tensor(TileOps):
         self.memory = buffer.memory
         self.block_dims = block_dims
         self._data = data
-        # blocks of `_data` not yet filled with what new memory reads as (lazyfill.py)
-        self._pending: PendingFill | None = None
         self._tid = -1
         self._alloc_scopes: tuple[LoopScope, ...] = ()
         self._written = False
@@ -620,22 +616,15 @@ class View(TileOps):
 
     def _read(self, clip: bool = False) -> np.ndarray:
         """The viewed elements in the tensor's dtype, shaped like the view."""
-        tensor = self._tensor
-        data = tensor._data
+        data = self._tensor._data
         assert data is not None
         if 0 in self.shape:
             return np.empty(self.shape, dtype=data.dtype)
         if self._oob and not clip:
             self._region()  # raises: an unmasked access outside the tensor
         if clip:
-            index = self._fancy_index(clip=True)
-            if tensor._pending is not None and tensor._pending.before_read(index):
-                tensor._pending = None
-            return np.broadcast_to(data[index], self.shape)
-        index = self._index()
-        if tensor._pending is not None and tensor._pending.before_read(index):
-            tensor._pending = None
-        values = data[index]
+            return np.broadcast_to(data[self._fancy_index(clip=True)], self.shape)
+        values = data[self._index()]
         if values.shape != self.shape:
             values = (
                 values.reshape(self.shape)
@@ -667,8 +656,6 @@ class View(TileOps):
             grids = [np.broadcast_to(g, self.shape)[mask] for g in self._fancy_index(clip=False)]
             selected = values[mask]
             target = tuple(grids)
-            if tensor._pending is not None:
-                tensor._pending.before_store(target, plain=False)
             if accumulate:
                 selected = data[target].astype(np.float32) + selected
             data[target] = selected.astype(dtype, copy=False)
@@ -678,13 +665,6 @@ class View(TileOps):
         idx = self._index()
         if self._np_shape != self.shape:
             values = values.reshape(self._np_shape) if values.ndim else values
-        if tensor._pending is not None:
-            whole = tensor._pending.before_store(idx, plain=not accumulate)
-            if whole is not None:  # the store covers this block: marked filled once it is done
-                data[idx] = values.astype(dtype, copy=False) if values.dtype != dtype else values
-                if tensor._pending.stored(whole):
-                    tensor._pending = None
-                return
         if accumulate:
             current = data[idx]
             if dtype == np.float32 and values.dtype == np.float32 and current.base is not None and (
@@ -1140,34 +1120,6 @@ def new_data(shape: tuple[int, ...], dtype: np.dtype, fill: Any = None, blocks: 
         data = np.empty(shape, dtype=dtype)
     data.fill(nan_fill(dtype) if fill is None else fill)
     return data
-
-
-def new_block_data(
-    shape: tuple[int, ...], dtype: np.dtype, fill: Any, blocks: int
-) -> tuple[np.ndarray, PendingFill | None]:
-    """`new_data` for a declared tensor: with block dimensions, in a run that is not a re-run
-    of a call log, big storage is left unfilled and filled block by block when first touched
-    (lazyfill.py); the PendingFill goes on the tensor (`Tensor._pending`)."""
-    ctx = _context._ACTIVE
-    if (
-        blocks
-        and ctx is not None
-        and ctx._block_storage is None
-        and ctx._alloc_budget is None
-        and _prod(shape) * dtype.itemsize >= LAZY_MIN_BYTES
-    ):
-        data = np.empty(shape, dtype=dtype)
-        return data, PendingFill(data, blocks, nan_fill(dtype) if fill is None else fill)
-    return new_data(shape, dtype, fill, blocks), None
-
-
-def filled(tensor: Tensor) -> np.ndarray | None:
-    """A tensor's storage with every block filled: for a use of it other than a view's read or
-    write (a reshape or bitcast over the same memory, the run's outputs)."""
-    if tensor._pending is not None:
-        tensor._pending.fill_all()
-        tensor._pending = None
-    return tensor._data
 
 
 def new_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

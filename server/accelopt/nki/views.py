@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from accelopt.nki.context import current
-from accelopt.nki.tensor import Tensor, View, filled, make_view
+from accelopt.nki.tensor import Tensor, View, make_view
 from accelopt.nki.trace import Memory
 from accelopt.nki.unsupported import refuse
 
@@ -151,7 +151,6 @@ def dtype_view(x: Any, dtype: Any) -> Tensor:
     shape = (*x.shape[:-1], last // new.itemsize)
     data = None
     if x._data is not None:
-        filled(x)  # the same memory seen as another dtype: every block filled first
         source = x._data if x._data.flags.c_contiguous else np.ascontiguousarray(x._data)
         data = source.view(new).reshape(shape)
     root = x if x._root is None else x._root

@@ -194,7 +194,6 @@ def _new_tensor(src: _Source, var: str, tensor: Tensor, produced: bool) -> None:
         "memory": src.const(tensor.memory),
         "block_dims": repr(tensor.block_dims),
         "_data": "None",
-        "_pending": "None",
         "_written": repr(tensor._written),
         "_producer": "None",
         "_fresh": repr(tensor._fresh),
