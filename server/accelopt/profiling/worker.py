@@ -283,33 +283,24 @@ def _kernel_argument(value: Any) -> Any:
     return value.item() if value.dtype.name in ("float64", "int64", "bool") else value[()]
 
 
-def _save_group(saved: _Archive, prefix: str, values: list[Any], np: Any, arrays: Any) -> list[dict[str, Any]]:
+def _save_group(
+    saved: _Archive, prefix: str, values: list[Any], np: Any, arrays: Any, shapes_only: bool = False
+) -> list[dict[str, Any]]:
+    """Write a run's arrays; `shapes_only`: their shapes and dtypes only (the same checks, no
+    values written but those of 0-d arrays: scalars a kernel may compute with)."""
     refs = []
     for j, value in enumerate(values):
         array = value if type(value) is np.ndarray else np.asarray(value)
         if array.dtype.kind not in "biufV":
             raise TypeError(f"output {j} has dtype {array.dtype}; expected a numeric array")
         key = f"{prefix}_{j}"
-        saved[key] = arrays.to_transport(array)
-        refs.append({"name": key, "dtype": arrays.dtype_name(array), "shape": list(array.shape)})
-    return refs
-
-
-def _shape_group(saved: _Archive, prefix: str, values: list[Any], np: Any, arrays: Any) -> list[dict[str, Any]]:
-    """`_save_group` for a run that needs the arrays' shapes and dtypes only: the same checks,
-    no values written but those of 0-d arrays (scalars a kernel may compute with)."""
-    refs = []
-    for j, value in enumerate(values):
-        array = value if type(value) is np.ndarray else np.asarray(value)
-        if array.dtype.kind not in "biufV":
-            raise TypeError(f"output {j} has dtype {array.dtype}; expected a numeric array")
-        key = f"{prefix}_{j}"
-        if array.ndim == 0:
+        ref = {"name": key, "dtype": arrays.dtype_name(array), "shape": list(array.shape)}
+        if shapes_only and array.ndim:
+            arrays.to_transport(array.reshape(-1)[:1])  # (refuses a dtype the sandbox cannot exchange)
+            ref["stored"] = False
+        else:
             saved[key] = arrays.to_transport(array)
-            refs.append({"name": key, "dtype": arrays.dtype_name(array), "shape": []})
-            continue
-        arrays.to_transport(array.reshape(-1)[:1])  # (refuses a dtype the sandbox cannot exchange)
-        refs.append({"name": key, "dtype": arrays.dtype_name(array), "shape": list(array.shape), "stored": False})
+        refs.append(ref)
     return refs
 
 
@@ -402,12 +393,11 @@ def _run_reference(job: Job, result: dict[str, Any], saved: _Archive, np: Any, a
     for i, seed in enumerate(job["seeds"]):
         np.random.seed(seed)
         raw = list(_get_inputs(module, job))
-        if job.get("shapes_only"):  # for a trace-only run: nothing reads the values (no copies)
-            nki_inputs = list(module.transform_to_nki_inputs(raw))
-            groups = {"inputs": _shape_group(saved, f"r{i}_in", nki_inputs, np, arrays)}
-        else:  # copies: forward() may reuse or modify its arguments in place
-            nki_inputs = [np.array(a, copy=True) for a in module.transform_to_nki_inputs(raw)]
-            groups = {"inputs": _save_group(saved, f"r{i}_in", nki_inputs, np, arrays)}
+        shapes_only = bool(job.get("shapes_only"))  # for a trace-only run: nothing reads the values
+        nki_inputs = list(module.transform_to_nki_inputs(raw))
+        if not shapes_only:  # copies: forward() may reuse or modify its arguments in place
+            nki_inputs = [np.array(a, copy=True) for a in nki_inputs]
+        groups = {"inputs": _save_group(saved, f"r{i}_in", nki_inputs, np, arrays, shapes_only)}
         record: dict[str, Any] = {"structure": "list", "groups": groups}
         if i == 0 and callable(getattr(module, "work", None)):
             result["work"] = {str(k): float(v) for k, v in dict(module.work(*raw)).items()}
