@@ -4,6 +4,7 @@ Python guard: the CPU seconds the worker spends running the kernel on its seeds.
     .venv/bin/python benchmarks/worker_numeric.py                      # matmul 1024x2048x2048, 2 seeds
     .venv/bin/python benchmarks/worker_numeric.py --m 2048 --n 4096 --k 2048 --seeds 1 --rounds 3
     .venv/bin/python benchmarks/worker_numeric.py --profile            # cProfile of one run, in-process
+    .venv/bin/python benchmarks/worker_numeric.py --hook               # the audit hook's cost per event
 
 The kernel is the NKIBench matmul baseline (compiler-generated style: tiles declared with block
 dimensions, one block per step), the case where the worker's NaN fill of declared tiles and the
@@ -75,6 +76,46 @@ def profile_in_process(sets: list[list[np.ndarray]]) -> None:
     pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
 
 
+_HOOK_CHILD = """
+import os, sys, time
+from accelopt.profiling import guard
+roots = [os.path.dirname(os.path.dirname(guard.__file__)), os.path.dirname(os.__file__), os.path.dirname(__file__)]
+events = ("sys._getframe", "builtins.id", "object.__getattr__")
+def loop(n):
+    frame = None
+    for _ in range(n):
+        frame = sys._getframe(0)  # what the emulator does per instruction (a trusted caller)
+        id(frame)
+        frame.f_code
+def timed(n):
+    start = time.process_time()
+    loop(n)
+    return time.process_time() - start
+n = 200000
+bare = min(timed(n) for _ in range(3))
+guard.install(policy="kernel", user_files=[], trusted_roots=roots, read_roots=roots)
+hooked = min(timed(n) for _ in range(3))
+print(f"{(hooked - bare) / (3 * n) * 1e9:.0f}")
+"""
+
+
+def hook_cost() -> None:
+    """ns the guard's audit hook adds per event raised by trusted code (sys._getframe, id(),
+    frame.f_code: the three the emulator raises per instruction), in a child process."""
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as child:
+        child.write(_HOOK_CHILD)
+    figures = [
+        int(subprocess.run([sys.executable, child.name], capture_output=True, text=True, check=True).stdout)
+        for _ in range(3)
+    ]
+    os.unlink(child.name)
+    print(f"audit hook: {statistics.median(figures)} ns per event raised by trusted code (runs: {figures})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--m", type=int, default=1024)
@@ -83,7 +124,11 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", action="store_true", help="cProfile one in-process run instead")
+    parser.add_argument("--hook", action="store_true", help="the audit hook's cost per event instead")
     args = parser.parse_args()
+    if args.hook:
+        hook_cost()
+        return 0
     sets = inputs(args.m, args.n, args.k, args.seeds)
     if args.profile:
         profile_in_process(sets)

@@ -253,19 +253,27 @@ class _Guard:
     # --- the audit hook ----------------------------------------------------------------------
 
     def audit(self, event: str, args: tuple) -> None:
+        # Frame lookups inside the hook raise audit events of their own: don't re-enter.
+        if self._busy or not self.active:
+            return
+        if event in _JUDGED_BY_CALLER:  # what `_audit` does for these, without its detours
+            self._busy = True
+            try:
+                caller = sys._getframe(1)  # 0: audit, 1: where the event was raised
+                filename = caller.f_code.co_filename
+                trusted = self._trusted.get(filename)
+                if trusted is None:
+                    trusted = self._trusted_file(filename)
+                if not trusted:
+                    raise self._refuse(f"operation '{event}' is not allowed", caller)
+            finally:
+                self._busy = False
+            return
         if event not in _JUDGED_EVENTS and not event.startswith(_JUDGED_PREFIXES):
             return  # `_audit` has nothing to say about it
-        # Frame lookups inside the hook raise audit events of their own: don't re-enter.
-        if not self.active or self._busy:
-            return
         self._busy = True
         try:
-            if event in _JUDGED_BY_CALLER:  # what `_audit` does for these, without its detours
-                caller = sys._getframe(1)  # 0: audit, 1: where the event was raised
-                if not self._trusted_file(caller.f_code.co_filename):
-                    raise self._refuse(f"operation '{event}' is not allowed", caller)
-            else:
-                self._audit(event, args)
+            self._audit(event, args)
         finally:
             self._busy = False
 
