@@ -7,13 +7,20 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from accelopt.hardware.work import Work
+from accelopt.nki.trace import Trace
+from accelopt.profiling.arrays import shape_only
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import KernelSource
+from accelopt.profiling.metrics import profile_trace
 from accelopt.profiling.real_size import check_size_of, split_for
+from accelopt.profiling.sandbox import Sandbox
 from accelopt.profiling.simulator import SimulatorBackend
 from accelopt.profiling.task import task_for_kernel
+from accelopt.profiling.worker_protocol import WorkerJob
 
 ROOT = Path(__file__).resolve().parents[2]
 SILU = ROOT / "kernels_examples" / "silu.py"
@@ -114,3 +121,71 @@ def test_the_search_report_says_which_size_was_checked_and_which_timed():
     report = build_report([started])
     assert "outputs checked at the small size, latencies timed at the full size" in report
     assert "timed at the full size (512x2048) by a trace-only run" in report
+
+
+def _trace_only_job(kernel: KernelSource, inputs: list) -> WorkerJob:
+    refs = [Sandbox.input_ref(f"s0_{j}", a) for j, a in enumerate(inputs)]
+    return WorkerJob(
+        mode="kernel", policy="kernel", source=kernel.text, source_path=kernel.path or "<kernel>",
+        kernel_name=kernel.name, numerics=False, inputs=[refs],
+    )
+
+
+def test_a_trace_only_run_given_shapes_only_traces_and_times_as_given_the_values(sandbox):
+    # The timing run gets its inputs' shapes and dtypes, not their values (arrays.ShapeOnly);
+    # the previous path sent the values. Same trace, so the same profile.
+    kernel = silu()
+    x = np.random.default_rng(0).standard_normal((256, 1024), dtype=np.float32)
+    traces = []
+    for given in (x, shape_only(x.shape, x.dtype)):
+        files = sandbox.prepare(_trace_only_job(kernel, [given]), {"s0_0": given})
+        written = sorted(p.name for p in (files.root / "in").iterdir())
+        assert written == (["s0_0.npy"] if given is x else [])  # shapes only: no file
+        outcome = sandbox.run_sync(files, 60)
+        assert outcome.kind == "finished" and outcome.result is not None and outcome.result.failure is None
+        assert outcome.trace_json is not None
+        traces.append(Trace.from_json(outcome.trace_json))
+    with_values, with_shapes = traces
+    assert with_shapes.to_json() == with_values.to_json() and len(with_values.records) > 0
+    work = Work(matmul_flops=0.0, vector_flops=3.0 * x.size, hbm_bytes=8.0 * x.size, source="task")
+    profiles = [profile_trace(t, "trn1", work, source_text=kernel.text)[0] for t in traces]
+    assert profiles[1].model_dump() == profiles[0].model_dump()
+
+
+def test_a_timed_only_run_writes_no_full_size_array_file(tmp_path):
+    # silu at a full size too big to be a hidden check size (32x the small one): the full size
+    # is only timed, and no array of it is written or read by any worker
+    big = 1024 * 8192 * 4
+    reference = (ROOT / "kernels_examples" / "silu_ref.py").read_text()
+    assert '"full": (512, 2048)' in reference
+    (tmp_path / "silu_ref.py").write_text(reference.replace('"full": (512, 2048)', '"full": (1024, 8192)'))
+    (tmp_path / "silu.py").write_text(SILU.read_text())
+    kernel = KernelSource(text=SILU.read_text(), name="silu_kernel", path=str(tmp_path / "silu.py"))
+    simulator = SimulatorBackend(max_workers=1)
+    files_in: list[tuple[str, bool, list[tuple[tuple[int, ...], bool]], list[int]]] = []
+    returned: list[int] = []
+    prepare, run = simulator.sandbox.prepare, simulator.sandbox.run
+
+    def spy_prepare(job, inputs=None, bundle=None, **kwargs):
+        files = prepare(job, inputs, bundle, **kwargs)
+        refs = [(tuple(r.shape), r.stored) for rs in files.job.inputs for r in rs]
+        files_in.append((job.mode, job.numerics, refs, [p.stat().st_size for p in (files.root / "in").rglob("*.npy")]))
+        return files
+
+    async def spy_run(files, timeout_s):
+        outcome = await run(files, timeout_s)
+        returned.extend(a.nbytes for a in outcome.arrays.values())
+        return outcome
+
+    simulator.sandbox.prepare, simulator.sandbox.run = spy_prepare, spy_run  # type: ignore[method-assign]
+    try:
+        evaluation = asyncio.run(simulator.evaluate(kernel, task_for_kernel(kernel, size="full"), OPTIONS))
+    finally:
+        asyncio.run(simulator.aclose())
+    assert evaluation.status == "ok", evaluation.message
+    assert (evaluation.checked_size, evaluation.timed_size) == ("small", "full")
+    assert evaluation.profile is not None and evaluation.profile.hbm_read_bytes >= big
+    timed = [refs for mode, numerics, refs, _ in files_in if mode == "kernel" and not numerics]
+    assert timed == [[((1024, 8192), False)]]  # the full-size run: its input's shape, no values
+    assert all(size <= SMALL_BYTES + 128 for *_, sizes in files_in for size in sizes)  # no full-size file in
+    assert returned and all(nbytes <= SMALL_BYTES for nbytes in returned)  # nor out

@@ -30,22 +30,39 @@ OPTIONS = EvaluationOptions(seeds=2, timeout_s=120)
 
 
 def processes(match: Callable[[str], bool]) -> list[int]:
-    """Live processes whose command line matches (a Ray worker's is its task's name)."""
-    found = []
+    """Live processes descended from this one whose command line matches (a Ray worker's is its
+    task's name). Only descendants: the cluster the fixture starts is this process's children
+    (its raylet, whose children are its workers), and another Ray run on the machine is not ours
+    to look at, let alone kill."""
+    commands: dict[int, str] = {}
+    parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if state != "Z" and match(cmdline):
-            found.append(int(entry.name))
-    return found
+        if fields[0] != "Z":
+            commands[int(entry.name)] = cmdline
+            parents[int(entry.name)] = int(fields[1])
+    ours = os.getpid()
+
+    def descends(pid: int) -> bool:
+        seen: set[int] = set()
+        while pid > 1 and pid not in seen:
+            seen.add(pid)
+            pid = parents.get(pid, 0)
+            if pid == ours:
+                return True
+        return False
+
+    return [pid for pid, cmd in commands.items() if match(cmd) and descends(pid)]
 
 
 def running_evaluations() -> list[int]:
+    """This module's cluster's workers running an evaluation (`processes`: ours only)."""
     return processes(lambda cmd: cmd.startswith("ray::evaluate_on_worker"))
 
 
@@ -95,7 +112,8 @@ async def test_a_search_on_the_cluster_equals_the_local_search(cluster: RayBacke
 
 
 async def kill_workers(times: int, stop: asyncio.Event) -> list[int]:
-    """SIGKILL the Ray worker running an evaluation as soon as it appears, `times` times."""
+    """SIGKILL the Ray worker running an evaluation as soon as it appears, `times` times (a
+    worker of the fixture's cluster: `running_evaluations` sees no other)."""
     killed: list[int] = []
     while len(killed) < times and not stop.is_set():
         for pid in running_evaluations():

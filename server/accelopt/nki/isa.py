@@ -18,6 +18,8 @@ from accelopt.nki import language as _nl
 from accelopt.nki import ops as _ops
 
 # Imported helpers are bound to underscore names: kernels see this module as `nisa` (see language.py).
+from accelopt.nki.activation import attach_reduce as _attach_reduce
+from accelopt.nki.activation import scalar_activation as _scalar_activation
 from accelopt.nki.context import KernelContext as _KernelContext
 from accelopt.nki.context import current as _current
 from accelopt.nki.dtypes import dname as _dname
@@ -361,62 +363,19 @@ def _activation(
     ops_per_element = (
         (0 if spec.trivial else 1) + (0 if _is_trivial_scale(scale) else 1) + (1 if has_bias else 0)
     )
-    out = _elementwise(
+    return _scalar_activation(
         ctx,
         line,
-        api=api,
-        opcode="activation",
-        operands=operands,
-        compute=compute,
-        engine=_Engine.SCALAR,
-        legal=(_Engine.SCALAR,),
+        api,
+        operands,
+        compute,
         dtype=dtype,
         mask=mask,
         ops_per_element=ops_per_element,
         extra={"op": spec.name, "has_bias": has_bias, "has_scale": not _is_trivial_scale(scale)},
+        reduce_op=reduce_op,
+        reduce_res=reduce_res,
     )
-    if reduce_res is not None:
-        _attach_reduce(ctx, line, out, reduce_op or np.add, reduce_res, api)
-    return out
-
-
-def _attach_reduce(
-    ctx: _KernelContext,
-    line: int,
-    out: _Tensor,
-    reduce_op: Any,
-    reduce_res: Any,
-    api: str,
-    negate: bool = False,
-    opcode: str | None = "activation_reduce",
-) -> None:
-    """Fold a free-axis reduction of `out` into the instruction that produced it (`opcode`:
-    the instruction's new opcode, None to keep it)."""
-    rspec = _ops.resolve(reduce_op)
-    if rspec.reduce is None:
-        raise ctx.error("err_unsupported_op", f"{api}: {rspec.name} cannot reduce", line)
-    dst = _to_view(ctx, reduce_res, line)
-    _check_on_chip(ctx, dst, api, line)
-    record = out._producer
-    assert record is not None
-    region = dst._region()
-    if opcode is not None:
-        record.opcode = opcode
-    if negate:
-        record.extra["reduce_negate"] = True
-    record.writes = (*record.writes, region)
-    record.vector_ops += out.shape[0] * (int(np.prod(out.shape[1:])) if len(out.shape) > 1 else 1)
-    record.extra["has_reduce"] = True
-    record.extra["reduce_op"] = rspec.name
-    ctx.note_write(dst._tensor, region, line, False)
-    if ctx.numerics:
-        values = out._exact if out._exact is not None else out._data
-        assert values is not None
-        axes = tuple(range(1, values.ndim))
-        reduced = rspec.reduce(np.asarray(values, dtype=np.float32), axis=axes, keepdims=True)
-        if negate:
-            reduced = -reduced
-        dst._write(reduced.reshape(dst.shape) if reduced.size == int(np.prod(dst.shape)) else reduced)
 
 
 # --- Vector / any engine -------------------------------------------------------------------

@@ -27,12 +27,12 @@ import numpy as np
 
 from accelopt.nki import dtypes as _dt
 from accelopt.nki import ops as _ops
+from accelopt.nki.activation import scalar_activation as _scalar_activation
 from accelopt.nki.context import KernelContext as _KernelContext
 from accelopt.nki.context import current as _current
 from accelopt.nki.dtypes import dname as _dname
 from accelopt.nki.instructions import PSUM as _PSUM
 from accelopt.nki.instructions import assign as _assign
-from accelopt.nki.instructions import elementwise as _elementwise
 from accelopt.nki.instructions import pf as _pf
 from accelopt.nki.instructions import read_values as _read_values
 from accelopt.nki.instructions import result_tile as _result_tile
@@ -301,8 +301,6 @@ def activate2(
     """``dst = op((data op0 imm0) op1 imm1)`` on the Scalar Engine (NeuronCore-v4+), with the
     immediates scalars or [P, 1] tiles; with `reduce_res`, the free-axis `reduce_op` reduction of
     the result is written too. (Release notes of NKI 0.4.0, NKI API reference ``activate2``.)"""
-    from accelopt.nki.isa import _attach_reduce  # isa builds on this module's neighbours
-
     ctx = _current()
     line = ctx.line()
     api = "nisa.activate2"
@@ -319,21 +317,18 @@ def activate2(
             y = stage.fn(value, y) if reverse else stage.fn(y, value)
         return spec.fn(np.asarray(y, dtype=np.float32))
 
-    out = _elementwise(
+    out = _scalar_activation(
         ctx,
         line,
-        api=api,
-        opcode="activation",
-        operands=operands,
-        compute=compute,
-        engine=_Engine.SCALAR,
-        legal=(_Engine.SCALAR,),
+        api,
+        operands,
+        compute,
         dtype=dtype,
         ops_per_element=len(stages) + (0 if spec.trivial else 1),
         extra={"op": spec.name, "num_ops": len(stages), "api": api, **_stage_params(stages)},
+        reduce_op=reduce_op,
+        reduce_res=reduce_res,
     )
-    if reduce_res is not None:
-        _attach_reduce(ctx, line, out, reduce_op or np.add, reduce_res, api)
     target = dst._full_view() if isinstance(dst, _Tensor) else dst
     _assign(target, out)
     return dst

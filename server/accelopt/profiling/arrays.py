@@ -3,6 +3,10 @@ never pickles.
 
 numpy's file format has no spelling for the `ml_dtypes` types (bfloat16, float8), so such arrays
 travel as float32 (which holds every value exactly) beside the name of their real dtype.
+
+A trace-only run reads no input values (the emulator traces shapes and regions only), so its
+inputs travel as their shape and dtype alone (`ShapeOnly`): a full-size timing run then neither
+writes nor reads the gigabytes of numbers its check run already judged at the small size.
 """
 
 from __future__ import annotations
@@ -13,6 +17,19 @@ import ml_dtypes
 import numpy as np
 
 _STANDARD_KINDS = frozenset("biuf")
+
+
+class ShapeOnly(np.ndarray):
+    """An array that stands for one whose values nobody reads: the right shape and dtype, a
+    single zero broadcast over it (no memory), read-only. Made by `shape_only`."""
+
+
+def shape_only(shape: tuple[int, ...] | list[int], dtype: np.dtype | str) -> ShapeOnly:
+    dtype = resolve_dtype(dtype) if isinstance(dtype, str) else np.dtype(dtype)
+    zero = np.zeros((), dtype=dtype).view(ShapeOnly)
+    placeholder = np.broadcast_to(zero, tuple(shape), subok=True)
+    assert isinstance(placeholder, ShapeOnly)
+    return placeholder
 
 
 def dtype_name(array: np.ndarray) -> str:
@@ -50,5 +67,8 @@ def fingerprint(array: np.ndarray) -> str:
     """Content hash (dtype, shape and bytes) used to check that a kernel left its inputs alone."""
     digest = hashlib.sha256()
     digest.update(f"{array.dtype}|{array.shape}|".encode())
+    if isinstance(array, ShapeOnly):  # no values to hash (and none to edit: it is read-only)
+        digest.update(b"shape only")
+        return digest.hexdigest()
     digest.update(np.asarray(array, order="C").tobytes())
     return digest.hexdigest()

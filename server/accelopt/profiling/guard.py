@@ -166,6 +166,25 @@ _DENIED_ON_BEHALF_OF_UNTRUSTED = frozenset(
     }
 )
 
+# Every event the hook judges, by name or by prefix (`_Guard._audit`); any other event passes
+# at once. The hook runs on every audited operation, and the emulator's own `id()` calls raise
+# one per instruction: a look-up here is all such an event should cost.
+_JUDGED_EVENTS = _DENIED_EVENTS | _DENIED_FROM_UNTRUSTED | _DENIED_ON_BEHALF_OF_UNTRUSTED | {
+    "open",
+    "os.listdir",
+    "os.scandir",
+    "import",
+}
+_JUDGED_PREFIXES = ("ctypes.", "socket.", "os.exec", "os.spawn")
+# The events judged by their immediate caller alone (no other rule of `_audit` applies to them):
+# `sys._getframe` and `object.__getattr__` (a frame's `f_code`) come from the emulator's own
+# source-line lookups several times per instruction, so they take the shortest way there.
+_JUDGED_BY_CALLER = frozenset(
+    e
+    for e in _DENIED_FROM_UNTRUSTED - _DENIED_EVENTS - _DENIED_ON_BEHALF_OF_UNTRUSTED - {"compile"}
+    if not e.startswith(_JUDGED_PREFIXES)
+)
+
 _WORKER_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
@@ -180,6 +199,8 @@ class _Guard:
         self.violation: RecordedViolation | None = None
         self.frozen_names: frozenset[str] = frozenset()
         self._busy = False
+        # filename -> `_is_trusted_file` (fixed once installed: user files and roots never change)
+        self._trusted: dict[str, bool] = {}
         self._real_import = builtins.__import__
         self._real_getattr = builtins.getattr
 
@@ -194,8 +215,15 @@ class _Guard:
             return filename in self.frozen_names or _imp.is_frozen(filename[len("<frozen ") : -1])
         return filename.startswith(self.trusted_roots)
 
+    def _trusted_file(self, filename: str) -> bool:
+        """`_is_trusted_file`, remembered per filename (the hook asks it for every frame)."""
+        trusted = self._trusted.get(filename)
+        if trusted is None:
+            trusted = self._trusted[filename] = self._is_trusted_file(filename)
+        return trusted
+
     def _untrusted_caller(self, frame: FrameType | None) -> bool:
-        return frame is not None and not self._is_trusted_file(frame.f_code.co_filename)
+        return frame is not None and not self._trusted_file(frame.f_code.co_filename)
 
     def _untrusted_on_stack(self, frame: FrameType | None) -> bool:
         """Whether any frame between here and the bottom of the stack is untrusted code (so the
@@ -204,7 +232,7 @@ class _Guard:
             filename = frame.f_code.co_filename
             if filename == _WORKER_FILE:
                 return False  # the worker's driver: what is below it is the bootstrap
-            if not self._is_trusted_file(filename):
+            if not self._trusted_file(filename):
                 return True
             frame = frame.f_back
         return False
@@ -226,8 +254,23 @@ class _Guard:
 
     def audit(self, event: str, args: tuple) -> None:
         # Frame lookups inside the hook raise audit events of their own: don't re-enter.
-        if not self.active or self._busy:
+        if self._busy or not self.active:
             return
+        if event in _JUDGED_BY_CALLER:  # what `_audit` does for these, without its detours
+            self._busy = True
+            try:
+                caller = sys._getframe(1)  # 0: audit, 1: where the event was raised
+                filename = caller.f_code.co_filename
+                trusted = self._trusted.get(filename)
+                if trusted is None:
+                    trusted = self._trusted_file(filename)
+                if not trusted:
+                    raise self._refuse(f"operation '{event}' is not allowed", caller)
+            finally:
+                self._busy = False
+            return
+        if event not in _JUDGED_EVENTS and not event.startswith(_JUDGED_PREFIXES):
+            return  # `_audit` has nothing to say about it
         self._busy = True
         try:
             self._audit(event, args)
@@ -301,7 +344,7 @@ class _Guard:
         """`getattr` with a computed name reads what the static check could not see."""
         if self.active and isinstance(name, str) and (name.startswith("_") or name in DENIED_ATTRIBUTES):
             caller = sys._getframe(1)
-            if not self._is_trusted_file(caller.f_code.co_filename):
+            if not self._trusted_file(caller.f_code.co_filename):
                 raise self._refuse(f"getattr of '{name}' is not allowed", caller)
         return self._real_getattr(obj, name, *default)
 
@@ -315,7 +358,7 @@ class _Guard:
     ) -> ModuleType:
         if self.active:
             caller = sys._getframe(1)
-            if not self._is_trusted_file(caller.f_code.co_filename):
+            if not self._trusted_file(caller.f_code.co_filename):
                 self._check_user_import(name, fromlist or (), level, caller)
         return self._real_import(name, globals, locals, fromlist, level)
 

@@ -73,7 +73,10 @@ class WorkerOutcome:
         """The arrays of one named group of one run, with their real dtypes restored."""
         assert self.result is not None
         refs = self.result.runs[run].groups.get(name, [])
-        return [arrays.from_transport(self.arrays[r.name], r.dtype) for r in refs]
+        return [
+            arrays.from_transport(self.arrays[r.name], r.dtype) if r.stored else arrays.shape_only(r.shape, r.dtype)
+            for r in refs
+        ]
 
 
 @dataclass
@@ -138,6 +141,8 @@ class Sandbox:
         (root / "out").mkdir()
         (root / "work").mkdir()
         for name, array in (inputs or {}).items():
+            if isinstance(array, arrays.ShapeOnly):
+                continue  # its shape is in the job (input_ref); nothing reads its values
             np.save(root / "in" / f"{name}.npy", arrays.to_transport(array), allow_pickle=False)
         if bundle is not None:
             # Typed loosely: numpy's stubs would match a `**` of arrays against its `allow_pickle`
@@ -170,7 +175,9 @@ class Sandbox:
 
     @staticmethod
     def input_ref(name: str, array: np.ndarray) -> ArrayRef:
-        return ArrayRef(name=f"in/{name}.npy", dtype=arrays.dtype_name(array), shape=array.shape)
+        """Where `prepare` puts input `name`; a `ShapeOnly` input travels as its shape alone."""
+        stored = not isinstance(array, arrays.ShapeOnly)
+        return ArrayRef(name=f"in/{name}.npy", dtype=arrays.dtype_name(array), shape=array.shape, stored=stored)
 
     # --- running it ------------------------------------------------------------------------
 
@@ -230,7 +237,7 @@ class Sandbox:
                 "timeout", message=f"timed out after {timeout_s:g} s (wall clock)", wall_time_s=wall
             )
         # Reading (possibly large) result files is blocking work: keep it off the event loop.
-        return await asyncio.to_thread(self._collect, root, proc.returncode, wall)
+        return await asyncio.to_thread(self._collect, root, proc.returncode, wall, files.job.shapes_only)
 
     def run_sync(self, files: JobFiles, timeout_s: float) -> WorkerOutcome:
         return asyncio.run(self.run(files, timeout_s))
@@ -280,7 +287,9 @@ class Sandbox:
 
     # --- reading the results ----------------------------------------------------------------
 
-    def _collect(self, root: Path, returncode: int | None, wall: float) -> WorkerOutcome:
+    def _collect(self, root: Path, returncode: int | None, wall: float, shapes_only: bool = False) -> WorkerOutcome:
+        """The outcome of a finished worker; `shapes_only`: the job asked for its arrays' shapes
+        only (any other job's result must store every array it names)."""
         if self.isolation.kernel_enforced and returncode is not None and 128 < returncode < 128 + 65:
             returncode = 128 - returncode  # bubblewrap reports a signal as 128 + its number
         if returncode == -signal.SIGXCPU:
@@ -297,7 +306,7 @@ class Sandbox:
         if result.failure is not None:
             return outcome
         try:
-            outcome.arrays = _load_arrays(root / "out" / "arrays.npz", result)
+            outcome.arrays = _load_arrays(root / "out" / "arrays.npz", result, shapes_only)
             if result.has_trace:
                 outcome.trace_json = _read_bounded(root / "out" / "trace.json", self.max_trace_bytes)
         except (OSError, ValueError, KeyError) as exc:
@@ -307,12 +316,17 @@ class Sandbox:
         return outcome
 
 
-def _load_arrays(path: Path, result: WorkerResult) -> dict[str, np.ndarray]:
+def _load_arrays(path: Path, result: WorkerResult, shapes_only: bool = False) -> dict[str, np.ndarray]:
     with np.load(path, allow_pickle=False) as data:
         loaded = {key: data[key] for key in data.files}
     for run in result.runs:
-        for refs in run.groups.values():
+        for group, refs in run.groups.items():
             for ref in refs:
+                if not ref.stored:
+                    if not (shapes_only and group == "inputs" and ref.shape):
+                        raise ValueError(f"array {ref.name} was not stored")
+                    arrays.resolve_dtype(ref.dtype)
+                    continue
                 array = loaded.get(ref.name)
                 if array is None:
                     raise KeyError(f"array {ref.name} is missing")

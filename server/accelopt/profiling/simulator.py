@@ -102,9 +102,12 @@ class SimulatedRun:
 
 @dataclass
 class _SeedData:
-    inputs: list[np.ndarray]
+    inputs: list[np.ndarray]  # `arrays.ShapeOnly` ones when only a trace-only run needed them
     outputs: list[np.ndarray] | None  # None: only the inputs are known
     structure: str = "single"
+
+    def shapes_only(self) -> bool:
+        return any(isinstance(a, arrays.ShapeOnly) for a in self.inputs)
 
 
 @dataclass
@@ -265,8 +268,11 @@ class SimulatorBackend:
         # The verification seed's reference comes with the others (one reference run per task).
         verification_seed = self._verification_seed(cache, seeds) if check else None
         wanted = [*seeds, verification_seed] if need_outputs and verification_seed is not None else seeds
-        references = await self._references(task, cache, wanted, need_outputs, options.timeout_s, hardware)
-        input_sets = [references[s].inputs for s in seeds]
+        # A trace-only run reads no input values: it gets their shapes only (arrays.ShapeOnly).
+        references = await self._references(
+            task, cache, wanted, need_outputs, options.timeout_s, hardware, need_values=check
+        )
+        input_sets = [references[s].inputs if check else _shapes_of(references[s].inputs) for s in seeds]
         hidden: _Hidden | None = None
         if check:
             hidden = await self._hidden_size_reference(task, options.timeout_s, hardware)
@@ -531,18 +537,26 @@ class SimulatorBackend:
         need_outputs: bool,
         timeout_s: float,
         hardware: str = "trn1",
+        *,
+        need_values: bool = True,
     ) -> dict[int, _SeedData]:
+        """Each seed's inputs (and outputs when `need_outputs`); with `need_values=False` the
+        inputs may be shapes only (`arrays.ShapeOnly`: for a trace-only run)."""
         async with cache.lock:
             missing = [
-                s for s in seeds if s not in cache.seeds or (need_outputs and cache.seeds[s].outputs is None)
+                s
+                for s in seeds
+                if s not in cache.seeds
+                or (need_outputs and cache.seeds[s].outputs is None)
+                or (need_values and cache.seeds[s].shapes_only())
             ]
             while missing:
                 # A reference worker stops once its arrays pass the batch budget: small tasks
                 # need one run for every seed, big ones one run per seed.
                 if task.kind == "reference":
-                    done = await self._run_reference_module(task, cache, missing, need_outputs, timeout_s)
+                    done = await self._run_reference_module(task, cache, missing, need_outputs, timeout_s, need_values)
                 else:
-                    await self._run_baseline(task, cache, missing, need_outputs, timeout_s, hardware)
+                    await self._run_baseline(task, cache, missing, need_outputs, timeout_s, hardware, need_values)
                     done = len(missing)
                 missing = missing[done:]
             found = {s: cache.seeds[s] for s in seeds}
@@ -552,10 +566,17 @@ class SimulatorBackend:
             return found
 
     async def _run_reference_module(
-        self, task: Task, cache: _TaskCache, seeds: list[int], need_outputs: bool, timeout_s: float
+        self,
+        task: Task,
+        cache: _TaskCache,
+        seeds: list[int],
+        need_outputs: bool,
+        timeout_s: float,
+        need_values: bool = True,
     ) -> int:
         """Run the reference for `seeds` (or the first of them that fit one worker); returns
-        how many were done."""
+        how many were done. Without `need_outputs` or `need_values`, it reports the inputs'
+        shapes only: a full-size trace-only run then costs no gigabytes of files."""
         job = WorkerJob(
             mode="reference",
             policy="reference",
@@ -565,6 +586,7 @@ class SimulatorBackend:
             size_argument=task.size_argument,
             seeds=seeds,
             inputs_only=not need_outputs,
+            shapes_only=not (need_outputs or need_values),
             max_run_bytes=self._batch_bytes,
         )
         plan = reference_plan(self.sandbox.limits.memory_bytes)
@@ -612,13 +634,19 @@ class SimulatorBackend:
         need_outputs: bool,
         timeout_s: float,
         hardware: str = "trn1",
+        need_values: bool = True,
     ) -> None:
+        if not (need_outputs or need_values):  # a trace-only run: the declared shapes suffice
+            for s in seeds:
+                shapes: list[np.ndarray] = [arrays.shape_only(spec.shape, spec.dtype) for spec in task.inputs]
+                self._remember(cache, s, _SeedData(inputs=shapes, outputs=None))
+            return
         generated = {s: generate_inputs(task.inputs, s) for s in seeds}
         if cache.input_bytes is None:
             cache.input_bytes = sum(a.nbytes for a in generated[seeds[0]])
         if not need_outputs:
             for s in seeds:
-                if s not in cache.seeds:
+                if s not in cache.seeds or cache.seeds[s].shapes_only():
                     self._remember(cache, s, _SeedData(inputs=generated[s], outputs=None))
             return
         assert task.baseline is not None
@@ -709,8 +737,8 @@ class SimulatorBackend:
         cache.seeds[seed] = data
 
     def _spill(self, array: np.ndarray) -> np.ndarray:
-        if array.ndim == 0 or array.dtype.kind not in "biuf":
-            return array  # scalars and ml_dtypes arrays stay in memory (.npy cannot map the latter)
+        if array.ndim == 0 or array.dtype.kind not in "biuf" or isinstance(array, arrays.ShapeOnly):
+            return array  # scalars, shapes and ml_dtypes arrays stay in memory (.npy cannot map the latter)
         if self._spill_dir is None:
             self._spill_dir = tempfile.mkdtemp(prefix="accelopt-reference-cache-")
         handle, path = tempfile.mkstemp(suffix=".npy", dir=self._spill_dir)
@@ -731,6 +759,8 @@ class SimulatorBackend:
     ) -> WorkerOutcome:
         """One sandboxed worker run, holding one of the backend's worker slots. `input_sets` are
         the kernel's inputs, one list per run (seed)."""
+        if job.numerics and any(isinstance(a, arrays.ShapeOnly) for inputs in input_sets or [] for a in inputs):
+            raise ValueError("a numeric run needs its inputs' values, not their shapes only")
         arrays_in = {
             f"s{i}_{j}": a for i, inputs in enumerate(input_sets or []) for j, a in enumerate(inputs)
         }
@@ -899,6 +929,12 @@ def _outcome_failure(
     return Evaluation(
         status=failure.kind, message=message, error_code=failure.error_code, line=failure.line, seeds=seeds
     )
+
+
+def _shapes_of(inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """What a trace-only run gets of its inputs: their shapes and dtypes (it reads no values),
+    with 0-d inputs (scalars, which a kernel may branch on) as they are."""
+    return [a if a.ndim == 0 or isinstance(a, arrays.ShapeOnly) else arrays.shape_only(a.shape, a.dtype) for a in inputs]
 
 
 def _check_inputs_untouched(outcome: WorkerOutcome, inputs: list[list[np.ndarray]], seeds: list[int]) -> None:

@@ -82,11 +82,14 @@ def main(job_dir: str) -> int:
     trace_file = open(os.path.join(out_dir, "trace.json"), "w", encoding="utf-8")
 
     def run_inputs(run: list[dict[str, Any]]) -> list[Any]:
-        # Read when its run starts (not all seeds up front); trusted code reading `in/`.
+        # Read when its run starts (not all seeds up front); trusted code reading `in/`. A
+        # trace-only run's inputs come as shapes only: it reads no values (arrays.ShapeOnly).
         return [
             arrays.from_transport(
                 np.load(os.path.join(job_dir, ref["name"]), allow_pickle=False), ref["dtype"]
             )
+            if ref.get("stored", True)
+            else arrays.shape_only(ref["shape"], ref["dtype"])
             for ref in run
         ]
 
@@ -117,7 +120,7 @@ def main(job_dir: str) -> int:
     result["probe"] = probe
     saved = _Archive(archive, np, job.get("max_run_bytes"))
     trace = None
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     try:
         if job["mode"] == "kernel":
             trace = _run_kernel(job, runtime, runs_inputs, result, saved, np, arrays)
@@ -134,6 +137,7 @@ def main(job_dir: str) -> int:
             # The kernel's line is where it called the helper; say where the helper failed.
             result["failure"]["message"] = _clip(f"{result['failure']['message']} (at {sibling})")
     result["seconds"] = time.perf_counter() - started
+    result["cpu_seconds"] = time.process_time() - cpu_started
     guard.check_unpatched(namespaces, watched)
     result["warnings"] = _describe_warnings(warned, source_path)
 
@@ -279,15 +283,24 @@ def _kernel_argument(value: Any) -> Any:
     return value.item() if value.dtype.name in ("float64", "int64", "bool") else value[()]
 
 
-def _save_group(saved: _Archive, prefix: str, values: list[Any], np: Any, arrays: Any) -> list[dict[str, Any]]:
+def _save_group(
+    saved: _Archive, prefix: str, values: list[Any], np: Any, arrays: Any, shapes_only: bool = False
+) -> list[dict[str, Any]]:
+    """Write a run's arrays; `shapes_only`: their shapes and dtypes only (the same checks, no
+    values written but those of 0-d arrays: scalars a kernel may compute with)."""
     refs = []
     for j, value in enumerate(values):
         array = value if type(value) is np.ndarray else np.asarray(value)
         if array.dtype.kind not in "biufV":
             raise TypeError(f"output {j} has dtype {array.dtype}; expected a numeric array")
         key = f"{prefix}_{j}"
-        saved[key] = arrays.to_transport(array)
-        refs.append({"name": key, "dtype": arrays.dtype_name(array), "shape": list(array.shape)})
+        ref = {"name": key, "dtype": arrays.dtype_name(array), "shape": list(array.shape)}
+        if shapes_only and array.ndim:
+            arrays.to_transport(array.reshape(-1)[:1])  # (refuses a dtype the sandbox cannot exchange)
+            ref["stored"] = False
+        else:
+            saved[key] = arrays.to_transport(array)
+        refs.append(ref)
     return refs
 
 
@@ -380,9 +393,11 @@ def _run_reference(job: Job, result: dict[str, Any], saved: _Archive, np: Any, a
     for i, seed in enumerate(job["seeds"]):
         np.random.seed(seed)
         raw = list(_get_inputs(module, job))
-        # Copies: forward() may reuse or modify its arguments in place.
-        nki_inputs = [np.array(a, copy=True) for a in module.transform_to_nki_inputs(raw)]
-        groups = {"inputs": _save_group(saved, f"r{i}_in", nki_inputs, np, arrays)}
+        shapes_only = bool(job.get("shapes_only"))  # for a trace-only run: nothing reads the values
+        nki_inputs = list(module.transform_to_nki_inputs(raw))
+        if not shapes_only:  # copies: forward() may reuse or modify its arguments in place
+            nki_inputs = [np.array(a, copy=True) for a in nki_inputs]
+        groups = {"inputs": _save_group(saved, f"r{i}_in", nki_inputs, np, arrays, shapes_only)}
         record: dict[str, Any] = {"structure": "list", "groups": groups}
         if i == 0 and callable(getattr(module, "work", None)):
             result["work"] = {str(k): float(v) for k, v in dict(module.work(*raw)).items()}

@@ -28,6 +28,11 @@ class ArrayRef(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9_./-]+$")
     dtype: str
     shape: tuple[int, ...] = ()
+    stored: bool = Field(
+        True,
+        description="False: only the shape and dtype travel, no file (the inputs of a trace-only run, "
+        "which reads no values; the input shapes a reference run reports for one)",
+    )
 
 
 class ResourceLimits(BaseModel):
@@ -78,6 +83,9 @@ class WorkerJob(BaseModel):
     # reference mode: one run per seed (np.random.seed(seed) before get_inputs)
     seeds: list[int] = Field(default_factory=list)
     inputs_only: bool = False
+    # reference mode with inputs_only: report the inputs' shapes and dtypes, not their values
+    # (for a trace-only run); a 0-d input (a scalar the kernel may branch on) keeps its value
+    shapes_only: bool = False
     # kernel mode: one run per input set; transform mode: per run, kernel and reference outputs
     inputs: list[list[ArrayRef]] = Field(default_factory=list)
     kernel_outputs: list[list[ArrayRef]] = Field(default_factory=list)
@@ -137,5 +145,6 @@ class WorkerResult(BaseModel):
     runs: list[RunResult] = Field(default_factory=list)
     work: dict[str, float] | None = None
     has_trace: bool = False
-    seconds: float = 0.0
+    seconds: float = Field(0.0, description="wall time of the untrusted runs (benchmarks/worker_numeric.py)")
+    cpu_seconds: float = Field(0.0, description="the same runs' CPU time: comparable on a loaded machine")
     probe: dict[str, Any] | None = Field(None, description="probe mode: the sandbox seen from inside")
