@@ -14,7 +14,17 @@ three ways, side by side:
   sampling           plain repeated sampling: one round of one-step plans from the baseline
 
 and, per task, how many evaluations each way needed to first reach the speedup both beam runs
-reached (so the memory's saving is measured on a common target).
+reached (so the memory's saving is measured on a common target), and the same count with a
+speedup within 1% of that target counted as reached (a last 1.003x step otherwise decides it).
+
+What the memory is learned from (`--protocol`, printed with the tables and kept in the JSON):
+
+  sequential         one memory, empty at the first task, shared by the tasks in suite order
+  leave-one-out      the beam run (no memory shown to the agents) runs first and records its
+                     lessons; beam+memory on each task starts from the lessons recorded on the
+                     *other* tasks, so no saving comes from re-seeing the same task. With
+                     `--warmup-memory FILE` the lessons come from an earlier run's
+                     `--save-memory FILE` instead (e.g. the full-size beam run of another process)
 
 How evaluations are counted, and why. An evaluation is a distinct kernel the backend judged
 (agent failures and repeats of a kernel already judged are not counted), numbered in the order
@@ -49,6 +59,9 @@ shared 2-core machine; a smaller budget that still lets the beam grow:
     .venv/bin/python benchmarks/search_quality.py                  # all 14 tasks, 3 modes
     .venv/bin/python benchmarks/search_quality.py --tasks silu,bmm --evaluations 16
     .venv/bin/python benchmarks/search_quality.py --modes beam+memory --json out.json
+    .venv/bin/python benchmarks/search_quality.py --modes beam --save-memory beam.sqlite --json beam.json
+    .venv/bin/python benchmarks/search_quality.py --modes beam+memory --protocol leave-one-out \
+        --warmup-memory beam.sqlite --json loo.json
 """
 
 from __future__ import annotations
