@@ -236,3 +236,164 @@ CASES["cg_sigmoid_square"] = Case(
     lambda r: [_normal(r, 256, 512)],
     lambda x: [_sigmoid(x)],
 )
+CASES["hw_exp_rows"] = Case(
+    "hw_exp_rows.py",
+    "exp_rows_kernel",
+    "hand-written",
+    lambda r: [_normal(r, 512, 2048)],
+    lambda x: [np.exp(x)],
+)
+CASES["cg_exp_rows"] = Case(
+    "cg_exp_rows.py",
+    "exp_rows_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 1024, 2048)],
+    lambda x: [np.exp(x)],
+)
+CASES["nki07_exp_rows"] = Case(
+    "nki07_exp_rows.py",
+    "exp_rows_07_kernel",
+    "hand-written",  # NKI 0.7 (nki.*), destination passing
+    lambda r: [_normal(r, 512, 1024)],
+    lambda x: [np.exp(x)],
+)
+CASES["hw_psum_sum"] = Case(
+    "hw_psum_sum.py",
+    "psum_sum_kernel",
+    "hand-written",
+    lambda r: [_normal(r, 512, 256), _normal(r, 512, 512)],
+    lambda a, b: [a.T @ b],
+)
+CASES["cg_psum_sum"] = Case(
+    "cg_psum_sum.py",
+    "psum_sum_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 512, 256), _normal(r, 512, 512)],
+    lambda a, b: [a.T @ b],
+)
+CASES["nki07_psum_sum"] = Case(
+    "nki07_psum_sum.py",
+    "psum_sum_07_kernel",
+    "hand-written",  # NKI 0.7 (nki.*), destination passing
+    lambda r: [_normal(r, 512, 256), _normal(r, 512, 512)],
+    lambda a, b: [a.T @ b],
+)
+CASES["hw_load_transpose"] = Case(
+    "hw_load_transpose.py",
+    "load_transpose_kernel",
+    "hand-written",
+    lambda r: [_normal(r, 512, 128), _normal(r, 128, 512)],
+    lambda a, b: [a @ b],
+)
+CASES["cg_load_transpose"] = Case(
+    "cg_load_transpose.py",
+    "load_transpose_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 512, 128), _normal(r, 128, 512)],
+    lambda a, b: [a @ b],
+)
+CASES["nki07_load_transpose"] = Case(
+    "nki07_load_transpose.py",
+    "load_transpose_07_kernel",
+    "hand-written",  # NKI 0.7 (nki.*), destination passing
+    lambda r: [_normal(r, 512, 128), _normal(r, 128, 512)],
+    lambda a, b: [a @ b],
+)
+CASES["hw_dma_transpose"] = Case(
+    "hw_dma_transpose.py",
+    "dma_transpose_kernel",
+    "hand-written",
+    lambda r: [_normal(r, 512, 128), _normal(r, 128, 512)],
+    lambda a, b: [a @ b],
+)
+CASES["cg_dma_transpose"] = Case(
+    "cg_dma_transpose.py",
+    "dma_transpose_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 512, 128), _normal(r, 128, 512)],
+    lambda a, b: [a @ b],
+)
+CASES["nki07_dma_transpose"] = Case(
+    "nki07_dma_transpose.py",
+    "dma_transpose_07_kernel",
+    "hand-written",  # NKI 0.7 (nki.*), destination passing
+    lambda r: [_normal(r, 512, 128), _normal(r, 128, 512)],
+    lambda a, b: [a @ b],
+)
+CASES["hw_narrow_psum"] = Case(
+    "hw_narrow_psum.py",
+    "narrow_psum_kernel",
+    "hand-written",
+    lambda r: [_normal(r, 256, 256), _normal(r, 256, 1024)],
+    lambda a, b: [a.T @ b],
+)
+CASES["cg_narrow_psum"] = Case(
+    "cg_narrow_psum.py",
+    "narrow_psum_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 256, 256), _normal(r, 256, 1024)],
+    lambda a, b: [a.T @ b],
+)
+CASES["nki07_narrow_psum"] = Case(
+    "nki07_narrow_psum.py",
+    "narrow_psum_07_kernel",
+    "hand-written",  # NKI 0.7 (nki.*), destination passing
+    lambda r: [_normal(r, 256, 256), _normal(r, 256, 1024)],
+    lambda a, b: [a.T @ b],
+)
+CASES["hw_two_pass"] = Case(
+    "hw_two_pass.py",
+    "two_pass_kernel",
+    "hand-written",  # two passes through a scratch tensor in HBM (loop fusion)
+    lambda r: [_normal(r, 256, 512)],
+    lambda x: [2.0 * np.exp(x)],
+)
+CASES["cg_two_pass"] = Case(
+    "cg_two_pass.py",
+    "two_pass_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 256, 512)],
+    lambda x: [2.0 * np.exp(x)],
+)
+CASES["hw_two_outputs"] = Case(
+    "hw_two_outputs.py",
+    "two_outputs_kernel",
+    "hand-written",  # two independent pieces of work in one loop (loop fission)
+    lambda r: [_normal(r, 256, 512), _normal(r, 256, 512)],
+    lambda x, y: [np.exp(x), 3.0 * y],
+)
+CASES["cg_two_outputs"] = Case(
+    "cg_two_outputs.py",
+    "two_outputs_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 256, 512), _normal(r, 256, 512)],
+    lambda x, y: [np.exp(x), 3.0 * y],
+)
+CASES["hw_two_rows"] = Case(
+    "hw_two_rows.py",
+    "two_rows_kernel",
+    "hand-written",  # [128, 20480] rows loaded up front: more live tiles than SBUF holds
+    lambda r: [_normal(r, 128, 20480), _normal(r, 128, 20480)],
+    lambda x, y: [np.exp(x), np.exp(y)],
+)
+CASES["cg_two_rows"] = Case(
+    "cg_two_rows.py",
+    "two_rows_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 128, 20480), _normal(r, 128, 20480)],
+    lambda x, y: [np.exp(x), np.exp(y)],
+)
+CASES["hw_direct"] = Case(
+    "hw_direct.py",
+    "direct_kernel",
+    "hand-written",  # direct allocation (ncc.sbuf.mod_alloc): buffer counts
+    lambda r: [_normal(r, 1024, 512)],
+    lambda a: [np.exp(a)],
+)
+CASES["cg_direct"] = Case(
+    "cg_direct.py",
+    "direct_cg_kernel",
+    "compiler-generated",
+    lambda r: [_normal(r, 1024, 512)],
+    lambda a: [np.exp(a)],
+)

@@ -31,6 +31,7 @@ def catalogue_kernels() -> frozenset[str]:
     return frozenset(
         written(site.rewrite, site.id, dict(variant))
         for site in all_sites(KERNEL.text, KERNEL.name)
+        if "spill" not in site.relieves  # proposed only on a profile that reports spills
         for variant in site.variants
     )
 

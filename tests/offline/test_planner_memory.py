@@ -84,7 +84,8 @@ DMA_BOUND = Profile(
 
 def ranking(kernel: KernelSource, experiences: list[Experience] | None = None) -> list[Plan]:
     """Every site once, in the planner's order of preference."""
-    count = len(all_sites(kernel.text, kernel.name))
+    # Reorderings that only remove spills are not proposed on this spill-free profile.
+    count = len([s for s in all_sites(kernel.text, kernel.name) if "spill" not in s.relieves])
     result = OfflinePlanner().plan_now(
         PlanRequest(kernel=kernel, profile=DMA_BOUND, experiences=experiences or [], count=count)
     )

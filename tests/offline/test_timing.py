@@ -23,7 +23,9 @@ def latency_ms(case: str, text: str) -> float:
 @pytest.mark.parametrize(
     ("rewrite", "case", "title", "params", "at_least"),
     [
-        ("fuse_silu", "hw_silu", "sigmoid", {}, 1.05),  # one Scalar pass instead of Scalar + Vector
+        # one Scalar pass instead of Scalar + Vector; the stream's 1 KiB transfers bound it once
+        # three buffers per tile let the loads run ahead, so the Vector multiply is a few percent
+        ("fuse_silu", "hw_silu", "sigmoid", {}, 1.02),
         ("widen_free_dim", "hw_silu", "j loop", {"factor": 4}, 1.3),  # 4x fewer DMAs and instructions
         ("widen_free_dim", "cg_silu", "i1 loop", {"factor": 2}, 1.1),
         ("preload_operand", "hw_matmul_bias", "load rhs once before the m loop", {}, 1.05),  # HBM traffic

@@ -1,4 +1,4 @@
-"""The tuner: random settings of loop order, tile size and tiles per block on test kernels in
+"""The tuner: random settings of loop order, tile size, tiles per block and buffer counts on test kernels in
 both styles. Every setting it calls legal gives a kernel the emulator runs to the numpy
 reference; every other one is refused with a reason that names the step at fault."""
 
@@ -16,17 +16,19 @@ from accelopt.agents.offline.tuner import settings as tuner_settings
 from .helpers import CASES, assert_matches_reference
 
 # Kernels with tiling loops of the three knobs: a matmul in each style (blocking, interchange),
-# an elementwise kernel in each style (widening, interchange).
-TUNED = ["cg_matmul", "hw_matmul_bias", "hw_silu", "cg_silu"]
+# an elementwise kernel in each style (widening, interchange), a directly allocated kernel in
+# each style (buffer counts; some counts would overlap another tensor and must be refused).
+TUNED = ["cg_matmul", "hw_matmul_bias", "hw_silu", "cg_silu", "hw_direct", "cg_direct"]
 
 KNOB_RANK = {k.name: i for i, k in enumerate(KNOBS)}
 FACTORS = [(("factor", 2),), (("factor", 2),), (("factor", 4),), (("factor", 3),), ()]
 NO_PARAMS = [(), (), (), (("factor", 2),)]
+COUNTS = [(("count", 2),), (("count", 4),), (("count", 8),), (("count", 1),), ()]
 
 
 def _step(rewrite: str) -> st.SearchStrategy[Step]:
     # Mostly parameters of the kind the knob takes, sometimes not (then the knob must refuse).
-    params = NO_PARAMS if rewrite == "loop_interchange" else FACTORS
+    params = {"loop_interchange": NO_PARAMS, "buffer_count": COUNTS}.get(rewrite, FACTORS)
     return st.builds(
         Step, rewrite=st.just(rewrite), ordinal=st.sampled_from([0, 0, 0, 1, 2]), params=st.sampled_from(params)
     )

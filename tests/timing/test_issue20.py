@@ -139,17 +139,18 @@ def test_trn2_transpose_mode_halves_fp32_transposes() -> None:
 @pytest.mark.parametrize("hardware", ["trn1", "trn2"])
 def test_dma_payload_curve_follows_the_dma_guide(hardware: str) -> None:
     """[DMA-BW]: under 256 B per partition "severely overhead-bound", 2 KiB "approaches peak",
-    4 KiB and more saturate the 16 engines (272 / 368 GB/s on trn1 / trn2)."""
+    4 KiB and more saturate the 16 engines (272 / 368 GB/s on trn1 / trn2). (256 B itself opens
+    the guide's "256 B - 2 KiB: improving but still below peak" band, test_issue20_pipelining.)"""
     from .test_real_kernels import _calibration_trace
 
     peak = {"trn1": 272e9, "trn2": 368e9}[hardware]
     share = {}
-    for payload in (256, 2048, 8192):
+    for payload in (128, 2048, 8192):
         x = np.zeros((4 * 2**20 // payload, payload // 4), np.float32)
         trace, _ = _calibration_trace("dma.py", "dma_stream", [x])
         profile, timeline = profile_trace(trace, hardware)
         moved = profile.hbm_read_bytes + profile.hbm_write_bytes
         # the guide's figure is the streaming rate: the kernel's start is not part of it
         share[payload] = moved / (profile.latency_ms * 1e-3 - timeline.kernel_start_s) / peak
-    assert share[256] < 0.3 < share[2048] < share[8192]
+    assert share[128] < 0.3 < share[2048] < share[8192]
     assert share[8192] > 0.85

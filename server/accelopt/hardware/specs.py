@@ -12,6 +12,11 @@ Documents cited below (AWS Neuron SDK documentation, awsdocs-neuron.readthedocs-
 - [NCV4] "NeuronCore-v4 Architecture", /en/latest/about-neuron/arch/neuron-hardware/neuron-core-v4.html
 - [DMA-BW] "Guideline to Avoid Under-Utilizing DMA Bandwidth", /en/latest/nki/deep-dives/nki-dma-bandwidth-guide.html
 - [ISA-RECIP] "nki.isa.reciprocal", /en/latest/nki/api/generated/nki.isa.reciprocal.html
+- [ISA-TT], [ISA-STT], [ISA-COPYPRED], [ISA-TR]: the NKI ISA reference of the legacy
+  `neuronxcc.nki.isa` (SDK 2.26, the NeuronCore-v2 costs), "Estimated instruction cost" of
+  "nki.isa.tensor_tensor", "nki.isa.scalar_tensor_tensor", "nki.isa.tensor_copy_predicated" and
+  "nki.isa.tensor_reduce",
+  /en/v2.26.1/nki/api/generated/nki.isa.<name>.html (used in profiling/lowering.py)
 - [KOPT] "Introduction to NKI Kernel Optimization" (trn2, Neuron Explorer), /en/latest/nki/guides/tutorials/kernel-optimization.html
 - [DMA-OV] "Introduction to Direct Memory Access (DMA) with NKI", /en/latest/nki/about/nki-dma-overview.html
 

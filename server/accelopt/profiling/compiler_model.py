@@ -15,10 +15,10 @@ a switch of `ModelOptions` so its effect can be measured:
   is not issued; the kernel reads the first tile instead (*inferred*, as hoisting: the same
   redundant-load elimination applied within an iteration);
 - physical buffer reuse: the logical buffers of one allocation site (a tile allocated in a loop
-  body, or the blocks of a block-indexed tensor) share a pool of physical buffers twice as large
-  as the most of them live at once (double buffering; up to the 8 banks for PSUM accumulators;
-  only once where capacity runs short). Iteration i+2 reuses iteration i's buffer, so it waits
-  for iteration i's readers (write-after-read);
+  body, or the blocks of a block-indexed tensor) share a pool of physical buffers
+  `ModelOptions.sbuf_buffers` (3) times as large as the most of them live at once in SBUF (up to
+  the 8 banks for PSUM accumulators; fewer where capacity runs short). Iteration i+3 reuses
+  iteration i's buffer, so it waits for iteration i's readers (write-after-read);
 - PSUM residency: a partition broadcast (a Tensor Engine matmul with ones) that fits a PSUM bank
   is read from PSUM by its consumers; any other Tensor Engine result the emulator stages in SBUF
   gets an explicit PSUM->SBUF copy on the Vector or Scalar Engine;
@@ -63,6 +63,16 @@ class ModelOptions:
     # a memset zero-filling PSUM right before matmuls accumulate into it becomes the first
     # matmul's "start accumulation" flag instead of an instruction
     fold_psum_zeroing: bool = True
+    # Copies of an SBUF allocation site's live set the allocator rotates through (multi-buffering
+    # depth), where capacity allows. *tuned*: 3 is the smallest depth at which our version of the
+    # trn2 kernel-optimization tutorial's first matmul ([KOPT] in hardware/specs.py: Neuron
+    # Explorer shows DMA 99.93% and Tensor Engine 87.28% active) keeps the DMA queues busy as
+    # published; with 2 (NKI_NOTES §4's starting assumption) the queues idle 24% of the time
+    # waiting for buffers to free, and the Tensor Engine reaches 0.73. It is also the depth of a
+    # load / compute / store software pipeline, one iteration in each stage (the NKI tutorial
+    # "Software pipelining", nki/guides/tutorials/tiled-grid-streaming: "the number of slots ...
+    # sets how many steps can be in flight at once", with two- and three-stage pipelines).
+    sbuf_buffers: int = 3
 
 
 @dataclass(slots=True)
@@ -399,7 +409,7 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
                 lb.accesses.append(idx)
             lb.last = idx
 
-    slot_of = _assign_slots(logical, options.buffer_reuse, hw)
+    slot_of = _assign_slots(logical, options.buffer_reuse, hw, options.sbuf_buffers)
     physical = _Interner()
     phys_of = [
         physical(("hbm", lid))
@@ -490,16 +500,20 @@ def _peak_live(logical: list[_Logical], hw: HardwareSpec) -> dict[str, int]:
 
 
 def _buffer_multipliers(
-    by_group: dict[int, list[int]], peaks: dict[int, int], logical: list[_Logical], hw: HardwareSpec
+    by_group: dict[int, list[int]],
+    peaks: dict[int, int],
+    logical: list[_Logical],
+    hw: HardwareSpec,
+    sbuf_buffers: int,
 ) -> dict[int, int]:
     """How many copies of its live set each allocation site gets (multi-buffering).
 
     Every site gets one; then, round by round and smallest first while capacity lasts, sites
-    with more than one logical buffer get one more: up to 2 in SBUF (NKI_NOTES §4: "2 buffers
-    per block-indexed tensor"), up to the 8 banks in PSUM (§3: 8 accumulation groups in flight).
+    with more than one logical buffer get one more: up to `sbuf_buffers` in SBUF
+    (`ModelOptions.sbuf_buffers`), up to the 8 banks in PSUM (§3: 8 accumulation groups in flight).
     """
     multiplier = dict.fromkeys(by_group, 1)
-    for memory, limit in ((Memory.SBUF, 2), (Memory.PSUM, hw.psum_banks)):
+    for memory, limit in ((Memory.SBUF, sbuf_buffers), (Memory.PSUM, hw.psum_banks)):
         groups = [g for g, lids in by_group.items() if logical[lids[0]].memory is memory]
         size = {g: peaks[g] * _footprint(logical[by_group[g][0]], hw) for g in groups}
         used = sum(size.values())
@@ -513,7 +527,7 @@ def _buffer_multipliers(
     return multiplier
 
 
-def _assign_slots(logical: list[_Logical], reuse: bool, hw: HardwareSpec) -> list[int]:
+def _assign_slots(logical: list[_Logical], reuse: bool, hw: HardwareSpec, sbuf_buffers: int) -> list[int]:
     """Physical buffer of every logical buffer: a FIFO pool per allocation site.
 
     The pool holds the most logical buffers the site has live at once times its multiplier
@@ -536,7 +550,7 @@ def _assign_slots(logical: list[_Logical], reuse: bool, hw: HardwareSpec) -> lis
             live += delta
             best = max(best, live)
         peaks[group] = best
-    multiplier = _buffer_multipliers(by_group, peaks, logical, hw)
+    multiplier = _buffer_multipliers(by_group, peaks, logical, hw, sbuf_buffers)
     slot = [0] * len(logical)
     for group, lids in by_group.items():
         lids.sort(key=lambda lid: logical[lid].first)

@@ -88,6 +88,22 @@ def _is_half(dtype: str) -> bool:
     return dtype_bytes(dtype) <= 2
 
 
+_BF16_FAST_OPS = frozenset({"add", "multiply", "subtract"})
+_BF16 = frozenset({"bfloat16", "bf16"})
+
+
+def _is_bf16_streaming(rec: TraceRecord) -> bool:
+    """[ISA-TT]'s one-pass case of a tensor_tensor with both inputs in SBUF: every input and the
+    output bf16, the operator add/multiply/subtract, contiguous elements (a record that says
+    nothing about its stride is taken as contiguous)."""
+    return (
+        rec.dtype in _BF16
+        and (rec.out_dtype or rec.dtype) in _BF16
+        and str(rec.extra.get("op", "")) in _BF16_FAST_OPS
+        and int(rec.extra.get("stride_bytes", 0) or 0) <= dtype_bytes(rec.dtype)
+    )
+
+
 def is_tensor_engine(rec: TraceRecord) -> bool:
     return rec.engine is Engine.TENSOR or (
         rec.engine is Engine.UNASSIGNED and rec.opcode in _TENSOR_ENGINE_OPS
@@ -136,13 +152,28 @@ def _base_cycles(
     if opcode in ("tensor_tensor", "select"):
         if _psum_inputs(memory, rec) >= 1:
             return max(floor, n)
-        # §4 gives 2N for fp32; *inferred*: two-byte inputs stream twice as fast
-        return max(floor, n if _is_half(rec.dtype) else 2 * n)
+        # [ISA-TT]: both inputs in SBUF cost 2N, except N when inputs and output are all bf16,
+        # the operator is add, multiply or subtract and the elements are contiguous
+        return max(floor, n if _is_bf16_streaming(rec) else 2 * n)
+    if opcode == "scalar_tensor_tensor":
+        # [ISA-STT]: 2N; N only for bf16 data and operand1 with op0 subtract, op1 multiply, N even
+        fast = (
+            rec.dtype in _BF16
+            and str(rec.extra.get("op", "")) == "subtract"
+            and str(rec.extra.get("op1", "")) == "multiply"
+            and n % 2 == 0
+        )
+        return max(floor, n if fast else 2 * n)
+    if opcode == "tensor_copy_predicated":
+        # [ISA-COPYPRED]: N when the source or the predicate is in PSUM, 2N when both are in SBUF
+        return max(floor, n if _psum_inputs(memory, rec) >= 1 else 2 * n)
     if opcode == "tensor_tensor_scan":
         return max(floor, 2 * n)
     if opcode == "tensor_reduce":
+        # [ISA-TR]: N/2 when input and output are both bf16 and the operator is add or maximum
         op = str(rec.extra.get("op", "")).lower()
-        if _is_half(rec.dtype) and any(k in op for k in ("add", "max", "sum")):
+        both_bf16 = rec.dtype in _BF16 and (rec.out_dtype or rec.dtype) in _BF16
+        if both_bf16 and any(k in op for k in ("add", "max", "sum")):
             return max(floor, n // 2)
         return max(floor, n)
     if opcode == "reciprocal":

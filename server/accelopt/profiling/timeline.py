@@ -14,7 +14,7 @@ Loops. Iterations of `affine_range` loops overlap freely, limited only by depend
 the physical buffers they share. For `sequential_range` and plain `range` loops we use a
 lighter equivalent of "iteration i+1 starts after iteration i completes": *compute* in
 iteration i+1 cannot start before every compute instruction of iteration i has finished, while
-DMA transfers may still be issued ahead (the compiler prefetches into double buffers, which is
+DMA transfers may still be issued ahead (the compiler prefetches into multiple buffers, which is
 how a K-blocked matmul in a `sequential_range` reaches 85% of the Tensor Engine, NKI_NOTES §7).
 
 Work the kernel left to the compiler (`Engine.UNASSIGNED`) goes to the legal engine on which
@@ -635,6 +635,7 @@ class _Scheduler:
             id(rec.engine),  # enum members are singletons; their hash runs Python code
             rec.free_size,
             rec.dtype,
+            rec.out_dtype,
             rec.is_transpose,
             rec.matmul_kmn,
             reads,
@@ -642,6 +643,7 @@ class _Scheduler:
             extra.get("stride_bytes"),
             extra.get("has_reduce"),
             str(extra.get("op", "")),
+            str(extra.get("op1", "")),
             tuple(extra.get("engines", ())),
         )
         found = self.lowered.get(key)

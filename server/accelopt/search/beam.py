@@ -130,6 +130,9 @@ class _Search:
         self._eval_slots = asyncio.Semaphore(config.max_concurrent_evaluations)
         self._judged: list[str] = []  # kernels judged before the current iteration (PlanRequest.judged)
         self._notices: set[tuple[int, str, str]] = set()  # (iteration, candidate id, message) said
+        # Beam kernels whose planner could write nothing new (PlanResult.exhausted on proposal 0),
+        # with the planner's reason, per iteration: once every beam kernel is so, the search stops.
+        self._dry: dict[int, dict[str, str]] = {}
 
     # -- the event stream ---------------------------------------------------------------------
 
@@ -269,6 +272,11 @@ class _Search:
             if self._limits_reached():
                 return
             children, pairs = await self._iteration(iteration, beam)
+            dry = self._dry.get(iteration, {})
+            if not children and beam and all(c.id in dry for c in beam):
+                reasons = "; ".join(f"{c.id}: {dry[c.id]}" for c in beam)
+                self._stop("completed", f"no new kernel to judge from any beam kernel ({reasons})")
+                return
             beam = next_beam(beam, children, cfg.beam_width)
             if not self.stop_reason:
                 await self._learn(children, pairs)
@@ -390,6 +398,10 @@ class _Search:
                         message=planned.notice,
                     )
                 )
+            if planned.exhausted and not planned.plans:
+                if n == 0:
+                    self._dry.setdefault(iteration, {})[parent.id] = planned.notice or "nothing new"
+                return []
             if planned.error or not planned.plans:
                 failure = self._new_candidate(parent, None, parent.kernel, iteration=iteration)
                 self._fail(failure, f"planner: {planned.error or 'no plan in the reply'}", planned.notes)
@@ -509,7 +521,8 @@ class _Search:
         legitimately come back empty-handed for a hard plan; a success resets the count."""
         if not isinstance(result, PlanResult):
             return
-        self.agent_failures_in_a_row = 0 if result.plans else self.agent_failures_in_a_row + 1
+        usable = bool(result.plans) or result.exhausted  # "nothing new" is an answer, not a failure
+        self.agent_failures_in_a_row = 0 if usable else self.agent_failures_in_a_row + 1
         limit = self.config.max_consecutive_agent_failures
         if limit is not None and self.agent_failures_in_a_row >= limit:
             self._stop(

@@ -92,6 +92,11 @@ class PlanResult(AgentOutput):
         description="what the planner wants the user to know about how it planned, e.g. that its "
         "catalogue has nothing new for this kernel and the tuner took over (a PlannerNotice event)",
     )
+    exhausted: bool = Field(
+        False,
+        description="no plan because the planner can write no kernel the search has not judged from "
+        "this kernel (the notice says why); not a failure: the search stops once every beam kernel is so",
+    )
 
 
 class ExecuteResult(AgentOutput):

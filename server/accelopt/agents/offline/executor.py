@@ -23,9 +23,9 @@ from accelopt.search.roles import ExecuteRequest, ExecuteResult, FixRequest
 
 def _site(plan: Plan, kernel: KernelSource) -> Site:
     rewrite = get_rewrite(plan.rewrite)
-    for site in rewrite.sites(kernel.text, kernel.name):
-        if site.id == plan.site:
-            return site
+    site = rewrite.site_named(kernel.text, kernel.name, plan.site or "")
+    if site is not None:
+        return site
     reasons = [r.reason for r in rewrite.refusals(kernel.text, kernel.name) if r.id == plan.site]
     raise NotApplicable(
         reasons[0] if reasons else f"{rewrite.name} has no site {plan.site!r} in {kernel.name}"

@@ -16,9 +16,13 @@ other site remains.
 When the search says which kernels it has already judged (PlanRequest.judged), the planner
 proposes only plans that write a kernel not among them: the ranked sites with their chosen
 parameters, then their other variants. When those run out at this beam kernel (the catalogue has
-nothing new), the tuner's settings (tuner.py: loop order, tile size and tiles per block set
-together) come next, and the result says so in its notice (a PlannerNotice event); only when the
-tuner has nothing new either does the planner repeat plans. Without `judged` (a caller that does
+nothing new), the tuner's settings (tuner.py: loop order, tile size, tiles per block and buffer
+counts set together) come next; then compositions of up to three catalogue rewrites
+(compositions.py); then the engine moves the timing model expects to slow the kernel, which the
+ranking left out. Each time the source changes, the result says so in its notice (a PlannerNotice
+event). When no source has a new kernel, the result has no plan, says why, and is `exhausted`:
+the search stops once every beam kernel is so. Judged plans are never repeated (the search would
+not evaluate them). Without `judged` (a caller that does
 not say), past the end of the ranking come the other parameter variants of the ranked sites,
 then the same plans again, which the search recognises as kernels it has already judged.
 """
@@ -31,8 +35,11 @@ import hashlib
 import random
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 
 from accelopt.agents.offline.catalogue import TUNER, all_sites, get_rewrite, title_for
+from accelopt.agents.offline.compositions import MAX_STEPS as MAX_COMPOSED_STEPS
+from accelopt.agents.offline.compositions import Compositions, catalogue_options
 from accelopt.agents.offline.engine_choice import best_engine, worthwhile_variants
 from accelopt.agents.offline.evidence import Evidence, read_lessons, weigh
 from accelopt.agents.offline.rewrites.base import Params, Site
@@ -104,6 +111,7 @@ class OfflinePlanner:
         self._writes: dict[tuple[str, str, str, str], str | None] = {}
         self._locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
         self._locks_lock = threading.Lock()
+        self._compositions = Compositions()
 
     async def plan(self, request: PlanRequest) -> PlanResult:
         # Source analysis is CPU work: keep it off the event loop so evaluations go on meanwhile.
@@ -149,32 +157,86 @@ class OfflinePlanner:
             # The tuner's one-knob settings are the catalogue's own plans: those are left out.
             options = self._fresh(request.kernel, fresh + self._tuner_options(request), request.judged)
             tuned = options[len(fresh) :]
-            if tuned:
+            if request.proposal + request.count <= len(options):
                 notice = (
                     f"the offline catalogue has {'only ' if fresh else ''}{_count(len(fresh), 'new plan')} for this kernel: the "
                     f"tuner takes over with {_count(len(tuned), 'new setting')} of loop order, tile "
-                    "size and tiles per block"
+                    "size, tiles per block and buffer count"
                 )
-            else:
-                notice = (
-                    f"the offline catalogue has {_count(len(fresh), 'new plan')} for this kernel and "
-                    "the tuner no new setting: the planner repeats plans already judged"
-                )
-            if request.proposal + request.count <= len(options):
                 return PlanResult(plans=[plan_for(*options[k]) for k in wanted], notice=notice)
-            if not ranking and not options:
-                return PlanResult(
-                    error="no rewrite in the offline catalogue or setting of the tuner applies to this kernel",
-                    notice=notice,
-                )
-            plans = [
-                plan_for(*options[k])
-                if k < len(options) or not ranking
-                else plan_for(*_lap(ranking, k, request.profile))
-                for k in (k if k < len(options) or ranking else k % len(options) for k in wanted)
-            ]
-            return PlanResult(plans=plans, notice=notice)
+            return self._beyond_one_step(request, ranking, options, fresh, plan_for)
         return PlanResult(plans=[plan_for(*_lap(ranking, k, request.profile)) for k in wanted])
+
+    def _beyond_one_step(
+        self,
+        request: PlanRequest,
+        ranking: list[Site],
+        options: list[tuple[Site, Params]],
+        fresh: list[tuple[Site, Params]],
+        plan_for: Callable[[Site, Params], Plan],
+    ) -> PlanResult:
+        """Plans past the catalogue's and the tuner's new kernels: compositions of catalogue
+        rewrites (compositions.py); when those have nothing new either, no plan, and the notice
+        says why (the search stops once no beam kernel has a new plan)."""
+        known = set(request.judged)
+        known.update(w for site, params in options if (w := self._written(request.kernel, site, params)))
+        wanted = request.proposal + request.count - len(options)
+        found = self._compositions.find(
+            request.kernel,
+            _with_variants(ranking, request.profile),
+            catalogue_options(request.kernel.name, lambda sites: _options_in_order(sites, request.profile)),
+            known,
+            wanted,
+        )
+        everything = options + found.options
+        one_step = (
+            f"the offline catalogue has {_count(len(fresh), 'new plan')} for this kernel and the tuner "
+            f"{_count(len(options) - len(fresh), 'new setting')}"
+        )
+        if request.proposal + request.count <= len(everything):
+            notice = (
+                f"{one_step}: plans now compose up to {MAX_COMPOSED_STEPS} catalogue rewrites, each "
+                "legal for its rewrite on the kernel the earlier ones wrote"
+            )
+            plans = [plan_for(*everything[k]) for k in range(request.proposal, request.proposal + request.count)]
+            return PlanResult(plans=plans, notice=notice)
+        # Last: the engine moves the timing model expects to slow the kernel (left out so far),
+        # alone and composed: they are legal kernels still, and the budget is there to measure them.
+        known.update(
+            w for site, params in found.options if (w := self._written(request.kernel, site, params))
+        )
+        unfiltered = self._compositions.find(
+            request.kernel,
+            _unfiltered_options(all_sites(request.kernel.text, request.kernel.name), request.profile),
+            catalogue_options(
+                request.kernel.name, lambda sites: _unfiltered_options(sites, request.profile)
+            ),
+            known,
+            request.proposal + request.count - len(everything),
+            first_new_depth=1,
+        )
+        everything += unfiltered.options
+        if request.proposal + request.count <= len(everything):
+            notice = (
+                f"{one_step}, and compositions of catalogue rewrites {_count(len(found.options), 'new kernel')}: "
+                "the planner now proposes engine moves the timing model expects to slow the kernel "
+                "down, alone and composed (the only new legal kernels left)"
+            )
+            plans = [plan_for(*everything[k]) for k in range(request.proposal, request.proposal + request.count)]
+            return PlanResult(plans=plans, notice=notice)
+        if found.complete and unfiltered.complete:
+            why = (
+                f"{one_step}; compositions of up to {MAX_COMPOSED_STEPS} of its rewrites (engine moves "
+                f"expected to slow it included) write {_count(len(everything) - len(options), 'new kernel')}: "
+                "every other kernel the offline agents can write from this one has been judged"
+            )
+        else:
+            why = (
+                f"{one_step}; compositions of catalogue rewrites write "
+                f"{_count(len(everything) - len(options), 'new kernel')} among the first "
+                f"{found.examined + unfiltered.examined} rewrites the planner tries per kernel (its bound)"
+            )
+        return PlanResult(notice=why, exhausted=True)
 
     def _tuner_options(self, request: PlanRequest) -> list[tuple[Site, Params]]:
         """The tuner's settings, those that relieve what bounds the kernel first."""
@@ -214,9 +276,13 @@ class OfflinePlanner:
 
 def _worthwhile(sites: list[Site], profile: Profile | None) -> list[Site]:
     """Engine moves the timing model expects to slow the kernel are not proposed: a site keeps
-    only its worthwhile targets, and a site with none is left out."""
+    only its worthwhile targets, and a site with none is left out. Nor are reorderings that
+    remove spills, on a kernel whose profile reports none."""
     kept: list[Site] = []
+    spills = profile is not None and bool(profile.spill_save_bytes or profile.spill_reload_bytes)
     for site in sites:
+        if "spill" in site.relieves and not spills:
+            continue  # a reordering that only removes spills slows a kernel that has none
         variants = worthwhile_variants(site, profile)
         if variants == site.variants:
             kept.append(site)
@@ -228,6 +294,20 @@ def _worthwhile(sites: list[Site], profile: Profile | None) -> list[Site]:
 def _variants_in_order(site: Site, profile: Profile | None) -> list[Params]:
     first = choose_params(site, profile)
     return [first, *(dict(v) for v in site.variants if dict(v) != first)]
+
+
+def _options_in_order(sites: list[Site], profile: Profile | None) -> list[tuple[Site, Params]]:
+    """A kernel's catalogue options, the sites that relieve what bounds the kernel first (stable:
+    catalogue order breaks ties), with their variants in rounds."""
+    kept = _worthwhile(sites, profile)
+    ranked = sorted(enumerate(kept), key=lambda item: (-profile_score(item[1], profile), item[0]))
+    return _with_variants([site for _, site in ranked], profile)
+
+
+def _unfiltered_options(sites: list[Site], profile: Profile | None) -> list[tuple[Site, Params]]:
+    """Every variant of every site, engine moves expected to slow the kernel included."""
+    ranked = sorted(enumerate(sites), key=lambda item: (-profile_score(item[1], profile), item[0]))
+    return [(site, dict(v)) for _, site in ranked for v in (site.variants or [{}])]
 
 
 def _with_variants(ranking: list[Site], profile: Profile | None) -> list[tuple[Site, Params]]:

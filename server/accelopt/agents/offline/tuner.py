@@ -2,8 +2,10 @@
 used up.
 
 A setting chooses, in this order, a loop order (interchange a perfect nest, or not), a tile size
-(widen the tiles of a free-axis loop by a factor, or not) and a number of tiles per block (block
-an output-tile loop into several PSUM accumulators by a factor, or not). Each choice is one of
+(widen the tiles of a free-axis loop by a factor, or not), a number of tiles per block (block
+an output-tile loop into several PSUM accumulators by a factor, or not) and, where the kernel
+places its tiles itself (direct allocation, `ncc.sbuf.mod_alloc`), buffer counts (more physical
+tiles for a tensor's logical tiles to rotate through, or not). Each choice is one of
 the catalogue's parameterised rewrites at one of its sites, so a setting is legal exactly when
 every step is legal for the rewrite that owns it, on the kernel the previous steps produced: the
 tuner has no legality rules of its own, it asks the rewrites (their analysis finds the sites and
@@ -24,13 +26,15 @@ from dataclasses import dataclass
 from accelopt.agents.offline.kernel_ir import KernelView
 from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site
 from accelopt.agents.offline.rewrites.block_accumulators import BlockAccumulators
+from accelopt.agents.offline.rewrites.buffer_count import BufferCount
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.rewrites.loop_interchange import LoopInterchange
 from accelopt.agents.offline.rewrites.widen_free_dim import WidenFreeDim
 
 # The knobs, in the order a setting applies them: the loop order decides which loops the later
 # knobs see as innermost; the tile width decides how many tiles a block gathers.
-KNOBS: tuple[Rewrite, ...] = (LoopInterchange(), WidenFreeDim(), BlockAccumulators())
+# Buffer counts come last: they depend on no loop's shape, only on what the kernel allocates.
+KNOBS: tuple[Rewrite, ...] = (LoopInterchange(), WidenFreeDim(), BlockAccumulators(), BufferCount())
 _KNOB_BY_NAME = {k.name: k for k in KNOBS}
 # Enumeration stops after this many legal settings (about a second of rewriting on a kernel of
 # NKIBench's size); the planner hands them out a few per iteration.
@@ -97,7 +101,7 @@ def shape_guesses(text: str) -> int:
     return sum(1 for line in text.splitlines() if line.lstrip().startswith("assert "))
 
 
-def _stacked_guess(before: str, after: str) -> bool:
+def stacked_guess(before: str, after: str) -> bool:
     """Whether `after` asserts a divisibility of a trip count that is itself a quotient of one
     (`((N // 256) // 2) % 2 == 0`): the kernel it came from already guessed about that loop."""
     old = {line.strip() for line in before.splitlines()}
@@ -128,7 +132,7 @@ def _apply_step(text: str, kernel_name: str, step: Step, guesses_before: int | N
         choices = "; ".join(spelled(a) for a in allowed)
         raise NotApplicable(f"{site.title}: {spelled(params)} is not legal here (legal: {choices})")
     new = knob.apply(text, kernel_name, site.id, params)
-    if _stacked_guess(text, new):
+    if stacked_guess(text, new):
         raise NotApplicable(
             f"{site.title} would guess again about a trip count an earlier change already divided "
             "(its factor would have to divide the quotient of a guess the kernel already makes)"
@@ -147,7 +151,9 @@ def realise(text: str, kernel_name: str, key: str) -> Setting:
     rank = {k.name: i for i, k in enumerate(KNOBS)}
     order = [rank[s.rewrite] for s in steps if s.rewrite in rank]
     if order != sorted(order):
-        raise NotApplicable(f"tuner setting {key!r} is out of order (loop order, then tile size, then block)")
+        raise NotApplicable(
+            f"tuner setting {key!r} is out of order (loop order, then tile size, then block, then buffer count)"
+        )
     current, line = text, 0
     titles: list[str] = []
     relieves: list[str] = []
@@ -215,25 +221,17 @@ class Tune(Rewrite):
 
     name = "tune"
     prior = 0.5
-    summary = "set the loop order, tile size and tiles per block together"
+    summary = "set the loop order, tile size, tiles per block and buffer counts together"
 
     def analyse(self, view: KernelView) -> list[Site | Refusal]:
-        return [
-            Site(
-                self.name,
-                setting.key(),
-                setting.line,
-                setting.title,
-                description=(
-                    "Several tiling knobs set at once (each step legal for the rewrite that owns it): "
-                    + "; ".join(setting.titles)
-                    + "."
-                ),
-                relieves=setting.relieves,
-                payload=setting,
-            )
-            for setting in settings(view.source, view.kernel_name)
-        ]
+        return [_site_of(setting) for setting in settings(view.source, view.kernel_name)]
+
+    def site_named(self, source: str, kernel_name: str, site_id: str) -> Site | None:
+        """Any legal setting, enumerated or not (the planner may widen the neighbourhood)."""
+        try:
+            return _site_of(realise(source, kernel_name, site_id))
+        except NotApplicable:
+            return None
 
     def transform(self, view: KernelView, site: Site, params: Params) -> str:
         setting: Setting = site.payload
@@ -246,3 +244,19 @@ class Tune(Rewrite):
         if text == source:
             raise NotApplicable(f"the setting {site_id!r} would not change the kernel")
         return text
+
+
+def _site_of(setting: Setting) -> Site:
+    return Site(
+        Tune.name,
+        setting.key(),
+        setting.line,
+        setting.title,
+        description=(
+            "Several tiling knobs set at once (each step legal for the rewrite that owns it): "
+            + "; ".join(setting.titles)
+            + "."
+        ),
+        relieves=setting.relieves,
+        payload=setting,
+    )

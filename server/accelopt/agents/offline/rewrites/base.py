@@ -78,6 +78,10 @@ class Rewrite(ABC):
     def sites_in(self, view: KernelView) -> list[Site]:
         return [s for s in self.analysed(view) if isinstance(s, Site)]
 
+    def site_named(self, source: str, kernel_name: str, site_id: str) -> Site | None:
+        """The legal site with this id (rewrites whose sites are too many to list build it)."""
+        return next((s for s in self.sites(source, kernel_name) if s.id == site_id), None)
+
     def refusals(self, source: str, kernel_name: str) -> list[Refusal]:
         view = view_of(source, kernel_name)
         return [s for s in self.analysed(view) if isinstance(s, Refusal)]
