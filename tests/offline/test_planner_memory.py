@@ -21,6 +21,7 @@ from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Experience, Plan
 from accelopt.search.kernel_text import kernel_family, source_tokens
+from accelopt.search.memory import Memory
 from accelopt.search.roles import PlanRequest, SummarizeRequest
 
 from .lessons import summarized_experience
@@ -365,3 +366,40 @@ async def test_a_failure_on_a_guessed_block_steers_other_kernels_away_from_reblo
     assert by_site[fresh].lesson_ids == [1]
     assert guessed not in by_site  # a failure at a site of its kind: not proposed at all
     assert order[0] == fresh
+
+
+async def test_through_the_sqlite_memory_what_paid_on_a_similar_kernel_comes_first_and_what_slowed_it_last(
+    tmp_path,
+):
+    """Lessons learned on PROJ go through a real SQLite memory (stored, reopened, selected for
+    the other kernel as the search selects them): on SCORES, the rewrite the planner ranks second
+    without memory comes first, and the one it ranks first comes after every other rewrite."""
+    before = ranking(SCORES)
+    demoted, promoted = first_round(before)[:2]
+    path = tmp_path / "memory.sqlite"
+    with Memory(path) as memory:
+        for lesson in (await lesson_from(PROJ, promoted, 1.3, 1), await lesson_from(PROJ, demoted, 0.95, 2)):
+            memory.add(lesson.model_copy(update={"task": "proj"}))
+    with Memory(path) as memory:
+        selected = memory.select_for_prompt(SCORES, DMA_BOUND, limit=16, hardware="trn1")
+    assert len(selected) == 2
+    after = ranking(SCORES, selected)
+    assert after[0].rewrite == promoted
+    positions = [i for i, p in enumerate(after) if p.rewrite == demoted]
+    assert positions and min(positions) > max(i for i, p in enumerate(after) if p.rewrite != demoted)
+
+
+async def test_a_look_alike_site_that_did_not_pay_does_not_hide_the_next_operand_of_the_same_kind():
+    """Within a search, preloading x_t slowed the kernel a little (0.9x); preloading a matmul
+    operand paid 1.1x on another kernel. On the child the preload of w -- the same kind of site,
+    other code -- stays the first proposal (it is without memory): a step that did not pay at one
+    operand says little about the next one, so it does not outweigh the other kernel's success."""
+    preload = get_rewrite("preload_operand")
+    x_site = next(s for s in all_sites(PROJ.text, PROJ.name) if s.rewrite == "preload_operand" and "x_t" in s.title)
+    child = PROJ.model_copy(update={"text": preload.apply(PROJ.text, PROJ.name, x_site.id, {})})
+    assert "load w once" in ranking(child)[0].title
+    own = await lesson_from(PROJ, "preload_operand", 0.9, 1, titled="x_t")
+    elsewhere = await lesson_from(SCORES, "preload_operand", 1.1, 2)
+    assert own.kernel_family == kernel_family(child.name) != elsewhere.kernel_family
+    first = ranking(child, [own, elsewhere])[0]
+    assert first.rewrite == "preload_operand" and "load w once" in first.title

@@ -64,6 +64,12 @@ NO_GAIN_LOG = math.log(1 / 1.04)
 # a loop paid on the baseline, but blocking the block loop that produced failed on the child, and
 # the child's children have that block loop, not the baseline's.
 SAME_SITE = 4.0
+# How much a lesson of this search's family that went nothing or worse weighs at a site that merely
+# looks like the one it was measured on (same rewrite and pattern, other code): preloading k_t
+# giving nothing says little about preloading v, the next operand of the same kind -- in the
+# NKIBench runs that was where the gain was. A paid lesson keeps its full weight at look-alikes
+# (the same kind of move paying again is what the memory is for).
+LOOKALIKE_NEGATIVE = 1 / SAME_SITE
 # A site whose evidence is below this is not proposed at all while other sites remain: a failure
 # at a site like it on a kernel of this family (about -0.09) or a clear slowdown measured at the
 # very same code; not a single no-gain step (about -0.03), not a loosely related failure.
@@ -96,6 +102,7 @@ class LessonFacts:
     # For a lesson of the same kernel family: the source lines (stripped) its change removed or
     # rewrote. A site on such a line is the very code the lesson measured the rewrite on.
     removed: frozenset[str] = frozenset()
+    same_family: bool = False
 
 
 @dataclass
@@ -172,6 +179,7 @@ def read_lessons(
                 removed=removed_lines(exp.slow_kernel, exp.fast_kernel)
                 if exp.kernel_family and exp.kernel_family == family
                 else frozenset(),
+                same_family=bool(exp.kernel_family) and exp.kernel_family == family,
             )
         )
     return facts
@@ -221,6 +229,8 @@ def weigh(
                 continue
             if code and code in lesson.removed:
                 relevance *= SAME_SITE
+            elif lesson.same_family and lesson.log_speedup <= 0:
+                relevance *= LOOKALIKE_NEGATIVE
             total += relevance
             weighted += relevance * lesson.log_speedup
             if lesson.id is not None and lesson.log_speedup > 0:
