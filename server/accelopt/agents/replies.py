@@ -13,6 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from accelopt.nki.python_source import parse_module
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.search.candidate import Lesson, Plan
 
@@ -36,7 +37,7 @@ def code_blocks(text: str) -> list[tuple[str, str]]:
 
 def _functions(code: str) -> list[ast.FunctionDef] | None:
     try:
-        tree = ast.parse(code)
+        tree = parse_module(code)
     except SyntaxError:
         return None
     return [node for node in tree.body if isinstance(node, ast.FunctionDef)]
@@ -92,7 +93,7 @@ def _complete_module(code: str, original: KernelSource, notes: list[str]) -> str
     if re.search(r"^\s*(import|from)\s+\S", code, re.MULTILINE):
         return code
     try:
-        tree = ast.parse(original.text)
+        tree = parse_module(original.text)
     except SyntaxError:
         return code
     target = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == original.name), None)
@@ -160,7 +161,7 @@ def title_problem(title: str, echo: set[str] | frozenset[str] = frozenset()) -> 
 
 def _is_code(text: str) -> bool:
     try:
-        tree = ast.parse(text)
+        tree = parse_module(text)
     except SyntaxError:
         return False
     # Prose seldom parses; when it does, it is a bare name or constant ("Vectorize").

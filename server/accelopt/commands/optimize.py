@@ -27,6 +27,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from accelopt.nki.python_source import parse_module
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.search.events import (
     CandidateEvent,
@@ -126,7 +127,7 @@ class _UsageError(Exception):
 
 def _find_kernel_name(text: str, path: str, wanted: str | None) -> str:
     try:
-        tree = ast.parse(text, filename=path)
+        tree = parse_module(text, filename=path)
     except SyntaxError as exc:
         raise _UsageError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from exc
     functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]

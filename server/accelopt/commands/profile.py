@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from accelopt.nki.python_source import parse_module
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import Evaluation, KernelSource
 from accelopt.profiling.profile import Profile
@@ -162,7 +163,7 @@ def load_kernel_source(path: Path, name: str | None) -> KernelSource:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot read: {exc}") from None
     try:
-        tree = ast.parse(text, filename=str(path))
+        tree = parse_module(text, filename=str(path))
     except SyntaxError as exc:
         # Still profile it: the evaluation reports the syntax error with its line.
         if name is None:

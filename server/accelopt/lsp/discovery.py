@@ -14,6 +14,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from accelopt.nki.python_source import parse_module
+
 # The last component of a decorator that marks an NKI kernel entry point.
 KERNEL_DECORATORS = frozenset({"jit", "baremetal"})
 
@@ -81,7 +83,7 @@ def find_kernels(text: str) -> list[KernelInfo]:
     """Every kernel in the document, in source order."""
     nki_imported = _NKI_IMPORT.search(text) is not None
     try:
-        tree = ast.parse(text)
+        tree = parse_module(text)
     except (SyntaxError, ValueError):
         return _scan_lines(text, nki_imported)
     lines = text.splitlines()

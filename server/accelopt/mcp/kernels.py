@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from accelopt.nki.python_source import parse_module
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.task import Size, Task, TaskError, task_for_kernel
 
@@ -37,7 +38,7 @@ def load_kernel(path: str | None, source: str | None, kernel: str | None) -> Ker
             raise KernelInputError(f"{resolved}: cannot read: {exc}") from None
     where = resolved or UNSAVED
     try:
-        tree = ast.parse(source, filename=where)
+        tree = parse_module(source, filename=where)
     except SyntaxError as exc:
         column = f":{exc.offset}" if exc.offset else ""
         raise KernelInputError(f"{where}:{exc.lineno}{column}: syntax error: {exc.msg}") from None

@@ -27,6 +27,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from accelopt.nki.python_source import parse_module
+
 Generation = Literal["legacy", "nki"]
 
 LATEST_RELEASE = "0.7"
@@ -97,7 +99,7 @@ def _version(release: str) -> tuple[int, ...]:
 def _release(text: str) -> str:
     try:
         names = {
-            node.attr for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Attribute)
+            node.attr for node in ast.walk(parse_module(text)) if isinstance(node, ast.Attribute)
         }
     except SyntaxError:
         return LATEST_RELEASE

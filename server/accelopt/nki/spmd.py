@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from accelopt.nki.context import KernelContext, current
 from accelopt.nki.errors import NkiError, kernel_location
+from accelopt.nki.python_source import parse_python
 
 if TYPE_CHECKING:
     from accelopt.nki.tensor import Tensor
@@ -265,7 +266,7 @@ def parse_grid(text: str) -> Grid:
     """The grid of a text such as ``2``, ``2, 2``, ``nc(2), 2`` or ``spmd_dim(nc(2), 2), 2``
     (read with `ast`, never evaluated). Raises ValueError when it is not one."""
     try:
-        tree = ast.parse(f"({text},)", mode="eval")
+        tree = parse_python(f"({text},)", mode="eval")
     except SyntaxError:
         raise ValueError(f"cannot read launch grid {text!r}") from None
     if not isinstance(tree.body, ast.Tuple) or not tree.body.elts:

@@ -21,6 +21,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
+from accelopt.nki.python_source import parse_module
 from accelopt.profiling.arrays import resolve_dtype
 from accelopt.profiling.evaluation import KernelSource
 
@@ -71,7 +72,7 @@ class InputSpec(BaseModel):
 def kernel_def_line(text: str, kernel_name: str) -> int | None:
     """1-based line where the kernel's definition starts (its first decorator, if any)."""
     try:
-        tree = ast.parse(text)
+        tree = parse_module(text)
     except SyntaxError:
         match = re.search(rf"^[ \t]*def[ \t]+{re.escape(kernel_name)}[ \t]*\(", text, re.MULTILINE)
         return text.count("\n", 0, match.start()) + 1 if match else None
@@ -283,7 +284,7 @@ def suggest_inputs_directive(kernel: KernelSource) -> str:
 
 def _kernel_signature(kernel: KernelSource) -> tuple[list[str], dict[str, list[str]]]:
     try:
-        tree = ast.parse(kernel.text)
+        tree = parse_module(kernel.text)
     except SyntaxError:
         return [], {}
     fn = next(

@@ -31,6 +31,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from accelopt.nki.python_source import parse_module
 from accelopt.profiling.policy import KERNEL_MODULES
 
 # How many left-out statements the note lists by line before summarising the rest.
@@ -99,7 +100,7 @@ def slice_module(text: str, entry: str | Iterable[str], siblings: Collection[str
     `siblings` are the module names that resolve to files beside this one: imports of them are
     bound by the worker instead of run (`SiblingImport`). Raises SyntaxError when `text` does
     not parse (callers report it with its line)."""
-    tree = ast.parse(text)
+    tree = parse_module(text)
     statements = tree.body
     scopes = {(t.get_name(), t.get_lineno()): t for t in symtable.symtable(text, "<kernel>", "exec").get_children()}
     lazy_annotations = any(
@@ -141,7 +142,7 @@ def slice_module(text: str, entry: str | Iterable[str], siblings: Collection[str
 def imported_modules(text: str) -> set[str]:
     """The modules a file imports at its top level (`import a`, `from b import c`: a and b)."""
     modules: set[str] = set()
-    for node in ast.parse(text).body:
+    for node in parse_module(text).body:
         if isinstance(node, ast.Import):
             modules.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from accelopt.nki.python_source import parse_module
 from accelopt.profiling.evaluation import KernelSource
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ def kernel_function(text: str, preferred: str, path: Path) -> str:
     """The kernel function in `text`: `preferred` if defined, else the file's only `@nki.jit`
     (or otherwise decorated) top-level function. Read from the syntax tree, nothing is run."""
     try:
-        tree = ast.parse(text, filename=str(path))
+        tree = parse_module(text, filename=str(path))
     except SyntaxError as exc:
         raise NkiBenchError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
     functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]

@@ -16,6 +16,8 @@ import ast
 from dataclasses import dataclass
 from typing import Literal
 
+from accelopt.nki.python_source import parse_module
+
 PolicyName = Literal["kernel", "reference"]
 
 # Top-level modules a kernel may import. `neuronxcc` and `nki` are the NKI names the emulator
@@ -194,7 +196,7 @@ def module_allowed(module: str, policy: PolicyName, *, allow_private: bool = Fal
 def check_source(text: str, policy: PolicyName = "kernel") -> Violation | None:
     """The first construct in `text` the policy forbids, or None. Raises SyntaxError when the
     text does not parse (the caller reports that as a syntax error, not a policy violation)."""
-    tree = ast.parse(text)
+    tree = parse_module(text)
     checker = _PolicyChecker(policy)
     checker.visit(tree)
     return checker.violation

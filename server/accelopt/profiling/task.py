@@ -23,6 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from accelopt.hardware.work import Work
+from accelopt.nki.python_source import literal_value, parse_module
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.inputs import (
     DirectiveError,
@@ -181,7 +182,7 @@ def _check_reference(text: str, path: str) -> tuple[float | None, SizeArgument]:
     """Static checks on a reference module; returns its `TOLERANCE = <number>` if it sets one
     and how its `get_inputs` takes the size."""
     try:
-        tree = ast.parse(text, filename=path)
+        tree = parse_module(text, filename=path)
     except SyntaxError as exc:
         raise TaskError(f"syntax error in reference module: {exc.msg}", path, exc.lineno) from None
     defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
@@ -200,7 +201,7 @@ def _check_reference(text: str, path: str) -> tuple[float | None, SizeArgument]:
             isinstance(t, ast.Name) and t.id == "TOLERANCE" for t in node.targets
         ):
             try:
-                value = ast.literal_eval(node.value)
+                value = literal_value(node.value)
             except ValueError:
                 raise TaskError("TOLERANCE must be a number literal", path, node.lineno) from None
             if not isinstance(value, (int, float)) or value <= 0:
@@ -237,7 +238,7 @@ def transform_is_identity(reference_text: str) -> bool:
     Then the backend compares single outputs directly instead of running the module's code in
     one more sandboxed worker. Nothing is executed to decide this."""
     try:
-        tree = ast.parse(reference_text)
+        tree = parse_module(reference_text)
     except SyntaxError:
         return False
     numpy_aliases = {
@@ -297,7 +298,7 @@ def offered_sizes(reference_text: str) -> dict[str, int]:
     """The sizes a reference module offers in a literal ``SHAPES = {name: shape}`` (a dict of
     dimensions or a tuple of them), each with the product of its dimensions. Read statically."""
     try:
-        tree = ast.parse(reference_text)
+        tree = parse_module(reference_text)
     except SyntaxError:
         return {}
     for node in tree.body:
@@ -307,7 +308,7 @@ def offered_sizes(reference_text: str) -> dict[str, int]:
         ):
             continue
         try:
-            shapes = ast.literal_eval(node.value)
+            shapes = literal_value(node.value)
         except ValueError:
             return {}
         if not isinstance(shapes, dict):

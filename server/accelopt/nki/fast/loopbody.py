@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from accelopt.nki.indexing import IndexExpr, Predicate
+from accelopt.nki.python_source import parse_module
 from accelopt.nki.tensor import Buffer, Tensor, View, par_dim
 
 
@@ -484,7 +485,7 @@ def body_at(path: str, line: int) -> Body | None:
 def _headers(lines: list[str]) -> _Headers:
     """The `for` loops of a source (with the function each is in) by the lines of their headers."""
     try:
-        tree = ast.parse("".join(lines))
+        tree = parse_module("".join(lines))
     except SyntaxError:
         return {}
     headers: _Headers = {}
