@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from accelopt.agents.offline.affine import arange_size, linear_form
-from accelopt.agents.offline.facts import ALLOCATORS, memory_of
+from accelopt.agents.offline.facts import allocation_of, memory_of
 from accelopt.agents.offline.kernel_ir import KernelView, Loop, argument, base_name, keyword, names_in, walk
 from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
 from accelopt.agents.offline.rewrites.errors import NotApplicable
@@ -233,10 +233,10 @@ def _check_operands(view: KernelView, loop: Loop, dep: set[str]) -> str | None:
 def _collect_tiles(view: KernelView, loop: Loop, dep: set[str], plan: _Plan) -> str | None:
     """The declared widths and free-axis grids of the on-chip tiles that depend on the loop."""
     for name in sorted(dep - {loop.var}):
-        declared = _declaration(view, name)
-        if declared is None:
+        stmt = allocation_of(view, name)
+        if stmt is None:
             continue  # a value bound by an instruction: its shape follows its operands
-        stmt, call = declared
+        call = cst.ensure_type(cst.ensure_type(stmt.body[0], cst.Assign).value, cst.Call)
         if memory_of(view, name) == "hbm":
             continue
         if not view.contains(loop.node, stmt):
@@ -276,19 +276,3 @@ def _free_index(view: KernelView, subscript: cst.Subscript, plan: _Plan) -> str 
             plan.scale.append(argument_node)
         return None
     return f"the free index of {base_name(subscript)} at line {view.line(subscript)} is not a whole tile"
-
-
-def _declaration(view: KernelView, name: str) -> tuple[cst.SimpleStatementLine, cst.Call] | None:
-    for stmt in view.simple_statements():
-        if len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Assign):
-            continue
-        small = stmt.body[0]
-        if (
-            len(small.targets) == 1
-            and isinstance(small.targets[0].target, cst.Name)
-            and small.targets[0].target.value == name
-            and isinstance(small.value, cst.Call)
-            and view.callee(small.value).name in ALLOCATORS
-        ):
-            return stmt, small.value
-    return None

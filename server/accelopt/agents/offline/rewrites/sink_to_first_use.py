@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import libcst as cst
 
+from accelopt.agents.offline.facts import ALLOCATORS
 from accelopt.agents.offline.kernel_ir import KernelView, base_name, names_in
 from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
 from accelopt.agents.offline.rewrites.loop_interchange import _is_filler
-
-_ALLOCATORS = {"ndarray", "zeros", "full", "ones", "empty_like", "zeros_like"}
 
 
 class SinkToFirstUse(Rewrite):
@@ -90,7 +89,7 @@ class SinkToFirstUse(Rewrite):
         if len(small.targets) != 1 or not isinstance(small.value, cst.Call):
             return None
         callee = view.callee(small.value)
-        if callee.namespace not in ("nl", "nisa") or callee.name in _ALLOCATORS:
+        if callee.namespace not in ("nl", "nisa") or callee.name in ALLOCATORS:
             return None
         target = small.targets[0].target
         tile = base_name(target)
