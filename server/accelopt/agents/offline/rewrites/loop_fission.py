@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from accelopt.agents.offline.kernel_ir import KernelView, Loop, names_in
+from accelopt.agents.offline.kernel_ir import Access, KernelView, Loop, names_in
 from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.rewrites.loop_fusion import _bound_before_read
@@ -77,23 +77,18 @@ class LoopFission(Rewrite):
         return view.render({id(loop.node): [first, second]})
 
 
+def _access_of(view: KernelView, body: list[cst.BaseStatement]) -> Access:
+    """What a run of statements reads and changes, taken together."""
+    acc = Access()
+    for stmt in body:
+        acc.update(view.access(stmt))
+    return acc
+
+
 def _check(view: KernelView, loop: Loop, first: list[cst.BaseStatement], second: list[cst.BaseStatement]) -> None:
-    reads1: set[str] = set()
-    writes1: set[str] = set()
-    bound1: set[str] = set()
-    for stmt in first:
-        acc = view.access(stmt)
-        reads1 |= acc.reads
-        writes1 |= acc.writes
-        bound1 |= acc.rebinds
-    reads2: set[str] = set()
-    writes2: set[str] = set()
-    bound2: set[str] = set()
-    for stmt in second:
-        acc = view.access(stmt)
-        reads2 |= acc.reads
-        writes2 |= acc.writes
-        bound2 |= acc.rebinds
+    one, two = _access_of(view, first), _access_of(view, second)
+    reads1, writes1, bound1 = one.reads, one.writes, one.rebinds
+    reads2, writes2, bound2 = two.reads, two.writes, two.rebinds
     both = (bound1 & bound2) - {loop.var}
     for name in sorted(both):
         if not _bound_before_read(first, name) or not _bound_before_read(second, name):
