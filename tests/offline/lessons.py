@@ -24,6 +24,7 @@ async def summarized_experience(
     id_: int,
     failure: str | None = None,
     bound: str = "",
+    input_shapes: dict[str, list[int]] | None = None,
 ) -> Experience:
     """The lesson the summarizer writes for `site` rewritten with `params` (rejected when
     `failure` is given), stored as the search would store it."""
@@ -36,6 +37,7 @@ async def summarized_experience(
             plan=plan,
             speedup=speedup,
             failure=failure,
+            input_shapes=input_shapes or {},
         )
     )
     assert result.lesson is not None

@@ -60,6 +60,7 @@ from accelopt.search.roles import (
     SummarizeResult,
 )
 from accelopt.search.selection import Pair, Ranking, is_ranked, next_beam, select_experiences
+from accelopt.search.timed_inputs import timed_input_shapes
 
 if TYPE_CHECKING:
     from accelopt.profiling.task import Task
@@ -386,6 +387,7 @@ class _Search:
                     seed=seed,
                     proposal=n,
                     judged=self._judged,
+                    input_shapes=timed_input_shapes(parent.evaluation_notes, parent.kernel),
                 ),
             )
             if planned.notice and (iteration, parent.id, planned.notice) not in self._notices:
@@ -600,6 +602,7 @@ class _Search:
                     slow_profile=before.profile,
                     fast_profile=after.profile if outcome.failure is None else None,
                     failure=outcome.failure,
+                    input_shapes=timed_input_shapes(before.evaluation_notes, before.kernel),
                 ),
             )
         except _Stopped:

@@ -31,6 +31,12 @@ class PlanRequest(BaseModel):
         "already judged, as of the start of this iteration: a planner that can tell what its plan "
         "would write proposes only new kernels. Empty: the caller does not say",
     )
+    input_shapes: dict[str, list[int]] = Field(
+        default_factory=dict,
+        description="the kernel's array inputs at the size it is timed at (parameter name -> shape), as "
+        "its evaluation reported them: what decides whether a move that keeps data in SBUF fits. "
+        "Empty: not known (then no size fact is used)",
+    )
 
 
 class ExecuteRequest(BaseModel):
@@ -66,6 +72,13 @@ class SummarizeRequest(BaseModel):
     # Set when `fast` was rejected (runtime error, wrong output): what went wrong. `speedup` is then
     # a stand-in below 1 (the search's FAILED_SPEEDUP) and `fast_profile` is None.
     failure: str | None = None
+    # The slow kernel's inputs at its timing size (as in PlanRequest), for the lesson's size facts.
+    input_shapes: dict[str, list[int]] = Field(
+        default_factory=dict,
+        description="the kernel's array inputs at the size it is timed at (parameter name -> shape), as "
+        "its evaluation reported them: what decides whether a move that keeps data in SBUF fits. "
+        "Empty: not known (then no size fact is used)",
+    )
 
 
 class AgentOutput(BaseModel):

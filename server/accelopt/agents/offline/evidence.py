@@ -17,6 +17,12 @@ An experience speaks about a site in proportion to two things:
   Conversely, a lesson of the same family whose change rewrote the very line of the site (the
   same code, met again in a sibling or a descendant of the kernel it was learned on) weighs
   SAME_SITE times more than one from a site that merely looks alike.
+- *size*: for a move that keeps a block resident in SBUF (a preload), whether the lesson's block
+  and the site's are in the same size class at the shapes each kernel is timed at (sizes.py):
+  a preload that spilled on a 2 MB-per-partition block is no evidence against preloading a 16 KB
+  one, nor is one that paid on a small block evidence for a block that cannot fit. A lesson whose
+  class differs counts SIZE_MISMATCH of its weight (across the capacity, SIZE_ACROSS_CAPACITY:
+  nothing); one without a size (an older lesson, an LLM's, an unknown shape) counts fully, as before.
 
 Two readings come out:
 
@@ -46,6 +52,7 @@ from dataclasses import dataclass, field
 from accelopt.agents.offline.lesson_tags import failed_in_text, speaks_about, variant_in_text
 from accelopt.agents.offline.rewrites.base import Site
 from accelopt.agents.offline.site_pattern import SitePattern, pattern_in_text, rewrites_in
+from accelopt.agents.offline.sizes import share_in_text, size_class
 from accelopt.search.candidate import Experience
 from accelopt.search.kernel_text import api_calls, kernel_family
 
@@ -74,6 +81,12 @@ LOOKALIKE_NEGATIVE = 1 / SAME_SITE
 # at a site like it on a kernel of this family (about -0.09) or a clear slowdown measured at the
 # very same code; not a single no-gain step (about -0.03), not a loosely related failure.
 AVOID_BELOW = -0.05
+# How much a lesson says about a site whose resident block is in another size class (sizes.py):
+# both fit, one with room to spare and one crowding SBUF (half); one fits and the other spills
+# (nothing: another regime -- and even a twentieth of a 2.7x slowdown put a fitting preload
+# below AVOID_BELOW, out of the proposals).
+SIZE_MISMATCH = 0.5
+SIZE_ACROSS_CAPACITY = 0.0
 
 
 def rewrite_of(experience: Experience) -> str | None:
@@ -103,6 +116,9 @@ class LessonFacts:
     # rewrote. A site on such a line is the very code the lesson measured the rewrite on.
     removed: frozenset[str] = frozenset()
     same_family: bool = False
+    # The share of a partition's SBUF the lesson's resident block took at its timed size (None:
+    # not a resident move, or not known).
+    sbuf_share: float | None = None
 
 
 @dataclass
@@ -180,6 +196,7 @@ def read_lessons(
                 if exp.kernel_family and exp.kernel_family == family
                 else frozenset(),
                 same_family=bool(exp.kernel_family) and exp.kernel_family == family,
+                sbuf_share=share_in_text(exp.lesson.plan),
             )
         )
     return facts
@@ -208,12 +225,25 @@ def removed_lines(before: str, after: str) -> frozenset[str]:
     return frozenset(s for line in before.splitlines() if (s := line.strip()) and s not in kept)
 
 
+def size_match(theirs: float | None, mine: float | None) -> float:
+    """How much a lesson's resident block says about a site's, by their size classes."""
+    if theirs is None or mine is None:
+        return 1.0
+    a, b = size_class(theirs), size_class(mine)
+    if a == b:
+        return 1.0
+    return SIZE_ACROSS_CAPACITY if "exceeds" in (a, b) else SIZE_MISMATCH
+
+
 def weigh(
     lessons: list[LessonFacts],
     sites: list[Site],
     patterns: dict[str, SitePattern],
     kernel_text: str = "",
+    shares: dict[str, float] | None = None,
 ) -> Evidence:
+    """`shares`: site id -> the share of SBUF the site's resident block takes at this kernel's
+    timed size (sizes.py); a site not in it has no size fact."""
     evidence = Evidence()
     if not lessons:
         return evidence
@@ -225,6 +255,7 @@ def weigh(
         ids: list[int] = []
         for lesson in lessons:
             relevance = lesson.kinship * match(lesson, site, pattern)
+            relevance *= size_match(lesson.sbuf_share, (shares or {}).get(site.id))
             if relevance <= 0:
                 continue
             if code and code in lesson.removed:

@@ -45,6 +45,7 @@ from accelopt.agents.offline.evidence import Evidence, read_lessons, weigh
 from accelopt.agents.offline.rewrites.base import Params, Site
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.site_pattern import patterns_of
+from accelopt.agents.offline.sizes import sbuf_share
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Plan
@@ -128,7 +129,8 @@ class OfflinePlanner:
         rng = random.Random(int.from_bytes(digest[:8], "big"))
         bound = request.profile.bound if request.profile is not None else None
         lessons = read_lessons(request.kernel.name, text, bound, request.experiences)
-        evidence = weigh(lessons, sites, patterns_of(text, request.kernel.name) if lessons else {}, text)
+        shares = _shares(request, sites) if lessons else {}
+        evidence = weigh(lessons, sites, patterns_of(text, request.kernel.name) if lessons else {}, text, shares)
         scored: list[tuple[float, Site]] = []
         for site in sites:
             score = 1.0 + get_rewrite(site.rewrite).prior + profile_score(site, request.profile)
@@ -272,6 +274,16 @@ class OfflinePlanner:
                 except NotApplicable:
                     self._writes[key] = None
             return self._writes[key]
+
+
+def _shares(request: PlanRequest, sites: list[Site]) -> dict[str, float]:
+    """site id -> the share of SBUF its resident block takes at the kernel's timed input shapes."""
+    found: dict[str, float] = {}
+    for site in sites:
+        share = sbuf_share(request.kernel.text, request.kernel.name, site, request.input_shapes, request.hardware)
+        if share is not None:
+            found[site.id] = share
+    return found
 
 
 def _worthwhile(sites: list[Site], profile: Profile | None) -> list[Site]:

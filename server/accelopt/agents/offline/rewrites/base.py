@@ -15,6 +15,18 @@ from accelopt.agents.offline.rewrites.errors import NotApplicable
 Params = dict[str, int | float | str | bool]
 
 
+@dataclass(frozen=True)
+class Resident:
+    """What a rewrite keeps in SBUF across a loop, per partition: the product of `factors`
+    (source expressions of the kernel: the trips of the loops a block spans, the tile's free
+    size) elements of `dtype` (its source text: `w.dtype`, `np.float32`). The sizes come from
+    the shapes the kernel is timed at (sizes.py): the same move fits at one size and spills at
+    another."""
+
+    factors: tuple[cst.BaseExpression, ...]
+    dtype: str
+
+
 @dataclass
 class Site:
     """A place where a rewrite can act. `id` is stable for a given source text."""
@@ -32,6 +44,8 @@ class Site:
     # timing model (engine_choice.py).
     runs_on: tuple[str, str] | None = None
     payload: Any = field(default=None, repr=False, compare=False)
+    # For a move that keeps data resident in SBUF (a preloaded block): how much, see Resident.
+    resident: Resident | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

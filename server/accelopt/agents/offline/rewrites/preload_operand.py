@@ -26,10 +26,12 @@ from accelopt.agents.offline.kernel_ir import (
     names_in,
     walk,
 )
-from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
+from accelopt.agents.offline.rewrites.base import Params, Refusal, Resident, Rewrite, Site, site_id
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 
 SBUF_PARTITION_BYTES = 180_224  # usable SBUF bytes per partition on Trainium1 (NKI_NOTES §3)
+# The key under which _plan hands the site's Resident block to _sites_for beside the edits.
+_RESIDENT = "resident"
 
 
 class PreloadOperand(Rewrite):
@@ -77,6 +79,7 @@ class PreloadOperand(Rewrite):
             if isinstance(outcome, str):
                 found.append(Refusal(self.name, sid, line, f"cannot {title}: {outcome}"))
                 continue
+            resident = outcome.pop(_RESIDENT, None)
             found.append(
                 Site(
                     self.name,
@@ -89,6 +92,7 @@ class PreloadOperand(Rewrite):
                     ),
                     relieves=("hbm",),
                     payload=outcome,
+                    resident=resident if isinstance(resident, Resident) else None,
                 )
             )
         return found
@@ -197,6 +201,7 @@ def _plan(
         new_alloc, new_moved = parts
         inline_nest = _nest(kept, copied_defs, between, new_moved)
         inline_edits[id(outer.node)] = lambda updated: [*new_alloc, inline_nest, updated]
+        inline_edits[_RESIDENT] = _block_of_tiles(view, value, kept)  # type: ignore[index]
         return inline_edits
     assert isinstance(load, cst.Assign) and written is not None
     assign = load
@@ -218,11 +223,13 @@ def _plan(
             return reason
         moved = edits.pop("moved")  # type: ignore[call-overload]
         alloc: list[cst.BaseStatement] = []
+        edits[_RESIDENT] = _block_of_buffer(view, written, kept)  # type: ignore[index]
     else:
         reason_or_parts = _tile_edits(view, stmt, assign.value, written, kept, edits)
         if isinstance(reason_or_parts, str):
             return reason_or_parts
         alloc, moved = reason_or_parts
+        edits[_RESIDENT] = _block_of_tiles(view, assign.value, kept)  # type: ignore[index]
     nest = _nest(kept, copied_defs, between, moved)
     edits[id(outer.node)] = lambda updated: [*alloc, nest, updated]
     return edits
@@ -318,6 +325,42 @@ def _tile_edits(
     )
     edits[id(load)] = cst.parse_expression(f"{new}[{block}]")
     return [alloc], moved
+
+
+def _block_of_tiles(view: KernelView, load: cst.BaseExpression, kept: list[Loop]) -> Resident | None:
+    """The block a new buffer holds: one tile (`load`'s free extent) per iteration of the kept
+    loops, of the loaded tensor's dtype."""
+    if not isinstance(load, cst.Call):
+        return None
+    src = argument(load, 0, "src")
+    if not isinstance(src, cst.Subscript) or len(src.slice) < 2:
+        return None
+    index: cst.BaseSlice | None = src.slice[-1].slice
+    if isinstance(index, cst.Index):
+        index = _named_slice(view, index.value)
+    if not isinstance(index, cst.Slice) or index.upper is None:
+        return None
+    size = slice_extent(view, index)
+    free: cst.BaseExpression = cst.Integer(str(size)) if size is not None else index.upper
+    trips = tuple(lp.trip_expr for lp in kept if lp.trip_expr is not None)
+    return Resident(factors=(*trips, free), dtype=f"{base_name(src)}.dtype")
+
+
+def _block_of_buffer(view: KernelView, buffer: str, kept: list[Loop]) -> Resident | None:
+    """The block an existing block-indexed buffer keeps live across the skipped loop: its tile
+    (the allocation's last dimension) for every iteration of the kept loops."""
+    allocation = _allocation(view, buffer)
+    if not isinstance(allocation, cst.SimpleStatementLine) or not isinstance(allocation.body[0], cst.Assign):
+        return None
+    call = allocation.body[0].value
+    if not isinstance(call, cst.Call):
+        return None
+    shape = argument(call, 0, "shape")
+    dtype = argument(call, 1, "dtype")
+    if not isinstance(shape, cst.Tuple) or not shape.elements or dtype is None:
+        return None
+    trips = tuple(lp.trip_expr for lp in kept if lp.trip_expr is not None)
+    return Resident(factors=(*trips, shape.elements[-1].value), dtype=view.code(dtype))
 
 
 def _nest(
