@@ -71,9 +71,9 @@ def shape_constants(view: KernelView, shapes: dict[str, list[int]]) -> dict[str,
             target, value = assign.targets[0].target, assign.value
             dims = _shape_of(value, shapes)
             if isinstance(target, cst.Tuple) and dims is not None:
-                names = [e.value for e in target.elements]
-                if len(names) == len(dims) and all(isinstance(n, cst.Name) for n in names):
-                    env.update({n.value: d for n, d in zip(names, dims, strict=True)})  # type: ignore[union-attr]
+                names = [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
+                if len(names) == len(target.elements) == len(dims):
+                    env.update(dict(zip(names, dims, strict=True)))
             elif isinstance(target, cst.Name):
                 known = _dim_of(value, shapes)
                 if known is None:

@@ -79,7 +79,7 @@ class PreloadOperand(Rewrite):
             if isinstance(outcome, str):
                 found.append(Refusal(self.name, sid, line, f"cannot {title}: {outcome}"))
                 continue
-            resident = outcome.pop(_RESIDENT, None)
+            resident = outcome.pop(_RESIDENT, None)  # type: ignore[call-overload]
             found.append(
                 Site(
                     self.name,
