@@ -5,14 +5,20 @@ Small NKI 0.7 (`nki.*`) kernels, run through the emulator (trace only) and the t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import ml_dtypes
 import numpy as np
 import pytest
 
-from accelopt.hardware.specs import TRN2
+from accelopt.hardware.specs import TRN1, TRN2
 from accelopt.nki.runtime import load_kernel, run_kernel
-from accelopt.nki.trace import Trace
+from accelopt.nki.trace import Memory, Trace
 from accelopt.profiling.compiler_model import ModelOptions, plan
+from accelopt.profiling.lowering import tensor_engine_cycles
+from accelopt.profiling.metrics import profile_trace
+
+from .tracebuild import TraceBuilder, full
 
 # One [128, 512] output tile over K = 256: two matmuls into one PSUM accumulator, which is
 # initialised as `INIT` says and accumulated with `ACCUMULATE`.
@@ -98,3 +104,34 @@ def test_zero_fill_partly_overwritten_is_kept() -> None:
     trace = run_kernel(fn, inputs, numerics=False, source_path="zeroed_gemm.py").trace
     assert len(_memsets(trace)) == 1
     assert not plan(trace, TRN2, ModelOptions()).folded
+
+
+def test_trn2_matmul_costs_the_isa_cycles() -> None:
+    """[ISA-MM]: a bf16 [128, 128] x [128, 512] matmul is 512 Tensor Engine cycles; on trn2 the
+    model charges exactly that (pipelined, stationary loads in the background), while trn1
+    keeps its tuned 0.86."""
+    b = TraceBuilder()
+    a = b.tensor("a", (128, 128), dtype="bfloat16")
+    r = b.tensor("r", (128, 512), dtype="bfloat16")
+    acc = b.tensor("acc", (128, 512), Memory.PSUM)
+    rec = b.matmul(acc, full((128, 512)), a, full((128, 128)), r, full((128, 512)))
+    assert tensor_engine_cycles(rec, TRN2) == pytest.approx(512)
+    assert tensor_engine_cycles(rec, TRN1) == pytest.approx(512 / 0.86)
+
+
+GEMM_SWEEP = Path(__file__).resolve().parents[2] / "benchmarks" / "gemm_sweep_kernels.py"
+
+
+def test_trn2_blocked_gemm_runs_near_the_tensor_engine_peak() -> None:
+    """Our blocked nki.* GEMM (4 x 2 PSUM accumulators, operands loaded once per block) at
+    2048^3 bf16 on trn2: the Tensor Engine is busy exactly its ISA cycles (1024 matmuls of 512
+    cycles at 2.4 GHz) and, past the kernel start, the run reaches 0.9 of the bf16 peak
+    (0.80 with the trn1-tuned efficiency)."""
+    text = GEMM_SWEEP.read_text()
+    fn = load_kernel(text, "gemm_blocked_t", str(GEMM_SWEEP))
+    operands = [np.zeros((2048, 2048), ml_dtypes.bfloat16) for _ in range(2)]
+    trace = run_kernel(fn, operands, numerics=False, source_path=str(GEMM_SWEEP)).trace
+    profile, timeline = profile_trace(trace, "trn2")
+    assert timeline.engine_busy["tensor"] == pytest.approx(1024 * 512 / TRN2.tensor_clock_hz, rel=1e-6)
+    ideal = 2 * 2048**3 / TRN2.tensor_bf16_flops
+    assert ideal / (profile.latency_ms * 1e-3 - timeline.kernel_start_s) > 0.9
