@@ -19,6 +19,10 @@ Documents cited below (AWS Neuron SDK documentation, awsdocs-neuron.readthedocs-
   "nki.isa.tensor_tensor", "nki.isa.scalar_tensor_tensor", "nki.isa.tensor_copy_predicated" and
   "nki.isa.tensor_reduce",
   /en/v2.26.1/nki/api/generated/nki.isa.<name>.html (used in profiling/lowering.py)
+- [NKI-SCHED] "nki.language.no_reorder", /en/latest/nki/api/generated/nki.language.no_reorder.html
+  ("Without this directive, the compiler scheduler is free to reorder independent operations for
+  better hardware utilization") and "nki.compiler.SchedulingHeuristic" (default ASAP: "select the
+  instruction that can start first"), used in profiling/timeline.py
 - [KOPT] "Introduction to NKI Kernel Optimization" (trn2, Neuron Explorer), /en/latest/nki/guides/tutorials/kernel-optimization.html
 - [DMA-OV] "Introduction to Direct Memory Access (DMA) with NKI", /en/latest/nki/about/nki-dma-overview.html
 
