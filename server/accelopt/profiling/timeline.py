@@ -386,8 +386,6 @@ class _Scheduler:
         self.table: dict[int, _Accesses] = {}
         self.pending: list[tuple[_BoxMap, Box, list[Box]]] = []  # see _producers
         self.issue_front = 0.0  # latest start of a compute instruction placed so far
-        # latest start of a spill transfer: compute written after it is not moved ahead of it
-        self.spill_front = 0.0
         # sequential loop instance -> [iteration, barrier, latest compute end in this iteration]
         self.barriers: dict[LoopInstance, list[float]] = {}
         self.seq_keys: dict[tuple[LoopFrame, ...], list[tuple[LoopInstance, int]]] = {}
@@ -570,10 +568,6 @@ class _Scheduler:
             busy += occupancy * len(queues)
         if not pieces:
             start = ready
-        if rec is None and start > self.spill_front:
-            # the allocator's spill code is placed after scheduling: the compute written after
-            # it stays after it (see _place_compute)
-            self.spill_front = start
         end = finish + work.latency_s
         self.counters["hbm_read"] += work.hbm_read_bytes
         self.counters["hbm_write"] += work.hbm_write_bytes
@@ -634,8 +628,6 @@ class _Scheduler:
         barrier = self._barrier(seq) if seq else self.order_floor
         if seq and self.order_floor > barrier:
             barrier = self.order_floor
-        if self.reorder and self.spill_front > barrier:
-            barrier = self.spill_front
         best = None
         for engine, duration in work.options:
             ready = barrier
