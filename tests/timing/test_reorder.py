@@ -10,7 +10,7 @@ import pytest
 
 from accelopt.hardware.specs import TRN1
 from accelopt.nki.trace import Engine
-from accelopt.profiling.timeline import ModelOptions, schedule
+from accelopt.profiling.timeline import ModelOptions, Timeline, schedule
 
 from .tracebuild import TraceBuilder, full
 
@@ -35,8 +35,8 @@ def _wait_then_independent() -> TraceBuilder:
     return b
 
 
-def _start(timeline: object, line: int) -> float:
-    return next(op.start for op in timeline.ops if op.line == line)  # type: ignore[attr-defined]
+def _start(timeline: Timeline, line: int) -> float:
+    return next(op.start for op in timeline.ops if op.line == line)
 
 
 def test_a_ready_instruction_runs_while_its_engine_waits_for_another() -> None:
