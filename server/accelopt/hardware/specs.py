@@ -223,9 +223,10 @@ TRN2 = HardwareSpec(
     # Checked on [KOPT]'s trn2 profiles: against the trn1-tuned 0.86 (§4, which absorbs the rest
     # of trn1's published v4 latency, not a Tensor Engine figure), 1.0 brings the model's busy
     # shares of the four tutorial versions closer to Neuron Explorer's (median error over the 14
-    # published figures 7 -> 5 points; v2's DMA 0.80 -> 0.93 against 0.997, v1's Tensor Engine
-    # 0.97 -> 0.83 against 0.87), with the Tensor Engine waiting more on the loads of the
-    # versions whose operand blocks fill SBUF (v4 0.96 -> 0.95 against 0.995).
+    # published figures 5 -> 4 points; v2's DMA 0.80 -> 0.93 against 0.997, v1's Tensor Engine
+    # 0.97 -> 0.83 against 0.87, v4's 0.98 -> 0.99 against 0.995); only the tutorial-order v3,
+    # which spills in the model and not on the device, sees its Tensor Engine share drop
+    # (0.70 -> 0.63 against 0.995: its spill waits become a larger share).
     tensor_efficiency=1.0,
     # [TRN2-ARCH] "Vector Engine Performance Mode": 4x for tensor_copy/tensor_scalar with bf16/fp16
     # input and output in SBUF (contiguous); 2x for tensor_tensor with both inputs in SBUF and for
