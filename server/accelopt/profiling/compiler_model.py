@@ -28,10 +28,11 @@ a switch of `ModelOptions` so its effect can be measured:
   The sites whose live sets fit keep their multi-buffer copies (only what does not fit is
   spilled); a value is saved once and not again while its copy in HBM is current; evictions
   leave room for the next arrivals to rotate, and each reload waits only for the space it
-  lands on, so it can run ahead of its reader (`_SpillPlanner`; *inferred*). The published
-  long-sequence Mamba profile (NKI_NOTES §7; the tutorial's DMA rows `qSyncSpillReload0` and
-  `qVectorSpillReload0`) shows both sides: Vector waits on reloads whose space frees only as
-  the kernel consumes the previous step, and SBUF usage peaks at about 50% while it spills.
+  lands on, so it can run ahead of its reader (`_SpillPlanner`; *inferred*). The public
+  evidence is the Fused Mamba tutorial's v2 at seq_len 8192 (general/nki/tutorials/fused_mamba,
+  "Increasing input seq_len size"; NKI_NOTES §7): spill traffic on its own DMA rows
+  (`qSyncSpillReload0`, `qVectorSpillReload0`), Vector idle on semaphore waits for reloads
+  (58.93% active), SBUF usage peaking at about 50% while it spills, 53.33 ms.
 
 The result is an op list in program order whose accesses name *physical* locations, ready for
 the event-driven scheduler in `timeline.py`.
