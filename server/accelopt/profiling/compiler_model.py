@@ -90,6 +90,9 @@ class ModelOptions:
     prefetch_spills: bool = True
     # a buffer whose spill copy is current is evicted without saving it again
     save_once: bool = True
+    # compute instructions whose inputs are ready fill idle stretches their engine left earlier
+    # (the compiler's scheduler reorders independent instructions; timeline._Slots)
+    reorder_compute: bool = True
 
 
 @dataclass(slots=True)
