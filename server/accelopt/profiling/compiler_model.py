@@ -26,7 +26,7 @@ a switch of `ModelOptions` so its effect can be measured:
   banks) capacity, the one used again furthest in the future is saved to HBM and reloaded
   before its next read (Belady's choice, what an allocator that sees the whole program makes).
   The sites whose live sets fit keep their multi-buffer copies (only what does not fit is
-  spilled); a value is saved once and not again while its copy in HBM is current; evictions
+  spilled); optionally a value is not saved again while its copy in HBM is current; evictions
   leave room for the next arrivals to rotate, and each reload waits only for the space it
   lands on, so it can run ahead of its reader (`_SpillPlanner`; *inferred*). The public
   evidence is the Fused Mamba tutorial's v2 at seq_len 8192 (general/nki/tutorials/fused_mamba,
@@ -88,8 +88,13 @@ class ModelOptions:
     # are placed like any DMA, as early as their data and landing space allow, instead of in
     # program order (see `_SpillPlanner`)
     prefetch_spills: bool = True
-    # a buffer whose spill copy is current is evicted without saving it again
-    save_once: bool = True
+    # A buffer whose spill copy is current is evicted without saving it again, as register
+    # allocators do. Off by default: every public spilling point is closer with each eviction
+    # saving (Fused Mamba v2 at seq_len 8192: +4% against -9% of 53.33 ms, Vector 0.56 against
+    # 0.63 of the published 0.59; the trn2 tutorial-order v3: DMA busy 0.68 against 0.59 of
+    # the published 0.96), which would follow if neuronx-cc treats a reloaded tile as a new
+    # value with a spill slot of its own (*inferred*; nothing public says).
+    save_once: bool = False
     # compute instructions whose inputs are ready fill idle stretches their engine left earlier
     # (the compiler's scheduler reorders independent instructions; timeline._Slots)
     reorder_compute: bool = True
@@ -642,10 +647,10 @@ class _SpillPlanner:
       transfers to program order): far ahead of its reader when earlier buffers have died,
       not at all when it lands on the buffer the kernel has just finished with.
 
-    With `ModelOptions.save_once` a buffer whose spill copy is current (reloaded and not
-    written since) is dropped on eviction without another save: the copy in HBM still holds
-    its value (register allocators skip such stores; LLVM's spiller counts them as "omitted
-    spills of reloads", llvm/lib/CodeGen/InlineSpiller.cpp).
+    With `ModelOptions.save_once` (off by default, see there) a buffer whose spill copy is
+    current (reloaded and not written since) is dropped on eviction without another save: the
+    copy in HBM still holds its value (register allocators skip such stores; LLVM's spiller
+    counts them as "omitted spills of reloads", llvm/lib/CodeGen/InlineSpiller.cpp).
     """
 
     def __init__(
