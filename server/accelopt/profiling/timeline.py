@@ -20,9 +20,9 @@ how a K-blocked matmul in a `sequential_range` reaches 85% of the Tensor Engine,
 Work the kernel left to the compiler (`Engine.UNASSIGNED`) goes to the legal engine on which
 it would finish first: the least-loaded engine in the sense that matters to the schedule.
 
-Spill transfers (`compiler_model.py` decides which) are not prefetched: each starts only once
-every instruction before it in program order has started, so spilling costs time the way the
-published long-sequence Mamba kernel shows (NKI_NOTES §7).
+Spill transfers (`compiler_model.py` decides which, and where each reload lands) are placed like
+any DMA, as soon as their data and their landing space allow (`ModelOptions.prefetch_spills`).
+With it off, each starts only once every instruction before it in program order has started.
 
 Trainium1 port conflicts (NKI_NOTES §3): Vector and GpSimd instructions touching SBUF never
 overlap; neither do Vector and Scalar instructions touching PSUM.
@@ -540,11 +540,10 @@ class _Scheduler:
                 hbm_write_bytes=op.spill_bytes if op.kind == "spill_save" else 0,
             )
             line = self.trace.records[op.cause].line if op.cause >= 0 else 0
-            # Spill code is inserted where the allocator runs out of space and is not
-            # prefetched: it starts once every instruction before it in program order has
-            # been issued (started), so a spill sits on the critical path the way the
-            # published long-sequence Mamba kernel shows (NKI_NOTES §7).
-            ready = max(ready, self.issue_front)
+            # Without prefetching, spill code inserted where the allocator runs out of space
+            # starts once every instruction before it in program order has been issued.
+            if not self.options.prefetch_spills:
+                ready = max(ready, self.issue_front)
             if op.kind == "spill_save":
                 self.counters["sbuf_read"] += op.spill_bytes
             else:
