@@ -13,7 +13,6 @@ from accelopt.agents.offline.sizes import share_in_text, size_class
 from accelopt.search.candidate import Experience, Plan
 from accelopt.search.memory import Memory
 from accelopt.search.roles import PlanRequest
-from accelopt.search.timed_inputs import timed_input_shapes
 
 from .lessons import summarized_experience
 from .test_planner_memory import DMA_BOUND, PROJ, SCORES
@@ -78,10 +77,3 @@ async def test_a_lesson_recorded_without_sizes_still_loads_and_counts_at_every_s
     assert len(experiences) == 1
     for shapes in (SCORES_SMALL, SCORES_LARGE):
         assert place_of_keys_preload(ranking(experiences, shapes)) > place_of_keys_preload(ranking([], shapes))
-
-
-def test_the_timed_shapes_come_from_the_evaluation_note_in_argument_order():
-    note = "timed at the full size (5120x4096, 5120x12288) by a trace-only run: outputs not computed there"
-    assert timed_input_shapes(["checked at the small size", note], PROJ) == PROJ_LARGE
-    assert timed_input_shapes([note.replace("5120x4096, ", "")], PROJ) == {}  # counts differ: no guess
-    assert timed_input_shapes([], PROJ) == {}

@@ -60,6 +60,11 @@ class Evaluation(BaseModel):
     timed_size: str | None = Field(
         None, description="the reference module's size the profile was timed at (None: no sizes)"
     )
+    timed_input_shapes: dict[str, list[int]] = Field(
+        default_factory=dict,
+        description="the kernel's inputs (parameter name -> shape, [] for a scalar) at the size it was "
+        "timed at, when it was checked at one size and timed at another; empty otherwise",
+    )
     wall_time_s: float = 0.0
     assumed: str | None = Field(
         None, description="the NKI rules and target the evaluation assumed, e.g. 'NKI 0.7 (nki.*) on trn2'"

@@ -79,6 +79,11 @@ def input_shapes(trace: Trace | None) -> str:
     return ", ".join("x".join(str(d) for d in shape) or "scalar" for shape in shapes)
 
 
+def input_shapes_by_name(trace: Trace) -> dict[str, list[int]]:
+    """The kernel's inputs as a trace declares them: parameter name -> shape."""
+    return {info.name: list(info.shape) for info in trace.tensors.values() if info.is_input}
+
+
 def _at(size: str, trace: Trace | None) -> str:
     shapes = input_shapes(trace)
     return f"the {size} size ({shapes})" if shapes else f"the {size} size"
@@ -153,4 +158,5 @@ def combined(
         verified=False,
         checked_size=split.check.size,
         timed_size=split.timed.size,
+        timed_input_shapes=input_shapes_by_name(timed_trace),
     )

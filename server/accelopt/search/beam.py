@@ -60,7 +60,6 @@ from accelopt.search.roles import (
     SummarizeResult,
 )
 from accelopt.search.selection import Pair, Ranking, is_ranked, next_beam, select_experiences
-from accelopt.search.timed_inputs import timed_input_shapes
 
 if TYPE_CHECKING:
     from accelopt.profiling.task import Task
@@ -387,7 +386,7 @@ class _Search:
                     seed=seed,
                     proposal=n,
                     judged=self._judged,
-                    input_shapes=timed_input_shapes(parent.evaluation_notes, parent.kernel),
+                    input_shapes=dict(parent.timed_input_shapes),
                 ),
             )
             if planned.notice and (iteration, parent.id, planned.notice) not in self._notices:
@@ -602,7 +601,7 @@ class _Search:
                     slow_profile=before.profile,
                     fast_profile=after.profile if outcome.failure is None else None,
                     failure=outcome.failure,
-                    input_shapes=timed_input_shapes(before.evaluation_notes, before.kernel),
+                    input_shapes=dict(before.timed_input_shapes),
                 ),
             )
         except _Stopped:
@@ -702,6 +701,7 @@ class _Search:
         candidate.profile = evaluation.profile
         candidate.checked_size, candidate.timed_size = evaluation.checked_size, evaluation.timed_size
         candidate.evaluation_notes = list(evaluation.notes)
+        candidate.timed_input_shapes = dict(evaluation.timed_input_shapes)
         if evaluation.ok and evaluation.profile is not None:
             candidate.latency_ms = evaluation.profile.latency_ms
             candidate.percent_of_peak = evaluation.profile.percent_of_peak

@@ -75,6 +75,9 @@ class Candidate(BaseModel):
     profile: Profile | None = None
     checked_size: str | None = Field(None, description="the reference size its outputs were checked at")
     timed_size: str | None = Field(None, description="the reference size its latency was timed at")
+    timed_input_shapes: dict[str, list[int]] = Field(
+        default_factory=dict, description="its inputs' shapes at the timed size, when checked at another"
+    )
     evaluation_notes: list[str] = Field(
         default_factory=list, description="the evaluation's notes: what was checked and timed where, warnings"
     )
