@@ -834,9 +834,12 @@ def dma_copy(
     partitions, free = pf(moved.shape)
     region = region_of(dst, mask)
     reads: tuple[Region, ...] = (region_of(src, mask),)
+    extra = None
     if src.__class__ is not View or dst.__class__ is not View:
-        # an indirect (tensor-indexed) side also reads its index tile (views.IndirectView)
+        # an indirect (tensor-indexed) side also reads its index tile (views.IndirectView); its
+        # HBM region is the whole indexed dimension
         reads += tuple(v._index_view._region() for v in (src, dst) if v.__class__ is not View)
+        extra = {"indirect": True}
     ctx.emit(
         Engine.DMA,
         opcode,
@@ -849,9 +852,12 @@ def dma_copy(
         src._tensor.memory,
         dst._tensor.memory,
         line,
-        bytes=prod(moved.shape) * src._tensor.dtype.itemsize,
+        # a DMA casts between the two dtypes (nisa.dma_copy reference): HBM traffic is counted
+        # in the HBM side's dtype
+        bytes=prod(moved.shape) * hbm_side._tensor.dtype.itemsize,
         dma_chunk_bytes=chunk_bytes,
         dma_chunks=chunks,
+        extra=extra,
     )
     ctx.note_write(dst._tensor, region, line, False)
     if ctx.numerics and dst._tensor._data is not None:

@@ -343,8 +343,10 @@ def load(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> _Tensor:
     chunk_bytes, chunks = _dma_shape(moved)
     partitions, free = _pf(moved.shape if moved.shape else shape)
     reads: tuple[Any, ...] = (_region_of(view, minfo),)
+    extra = None
     if view.__class__ is not _View:  # an indirect load also reads its index tile
         reads += (view._index_view._region(),)
+        extra = {"indirect": True}  # its HBM region is the whole indexed dimension
     tile._producer = ctx.emit(
         _Engine.DMA,
         "dma_load",
@@ -360,6 +362,7 @@ def load(src: Any, mask: Any = None, dtype: Any = None, **_: Any) -> _Tensor:
         bytes=partitions * free * view._tensor.dtype.itemsize,
         dma_chunk_bytes=chunk_bytes,
         dma_chunks=chunks,
+        extra=extra,
     )
     return tile
 

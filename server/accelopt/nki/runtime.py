@@ -212,6 +212,7 @@ def run_kernel(
     ctx = KernelContext(kernel_name or fn.__name__, path, numerics, fast_paths, kernel_api(fn, path))
     ctx.target = ctx.trace.target = kernel_target(_KERNEL_OPTIONS.get(fn, {}), target, path, fn)
     ctx.trace.compiler_flags = tuple(_KERNEL_OPTIONS.get(fn, {}).get("compiler_flags", ()))
+    ctx.trace.nki_api = ctx.api.key
     launch = Grid.of(grid) if grid is not None else None
     log = CallLog() if record_calls and numerics else None
     params = list(inspect.signature(fn).parameters)
