@@ -36,8 +36,8 @@ from accelopt.nki.liveness import FOLD_MIN_BYTES, Liveness
 from accelopt.nki.loopvar import LoopVar
 from accelopt.nki.runtime import KernelRun, _input_tensor, finish_run
 from accelopt.nki.tensor import Tensor, View, _check_bounds, par_dim
-from accelopt.nki.views import indirect_view
 from accelopt.nki.trace import LoopKind, ProgramSpan, Trace, _record_to_list
+from accelopt.nki.views import indirect_view
 
 _BUFFERS = {b.name: b for b in (SBUF, PSUM, HBM, SHARED_HBM, PRIVATE_HBM)}
 _COMPARISONS = frozenset({">=", ">", "<=", "<", "==", "!="})
