@@ -638,7 +638,10 @@ class SimulatorBackend:
     ) -> None:
         if not (need_outputs or need_values):  # a trace-only run: the declared shapes suffice
             for s in seeds:
-                shapes: list[np.ndarray] = [arrays.shape_only(spec.shape, spec.dtype) for spec in task.inputs]
+                shapes: list[np.ndarray] = [
+                    arrays.shape_only(spec.shape, spec.dtype) if spec.value is None else spec.constant()
+                    for spec in task.inputs
+                ]
                 self._remember(cache, s, _SeedData(inputs=shapes, outputs=None))
             return
         generated = {s: generate_inputs(task.inputs, s) for s in seeds}
