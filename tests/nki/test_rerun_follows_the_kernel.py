@@ -120,3 +120,33 @@ def test_a_dma_into_a_wider_dtype_writes_the_destinations_bytes():
     assert run.outputs[0].dtype == np.float32
     store = next(r for r in run.trace.records if r.dst_memory is Memory.HBM)
     assert store.bytes == 128 * 256 * 4  # float32 elements reach HBM, not bfloat16 ones
+
+
+NKI07_BITS = '''
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def absolute_by_bits(x):
+    """|x| by clearing the sign bit of the float32 pattern (a dtype view made inside the kernel)."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    bits = nl.ndarray(x.shape, dtype=nl.int32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=bits, data=t.view(nl.int32), op0=nl.bitwise_and, operand0=0x7FFFFFFF)
+    nisa.dma_copy(dst=out, src=bits.view(nl.float32))
+    return out
+'''
+
+
+def test_a_dtype_view_made_in_the_kernel_is_remade_by_the_rerun():
+    rng = np.random.default_rng(6)
+    x, y = (rng.standard_normal((128, 64)).astype(np.float32) for _ in range(2))
+    run = logged(NKI07_BITS, "absolute_by_bits", [x])
+    np.testing.assert_array_equal(run.outputs[0], np.abs(x))
+    trace = returned(run)
+    trusted = rerun(trace, [y])
+    assert compare_traces(trace, trusted.trace) is None
+    np.testing.assert_array_equal(trusted.outputs[0], np.abs(y))

@@ -220,3 +220,16 @@ def test_scalar_arguments_are_declared_by_value_and_passed_as_python_numbers():
         parse_input_specs("eps=1 eps=2")
     with pytest.raises(DirectiveError, match="or a scalar"):
         parse_input_specs("shape=(3,4)")
+
+
+@pytest.mark.parametrize("name", ["float8_e5m2", "float8_e4m3", "bfloat16"])
+def test_declared_low_precision_inputs_cross_the_sandbox_boundary_as_npy(name, tmp_path):
+    """float8_e5m2 says its kind is float ('<f1'), which np.load refuses: it travels as float32."""
+    from accelopt.profiling import arrays
+
+    (x,) = generate_inputs(parse_input_specs(f"x={name}[4,8]"), 3)
+    path = tmp_path / "x.npy"
+    np.save(path, arrays.to_transport(x), allow_pickle=False)
+    back = arrays.from_transport(np.load(path, allow_pickle=False), arrays.dtype_name(x))
+    assert back.dtype == x.dtype and np.array_equal(back.astype(np.float32), x.astype(np.float32))
+    assert not arrays.is_standard(x.dtype) and arrays.is_standard(np.dtype(np.float32))

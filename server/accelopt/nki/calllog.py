@@ -37,7 +37,6 @@ from accelopt.nki.dtypes import dname
 from accelopt.nki.indexing import IndexExpr, Predicate
 from accelopt.nki.loopvar import LoopVar
 from accelopt.nki.tensor import Buffer, Tensor, View, par_dim
-from accelopt.nki.views import IndirectView
 
 if TYPE_CHECKING:
     from accelopt.nki.context import KernelContext
@@ -281,7 +280,7 @@ def encode(value: Any) -> Any:
         return ["T", value._tid]
     if cls is View:
         return _encode_view(value)
-    if cls is IndirectView:
+    if isinstance(value, View) and hasattr(value, "_index_view"):  # a views.IndirectView
         # the rows come from the index tile: logged as that tile, re-read by the re-run
         base = _encode_view(value)
         base[5] = None

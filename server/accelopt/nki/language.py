@@ -809,8 +809,11 @@ def _matmul_record(
     strict: bool = True,
     mask: Any = None,
     dtype: Any = None,
+    rows_per_partition: int = 1,
 ) -> _Tensor:
-    """``stationary.T @ moving`` on the Tensor Engine into a new fp32 PSUM tile."""
+    """``stationary.T @ moving`` on the Tensor Engine into a new fp32 PSUM tile.
+    `rows_per_partition` 2 is the double-row FP8 mode: operands [K, 2, M] and [K, 2, N], each
+    partition holding two rows of the contraction (2K deep)."""
     for v, role in ((stationary, "stationary"), (moving, "moving")):
         if v._tensor.memory is not _Memory.SBUF:
             raise ctx.error(
@@ -820,6 +823,8 @@ def _matmul_record(
             )
     k, m = _pf(stationary.shape)
     k2, n = _pf(moving.shape)
+    m //= rows_per_partition
+    n //= rows_per_partition
     if k != k2:
         raise ctx.error(
             "err_num_partition_mismatch",
@@ -842,18 +847,22 @@ def _matmul_record(
         out_dtype = stationary._tensor.dtype
     values = None
     if ctx.numerics:
-        s = _read_values(stationary, False).reshape(k, m)
-        mv = _read_values(moving, False).reshape(k, n)
+        s = _read_values(stationary, False).reshape(k * rows_per_partition, m)
+        mv = _read_values(moving, False).reshape(k * rows_per_partition, n)
         values = s.T @ mv
         if is_transpose and dtype is None:
             values = values.astype(np.float32)
-    shape = (m, *moving.shape[1:]) if len(moving.shape) > 2 else (m, n)
+    if rows_per_partition > 1:
+        shape: tuple[int, ...] = (m, n)
+    else:
+        shape = (m, *moving.shape[1:]) if len(moving.shape) > 2 else (m, n)
     if values is not None:
         values = values.reshape(shape)
     minfo = _resolve_mask(ctx, mask, shape)
     out = _result_tile(ctx, shape, out_dtype, _PSUM, line, "matmul", values, minfo)
     fp32 = stationary._tensor.dtype == np.float32 or moving._tensor.dtype == np.float32
-    flops = 2 * k * m * n * (2 if fp32 else 1)
+    depth = k * rows_per_partition  # the logical contraction (the timing model's fp8 rate sees it)
+    flops = 2 * depth * m * n * (2 if fp32 else 1)
     out._producer = ctx.emit(
         _Engine.TENSOR,
         "transpose" if is_transpose else "nc_matmul",
@@ -866,10 +875,10 @@ def _matmul_record(
         _Memory.SBUF,
         _Memory.PSUM,
         line,
-        bytes=k * n * moving._tensor.dtype.itemsize,
+        bytes=depth * n * moving._tensor.dtype.itemsize,
         flops=flops,
         is_transpose=is_transpose,
-        matmul_kmn=(k, m, n),
+        matmul_kmn=(depth, m, n),
         extra={"api": api, "strict": strict},
     )
     return out

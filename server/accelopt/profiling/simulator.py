@@ -740,7 +740,7 @@ class SimulatorBackend:
         cache.seeds[seed] = data
 
     def _spill(self, array: np.ndarray) -> np.ndarray:
-        if array.ndim == 0 or array.dtype.kind not in "biuf" or isinstance(array, arrays.ShapeOnly):
+        if array.ndim == 0 or not arrays.is_standard(array.dtype) or isinstance(array, arrays.ShapeOnly):
             return array  # scalars, shapes and ml_dtypes arrays stay in memory (.npy cannot map the latter)
         if self._spill_dir is None:
             self._spill_dir = tempfile.mkdtemp(prefix="accelopt-reference-cache-")
