@@ -67,8 +67,11 @@ def with_directives(text: str, entry: Entry) -> str:
         if found is None:
             continue
         start = index
-        while start > 0 and lines[start - 1].lstrip().startswith("@"):
+        # up over the decorators (and comment lines between them and the `def`)
+        while start > 0 and lines[start - 1].lstrip().startswith(("@", "#")):
             start -= 1
+        while lines[start].lstrip().startswith("#"):  # comments above the decorators stay above
+            start += 1
         indent = found.group(1)
         extra = [f"{indent}# accelopt: inputs {entry.inputs}\n"] if entry.inputs else []
         if entry.grid:

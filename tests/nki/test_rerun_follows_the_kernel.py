@@ -150,3 +150,40 @@ def test_a_dtype_view_made_in_the_kernel_is_remade_by_the_rerun():
     trusted = rerun(trace, [y])
     assert compare_traces(trace, trusted.trace) is None
     np.testing.assert_array_equal(trusted.outputs[0], np.abs(y))
+
+
+LEGACY_GATHER_TRANSPOSE = '''
+import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+from neuronxcc.nki.isa.constants import dge_mode
+
+
+@nki.jit
+def gather_then_transpose(src, rows):
+    """out = transpose(src[rows], (2, 1, 0)) by one transposing DMA with a gathered source."""
+    _, d1, d2 = src.shape
+    out = nl.ndarray((d2, d1, 16), dtype=src.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(16)[:, None]
+    idx = nl.load(rows)
+    iy = nl.arange(d1)[None, :, None]
+    iz = nl.arange(d2)[None, None, :]
+    assert nisa.dge_mode is dge_mode
+    moved = nisa.dma_transpose(src[idx[i_p, 0], iy, iz], axes=(2, 1, 0))
+    nl.store(out, moved)
+    return out
+'''
+
+
+def test_a_transposing_dma_from_a_gathered_source_reads_the_index_tile_and_reruns():
+    rng = np.random.default_rng(9)
+    src = rng.standard_normal((40, 4, 8)).astype(np.float32)
+    rows, other = (rng.integers(0, 40, (16, 1)).astype(np.int32) for _ in range(2))
+    run = logged(LEGACY_GATHER_TRANSPOSE, "gather_then_transpose", [src, rows])
+    np.testing.assert_array_equal(run.outputs[0], np.transpose(src[rows[:, 0]], (2, 1, 0)))
+    transpose = next(r for r in run.trace.records if r.extra.get("api") == "nisa.dma_transpose")
+    assert transpose.extra.get("indirect") and len(transpose.reads) == 2  # the data and the index tile
+    trace = returned(run)
+    trusted = rerun(trace, [src, other])
+    assert compare_traces(trace, trusted.trace) is None
+    np.testing.assert_array_equal(trusted.outputs[0], np.transpose(src[other[:, 0]], (2, 1, 0)))

@@ -1314,6 +1314,11 @@ def dma_transpose(src: Any, axes: Any = None, dtype: Any = None, **kwargs: Any) 
     out = _result_tile(ctx, shape, out_dtype, _SBUF, line, "dma_transpose", values, None)
     p, f = _pf(shape)
     itemsize = view._tensor.dtype.itemsize
+    extra: dict[str, Any] = {"transpose": True, "api": "nisa.dma_transpose", "axes": list(order)}
+    reads: tuple[Any, ...] = (view._region(),)
+    if hasattr(view, "_index_view"):  # a gather: it also reads its index tile (views.IndirectView)
+        reads += (view._index_view._region(),)
+        extra["indirect"] = True
     out._producer = ctx.emit(
         _Engine.DMA,
         "dma_copy",
@@ -1321,7 +1326,7 @@ def dma_transpose(src: Any, axes: Any = None, dtype: Any = None, **kwargs: Any) 
         f,
         _dname(view._tensor.dtype),
         _dname(out_dtype),
-        (view._region(),),
+        reads,
         (out._full_region(),),
         view._tensor.memory,
         _Memory.SBUF,
@@ -1330,7 +1335,7 @@ def dma_transpose(src: Any, axes: Any = None, dtype: Any = None, **kwargs: Any) 
         is_transpose=True,
         dma_chunk_bytes=itemsize,
         dma_chunks=p * f,
-        extra={"transpose": True, "api": "nisa.dma_transpose", "axes": list(order)},
+        extra=extra,
     )
     return out
 

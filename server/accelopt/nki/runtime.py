@@ -62,7 +62,7 @@ class KernelRun:
 
 def install_aliases() -> None:
     """Make ``neuronxcc.nki[.language|.isa|.typing]`` and ``nki[...]`` import the emulator."""
-    from accelopt.nki import compiler, constants, facade, isa, language
+    from accelopt.nki import compiler, constants, facade, isa, isa_constants, language
     from accelopt.nki import typing as nki_typing
 
     neuronxcc = sys.modules.get("neuronxcc")
@@ -73,6 +73,7 @@ def install_aliases() -> None:
         neuronxcc.__path__ = []
         neuronxcc.__accelopt_emulator__ = True  # type: ignore[attr-defined]
     neuronxcc.nki = facade  # type: ignore[attr-defined]
+    isa.constants = isa_constants  # type: ignore[attr-defined]  # `import nki.isa.constants as c`
     sys.modules.update(
         {
             "neuronxcc": neuronxcc,
@@ -81,11 +82,13 @@ def install_aliases() -> None:
             "neuronxcc.nki.isa": isa,
             "neuronxcc.nki.typing": nki_typing,
             "neuronxcc.nki.language.constants": constants,
+            "neuronxcc.nki.isa.constants": isa_constants,
             "neuronxcc.nki.compiler": compiler,
             "nki.compiler": compiler,
             "nki": facade,
             "nki.language": language,
             "nki.language.constants": constants,
+            "nki.isa.constants": isa_constants,
             "nki.isa": isa,
             "nki.typing": nki_typing,
         }
