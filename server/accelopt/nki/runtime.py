@@ -73,7 +73,7 @@ def install_aliases() -> None:
         neuronxcc.__path__ = []
         neuronxcc.__accelopt_emulator__ = True  # type: ignore[attr-defined]
     neuronxcc.nki = facade  # type: ignore[attr-defined]
-    isa.constants = isa_constants  # type: ignore[attr-defined]  # `import nki.isa.constants as c`
+    isa.constants = isa_constants  # `import nki.isa.constants as c` finds the module as an attribute
     sys.modules.update(
         {
             "neuronxcc": neuronxcc,
