@@ -117,8 +117,9 @@ def cause(row: Row) -> str:
     """A failure's group: the error code, else the message with names and numbers blurred."""
     if row.error_code:
         return f"{row.status}: {row.error_code}"
-    words = re.sub(r"'[^']*'|`[^`]*`|\d+", "_", row.message)
-    return f"{row.status}: {words[:70]}"
+    message = re.sub(r"^\S+\.py:\d+: (error: )?", "", row.message)  # the copy's path and line
+    words = re.sub(r"'[^']*'|`[^`]*`|\d+", "_", message)
+    return f"{row.status}: {words[:48]}"
 
 
 def main() -> int:
@@ -128,7 +129,11 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--timeout", type=int, default=180)
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument("--table", type=Path, default=None, help="reprint the rows a --json run wrote; run nothing")
     args = parser.parse_args()
+    if args.table:
+        summarize([Row.model_validate(r) for r in json.loads(args.table.read_text())])
+        return 0
     folder: Path = args.folder.resolve()
     entries = [Entry.model_validate(e) for e in json.loads((folder / "kernels.json").read_text())]
     if args.only:
@@ -141,13 +146,17 @@ def main() -> int:
             where = f":{row.line}" if row.line else ""
             verdict = "ran" if row.ran else f"{row.status} {row.error_code or ''}{where} {row.message}"
             print(f"{entry.file} {entry.kernel}  [{row.seconds:.0f}s]  {verdict}", flush=True)
+    summarize(rows)
+    if args.json:
+        args.json.write_text(json.dumps([row.model_dump() for row in rows], indent=1))
+    return 0
+
+
+def summarize(rows: list[Row]) -> None:
     ran = sum(row.ran for row in rows)
     print(f"\n{ran} of {len(rows)} kernels ran")
     for group, count in Counter(cause(row) for row in rows if not row.ran).most_common():
         print(f"  {count:3d}  {group}")
-    if args.json:
-        args.json.write_text(json.dumps([row.model_dump() for row in rows], indent=1))
-    return 0
 
 
 if __name__ == "__main__":
