@@ -12,11 +12,17 @@ Documents cited below (AWS Neuron SDK documentation, awsdocs-neuron.readthedocs-
 - [NCV4] "NeuronCore-v4 Architecture", /en/latest/about-neuron/arch/neuron-hardware/neuron-core-v4.html
 - [DMA-BW] "Guideline to Avoid Under-Utilizing DMA Bandwidth", /en/latest/nki/deep-dives/nki-dma-bandwidth-guide.html
 - [ISA-RECIP] "nki.isa.reciprocal", /en/latest/nki/api/generated/nki.isa.reciprocal.html
+- [ISA-DMAT] "nki.isa.dma_transpose" (SDK 2.29 on), /en/latest/nki/api/generated/nki.isa.dma_transpose.html:
+  the hardware-DGE and the indirect (software-DGE) transpose both require 2-byte elements
 - [ISA-TT], [ISA-STT], [ISA-COPYPRED], [ISA-TR]: the NKI ISA reference of the legacy
   `neuronxcc.nki.isa` (SDK 2.26, the NeuronCore-v2 costs), "Estimated instruction cost" of
   "nki.isa.tensor_tensor", "nki.isa.scalar_tensor_tensor", "nki.isa.tensor_copy_predicated" and
   "nki.isa.tensor_reduce",
   /en/v2.26.1/nki/api/generated/nki.isa.<name>.html (used in profiling/lowering.py)
+- [NKI-SCHED] "nki.language.no_reorder", /en/latest/nki/api/generated/nki.language.no_reorder.html
+  ("Without this directive, the compiler scheduler is free to reorder independent operations for
+  better hardware utilization") and "nki.compiler.SchedulingHeuristic" (default ASAP: "select the
+  instruction that can start first"), used in profiling/timeline.py
 - [KOPT] "Introduction to NKI Kernel Optimization" (trn2, Neuron Explorer), /en/latest/nki/guides/tutorials/kernel-optimization.html
 - [DMA-OV] "Introduction to Direct Memory Access (DMA) with NKI", /en/latest/nki/about/nki-dma-overview.html
 
@@ -94,7 +100,9 @@ class HardwareSpec:
     tensor_mx_speedup: float = 1.0
     # The Tensor Engine's transpose mode (NeuronCore-v3 on): an fp32 transpose this much faster.
     fp32_transpose_speedup: float = 1.0
-    # Efficiency of an HBM<->SBUF DMA transpose (nisa.dma_transpose) against a plain copy.
+    # Efficiency of an HBM<->SBUF DMA transpose (nisa.dma_transpose) of 2-byte elements against
+    # a plain copy ([ISA-DMAT]: other dtypes are not the engines' transpose; they are charged
+    # `dma_transpose_efficiency`, see lowering.dma_transpose_efficiency).
     dma_hw_transpose_efficiency: float = 0.1
     # Time from the start of a kernel's execution on the device to its first instruction, which
     # the profiler's total_time includes (see TRN2 below); 0 where nothing public gives it.
@@ -181,7 +189,7 @@ TRN1 = HardwareSpec(
     dma_fixed_latency_s=_DMA_FIXED_LATENCY_S,  # [DMA-BW]; NKI_NOTES §4: ≈1–1.5 µs
     dma_chunk_efficiency=_CHUNK_EFFICIENCY,
     # *inferred*: a transposing load moves one element per descriptor; §4 only says "much
-    # slower", we charge it a tenth of the streaming rate.
+    # slower", we charge it a tenth of a plain copy's rate of the same tile (lowering.lower_dma).
     dma_transpose_efficiency=0.1,
     stride_penalty_bytes=16,  # §4
     roofline_vector_flops=286.7e9,  # §6: 2 engines x 128 lanes x 1.12 GHz

@@ -73,6 +73,9 @@ class ModelOptions:
     # "Software pipelining", nki/guides/tutorials/tiled-grid-streaming: "the number of slots ...
     # sets how many steps can be in flight at once", with two- and three-stage pipelines).
     sbuf_buffers: int = 3
+    # compute instructions whose inputs are ready fill idle stretches their engine left earlier
+    # (the compiler's scheduler reorders independent instructions; timeline._Slots)
+    reorder_compute: bool = True
 
 
 @dataclass(slots=True)
