@@ -319,3 +319,28 @@ async def test_a_candidate_may_not_import_a_file_the_users_kernel_does_not(backe
     evaluation = await backend.evaluate(kernel, task_for_kernel(baseline), OPTIONS)
     assert evaluation.status == "rejected" and "secrets_store" in evaluation.message
     assert "do-not-leak" not in evaluation.message
+
+
+SCALAR_ARGUMENTS = '''
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+
+# accelopt: inputs x=float32[128,64] eps=0.25 repeat=3 negate=False
+@nki.jit
+def add_scalars(x, eps, repeat, negate):
+    assert isinstance(eps, float) and isinstance(repeat, int) and negate is False
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    tile = nl.load(x)
+    for _ in range(repeat):
+        tile = nl.add(tile, eps)
+    nl.store(out, value=nl.negative(tile) if negate else tile)
+    return out
+'''
+
+
+async def test_scalar_arguments_declared_by_value_reach_the_kernel_as_python_values(backend, tmp_path):
+    kernel = KernelSource(text=SCALAR_ARGUMENTS, name="add_scalars", path=str(tmp_path / "scalars.py"))
+    evaluation = await backend.evaluate(kernel, task_for_kernel(kernel), OPTIONS)
+    assert evaluation.status == "ok", evaluation.message
+    assert evaluation.profile is not None and evaluation.profile.instruction_count >= 5  # 3 adds ran

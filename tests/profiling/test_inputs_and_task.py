@@ -202,3 +202,34 @@ def test_a_copy_in_another_folder_gets_a_reference_directive_that_resolves(tmp_p
     # an inputs directive is left alone
     declared = "# accelopt: inputs x=float32[128,512]\ndef k(x):\n    pass\n"
     assert point_reference_directive(declared, "k", str(tmp_path / "silu_ref.py"), out) == declared
+
+
+def test_scalar_arguments_are_declared_by_value_and_passed_as_python_numbers():
+    specs = parse_input_specs("x=float32[2,3] eps=1e-5 pool=2 causal=True shift=-0.5")
+    assert [(s.name, s.value) for s in specs[1:]] == [("eps", 1e-5), ("pool", 2), ("causal", True), ("shift", -0.5)]
+    assert [s.text() for s in specs[1:]] == ["eps=1e-05", "pool=2", "causal=True", "shift=-0.5"]
+    first, other = generate_inputs(specs, 1), generate_inputs(specs, 2)
+    assert not np.array_equal(first[0], other[0])
+    for seed_inputs in (first, other):  # the same value on every seed, as a 0-d array
+        eps, pool, causal, shift = seed_inputs[1:]
+        assert eps.shape == () and eps.dtype == np.float64 and eps.item() == 1e-5
+        assert pool.dtype == np.int64 and pool.item() == 2
+        assert causal.dtype == np.bool_ and causal.item() is True
+        assert shift.item() == -0.5
+    with pytest.raises(DirectiveError, match="declared twice"):
+        parse_input_specs("eps=1 eps=2")
+    with pytest.raises(DirectiveError, match="or a scalar"):
+        parse_input_specs("shape=(3,4)")
+
+
+@pytest.mark.parametrize("name", ["float8_e5m2", "float8_e4m3", "bfloat16"])
+def test_declared_low_precision_inputs_cross_the_sandbox_boundary_as_npy(name, tmp_path):
+    """float8_e5m2 says its kind is float ('<f1'), which np.load refuses: it travels as float32."""
+    from accelopt.profiling import arrays
+
+    (x,) = generate_inputs(parse_input_specs(f"x={name}[4,8]"), 3)
+    path = tmp_path / "x.npy"
+    np.save(path, arrays.to_transport(x), allow_pickle=False)
+    back = arrays.from_transport(np.load(path, allow_pickle=False), arrays.dtype_name(x))
+    assert back.dtype == x.dtype and np.array_equal(back.astype(np.float32), x.astype(np.float32))
+    assert not arrays.is_standard(x.dtype) and arrays.is_standard(np.dtype(np.float32))

@@ -65,6 +65,20 @@ def _dedupe(boxes: list[tuple[tuple[int, int], ...]]) -> list[tuple[tuple[int, i
     return list(dict.fromkeys(boxes))
 
 
+def _note_access(
+    direct: dict[tuple[str, int], list[tuple[tuple[int, int], ...]]],
+    indirect_bytes: dict[tuple[str, int], int],
+    key: tuple[str, int],
+    box: tuple[tuple[int, int], ...],
+    indirect: bool,
+    moved: int,
+) -> None:
+    if indirect:
+        indirect_bytes[key] = indirect_bytes.get(key, 0) + moved
+    else:
+        direct.setdefault(key, []).append(box)
+
+
 def work_from_trace(trace: Trace) -> Work:
     """The roofline work a kernel's trace implies (AccelOpt's conventions, NKI_NOTES §6).
 
@@ -80,6 +94,10 @@ def work_from_trace(trace: Trace) -> Work:
     vector = 0.0
     read_boxes: dict[int, list[tuple[tuple[int, int], ...]]] = {}
     write_boxes: dict[int, list[tuple[tuple[int, int], ...]]] = {}
+    # an indirect DMA's region is the whole indexed dimension (the rows are data): its tensor
+    # counts at most the bytes such DMAs moved on top of the direct accesses' union
+    direct: dict[tuple[str, int], list[tuple[tuple[int, int], ...]]] = {}
+    indirect_bytes: dict[tuple[str, int], int] = {}
     for rec in trace.records:
         if rec.engine is Engine.TENSOR or rec.matmul_kmn is not None:
             if rec.matmul_kmn is not None and not rec.is_transpose and rec.opcode != "broadcast":
@@ -88,21 +106,29 @@ def work_from_trace(trace: Trace) -> Work:
                 if dtype_bytes(rec.dtype) < 4 or rec.dtype in ("tfloat32", "tf32"):
                     full_rate += 2.0 * k * m * n
         vector += rec.vector_ops
+        indirect = bool(rec.extra.get("indirect"))
         if rec.src_memory is Memory.HBM:
             for region in rec.reads:
                 info = trace.tensors.get(region.tensor_id)
                 if info is not None and info.memory is Memory.HBM and info.is_input:
                     read_boxes.setdefault(region.tensor_id, []).append(region.box)
+                    _note_access(direct, indirect_bytes, ("r", region.tensor_id), region.box, indirect, rec.bytes)
         if rec.dst_memory is Memory.HBM:
             for region in rec.writes:
                 info = trace.tensors.get(region.tensor_id)
                 if info is not None and info.memory is Memory.HBM and info.is_output:
                     write_boxes.setdefault(region.tensor_id, []).append(region.box)
+                    _note_access(direct, indirect_bytes, ("w", region.tensor_id), region.box, indirect, rec.bytes)
     hbm = 0.0
-    for boxes_by_tensor in (read_boxes, write_boxes):
+    for kind, boxes_by_tensor in (("r", read_boxes), ("w", write_boxes)):
         for tensor_id, boxes in boxes_by_tensor.items():
             itemsize = dtype_bytes(trace.tensors[tensor_id].dtype)
-            hbm += itemsize * _union_elements(_dedupe(boxes))
+            touched = itemsize * _union_elements(_dedupe(boxes))
+            moved = indirect_bytes.get((kind, tensor_id))
+            if moved is not None:
+                plain = direct.get((kind, tensor_id), [])
+                touched = min(touched, itemsize * _union_elements(_dedupe(plain)) + moved)
+            hbm += touched
     return Work(
         matmul_flops=matmul,
         vector_flops=vector,

@@ -49,6 +49,21 @@ class KernelApi:
         return self.generation == "legacy"
 
     @property
+    def key(self) -> str:
+        """How a trace names the rules it ran under ("legacy", "nki 0.7"): the verified re-run
+        applies the same ones (`from_key`)."""
+        return "legacy" if self.legacy else f"nki {self.release or LATEST_RELEASE}"
+
+    @classmethod
+    def from_key(cls, key: str) -> KernelApi:
+        if key == "legacy":
+            return LEGACY
+        generation, _, release = key.partition(" ")
+        if generation != "nki" or not re.fullmatch(r"\d+\.\d+", release):
+            raise ValueError(f"unknown NKI generation {key!r}")
+        return cls("nki", release)
+
+    @property
     def block_dimensions(self) -> bool:
         """Whether a partition dimension may sit right of other (block) dimensions."""
         return self.legacy

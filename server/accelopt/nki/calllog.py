@@ -280,6 +280,11 @@ def encode(value: Any) -> Any:
         return ["T", value._tid]
     if cls is View:
         return _encode_view(value)
+    if isinstance(value, View) and hasattr(value, "_index_view"):  # a views.IndirectView
+        # the rows come from the index tile: logged as that tile, re-read by the re-run
+        base = _encode_view(value)
+        base[5] = None
+        return ["I", base, _encode_view(value._index_view), value._index_dim, value._index_add]
     if cls is tuple:
         return ["t", *[encode(v) for v in value]]
     if cls is list:

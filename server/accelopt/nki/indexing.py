@@ -532,8 +532,22 @@ class _MGrid:
 
 
 class MGridResult:
+    """``nl.mgrid[...]`` as one object: its grids by position, or by name: ``.p`` the partition
+    axis, then ``.x``, ``.y``, ``.z`` the free axes in order (a rank-3 grid indexes a
+    ``[P, X, Y]`` tile as ``t[g.p, g.x, g.y]``, as the SDK's ``nc_matmul`` double-row example
+    does)."""
+
     def __init__(self, exprs: list[IndexExpr]) -> None:
         self._exprs = exprs
+
+    def _axis(self, axis: int, name: str) -> IndexExpr:
+        if axis >= len(self._exprs):
+            from accelopt.nki.context import current
+
+            raise current().error(
+                "err_invalid_dimension", f"nl.mgrid result has {len(self._exprs)} grids: no field '.{name}'"
+            )
+        return self._exprs[axis]
 
     @property
     def p(self) -> IndexExpr:
@@ -541,7 +555,15 @@ class MGridResult:
 
     @property
     def x(self) -> IndexExpr:
-        return self._exprs[-1]
+        return self._axis(1, "x")
+
+    @property
+    def y(self) -> IndexExpr:
+        return self._axis(2, "y")
+
+    @property
+    def z(self) -> IndexExpr:
+        return self._axis(3, "z")
 
     def __iter__(self) -> Iterator[IndexExpr]:
         return iter(self._exprs)

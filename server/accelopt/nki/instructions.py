@@ -16,7 +16,7 @@ from accelopt.nki import dtypes as dt
 from accelopt.nki import ops
 from accelopt.nki.context import KernelContext, current
 from accelopt.nki.dtypes import dname
-from accelopt.nki.indexing import Predicate
+from accelopt.nki.indexing import IndexExpr, Predicate
 from accelopt.nki.tensor import (
     PMAX,
     Buffer,
@@ -183,6 +183,8 @@ def resolve_mask(ctx: KernelContext, mask: Any, shape: tuple[int, ...]) -> MaskI
             "err_unsupported_mask",
             f"mask must be a predicate over nl.arange grids, got {type(mask).__name__}",
         )
+    if len(mask.shape) > len(shape):
+        mask = _fit_mask_rank(mask, len(shape)) or mask
     key = _mask_key(mask, shape)
     cached = _MASK_CACHE.get(key) if key is not None else None
     if cached is None:
@@ -204,6 +206,31 @@ def resolve_mask(ctx: KernelContext, mask: Any, shape: tuple[int, ...]) -> MaskI
     if cached[2]:
         return None
     return MaskInfo(shape, list(cached[0]), mask, cached[1])
+
+
+def _fit_mask_rank(mask: Predicate, rank: int) -> Predicate | None:
+    """A mask built from a larger `nl.mgrid` than the instruction's tile (rank-3 grids, a
+    [128, N] tile: tensor.py `_mesh_axes_kept`) without the size-1 axes the tile does not have;
+    None when it has too few of them. A size-1 axis contributes a constant 0 to every
+    condition, so dropping it changes no element's verdict."""
+    if mask.values is not None:
+        return None
+    full = mask.shape
+    ones = [a for a, n in enumerate(full) if n == 1]
+    excess = len(full) - rank
+    if len(ones) < excess:
+        return None
+    drop = set(ones[:excess])
+    conds = []
+    for expr, op in mask.conds:
+        if expr.values is not None:
+            return None
+        shift = len(full) - len(expr.sizes)
+        keep = [i for i in range(len(expr.sizes)) if i + shift not in drop]
+        sizes = tuple(expr.sizes[i] for i in keep)
+        coefs = tuple(expr.coefs[i] for i in keep)
+        conds.append((IndexExpr(sizes, coefs, expr.offset), op))
+    return Predicate(tuple(conds))
 
 
 # Generated kernels rebuild the same tail mask for every instruction: resolve each form once.
@@ -834,9 +861,12 @@ def dma_copy(
     partitions, free = pf(moved.shape)
     region = region_of(dst, mask)
     reads: tuple[Region, ...] = (region_of(src, mask),)
+    extra = None
     if src.__class__ is not View or dst.__class__ is not View:
-        # an indirect (tensor-indexed) side also reads its index tile (views.IndirectView)
+        # an indirect (tensor-indexed) side also reads its index tile (views.IndirectView); its
+        # HBM region is the whole indexed dimension
         reads += tuple(v._index_view._region() for v in (src, dst) if v.__class__ is not View)
+        extra = {"indirect": True}
     ctx.emit(
         Engine.DMA,
         opcode,
@@ -849,9 +879,12 @@ def dma_copy(
         src._tensor.memory,
         dst._tensor.memory,
         line,
-        bytes=prod(moved.shape) * src._tensor.dtype.itemsize,
+        # a DMA casts between the two dtypes (nisa.dma_copy reference): HBM traffic is counted
+        # in the HBM side's dtype
+        bytes=prod(moved.shape) * hbm_side._tensor.dtype.itemsize,
         dma_chunk_bytes=chunk_bytes,
         dma_chunks=chunks,
+        extra=extra,
     )
     ctx.note_write(dst._tensor, region, line, False)
     if ctx.numerics and dst._tensor._data is not None:

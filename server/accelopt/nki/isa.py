@@ -191,21 +191,69 @@ def _nc_matmul_result(
     is_moving_onezero: bool = False,
     is_transpose: bool = False,
     mask: Any = None,
+    perf_mode: Any = None,
     **_: Any,
 ) -> _Tensor:
     """``stationary.T @ moving`` into a new fp32 PSUM tile: stationary [K<=128, M<=128], moving
-    [K, N<=512]. Accumulate with ``psum_tile[...] += nisa.nc_matmul(...)``."""
+    [K, N<=512]. Accumulate with ``psum_tile[...] += nisa.nc_matmul(...)``. ``perf_mode=
+    double_row`` (NeuronCore-v3 and newer, FP8 operands): stationary [K, 2, M] and moving
+    [K, 2, N] contract over both rows of every partition (nki.isa.nc_matmul, "Performance
+    mode"; the [K, 2, F] layout is the one the SDK's double-row example uses)."""
     ctx = _current()
     line = ctx.line()
     s = _to_view(ctx, stationary, line)
     m = _to_view(ctx, moving, line)
+    rows = _double_row_checked(ctx, line, s, m) if _is_double_row(perf_mode) else 1
     out = _nl._matmul_record(
-        ctx, line, s, m, api="nisa.nc_matmul", is_transpose=is_transpose, strict=True, mask=mask
+        ctx,
+        line,
+        s,
+        m,
+        api="nisa.nc_matmul",
+        is_transpose=is_transpose,
+        strict=True,
+        mask=mask,
+        rows_per_partition=rows,
     )
     if is_stationary_onezero or is_moving_onezero:
         assert out._producer is not None
         out._producer.extra["onezero"] = True
     return out
+
+
+def _is_double_row(perf_mode: Any) -> bool:
+    if perf_mode is None or perf_mode is matmul_perf_mode.none or perf_mode == "none":
+        return False
+    if perf_mode is matmul_perf_mode.double_row or perf_mode in ("double_row", "double_row_gen3"):
+        return True
+    raise _current().error("err_invalid_argument", f"nisa.nc_matmul: unknown perf_mode {perf_mode!r}")
+
+
+_FP8 = frozenset({"float8_e4m3", "float8_e5m2", "float8_e4m3fn"})
+
+
+def _double_row_checked(ctx: _KernelContext, line: int, s: _View, m: _View) -> int:
+    if ctx.target == "trn1":
+        raise ctx.error(
+            "err_unsupported_on_target",
+            "nisa.nc_matmul: perf_mode=double_row needs NeuronCore-v3 or newer (trn2, trn3); "
+            "on NeuronCore-v2 performance modes are not supported",
+            line,
+        )
+    for view, role in ((s, "stationary"), (m, "moving")):
+        if _dname(view._tensor.dtype) not in _FP8:
+            raise ctx.error(
+                "err_unsupported_dtype",
+                f"nisa.nc_matmul: perf_mode=double_row takes FP8 operands; the {role} is {_dname(view._tensor.dtype)}",
+                line,
+            )
+        if len(view.shape) != 3 or view.shape[1] != 2:
+            raise ctx.error(
+                "err_invalid_shape",
+                f"nisa.nc_matmul: perf_mode=double_row needs the {role} as [K, 2, F]; got {view.shape}",
+                line,
+            )
+    return 2
 
 
 def _emit_vector_whole_tile(
@@ -1266,6 +1314,11 @@ def dma_transpose(src: Any, axes: Any = None, dtype: Any = None, **kwargs: Any) 
     out = _result_tile(ctx, shape, out_dtype, _SBUF, line, "dma_transpose", values, None)
     p, f = _pf(shape)
     itemsize = view._tensor.dtype.itemsize
+    extra: dict[str, Any] = {"transpose": True, "api": "nisa.dma_transpose", "axes": list(order)}
+    reads: tuple[Any, ...] = (view._region(),)
+    if hasattr(view, "_index_view"):  # a gather: it also reads its index tile (views.IndirectView)
+        reads += (view._index_view._region(),)
+        extra["indirect"] = True
     out._producer = ctx.emit(
         _Engine.DMA,
         "dma_copy",
@@ -1273,7 +1326,7 @@ def dma_transpose(src: Any, axes: Any = None, dtype: Any = None, **kwargs: Any) 
         f,
         _dname(view._tensor.dtype),
         _dname(out_dtype),
-        (view._region(),),
+        reads,
         (out._full_region(),),
         view._tensor.memory,
         _Memory.SBUF,
@@ -1282,7 +1335,7 @@ def dma_transpose(src: Any, axes: Any = None, dtype: Any = None, **kwargs: Any) 
         is_transpose=True,
         dma_chunk_bytes=itemsize,
         dma_chunks=p * f,
-        extra={"transpose": True, "api": "nisa.dma_transpose", "axes": list(order)},
+        extra=extra,
     )
     return out
 

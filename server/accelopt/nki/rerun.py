@@ -28,6 +28,7 @@ from accelopt.nki import context as _context
 from accelopt.nki import dtypes as dt
 from accelopt.nki import isa as _isa  # noqa: F401 - registers its API functions in calllog.API
 from accelopt.nki import language as _language  # noqa: F401 - likewise
+from accelopt.nki.apiversion import KernelApi
 from accelopt.nki.context import KernelContext, activate
 from accelopt.nki.indexing import IndexExpr, Predicate
 from accelopt.nki.instructions import HBM, PRIVATE_HBM, PSUM, SBUF, SHARED_HBM, assign, augmented_assign
@@ -36,6 +37,7 @@ from accelopt.nki.loopvar import LoopVar
 from accelopt.nki.runtime import KernelRun, _input_tensor, finish_run
 from accelopt.nki.tensor import Tensor, View, _check_bounds, par_dim
 from accelopt.nki.trace import LoopKind, ProgramSpan, Trace, _record_to_list
+from accelopt.nki.views import indirect_view
 
 _BUFFERS = {b.name: b for b in (SBUF, PSUM, HBM, SHARED_HBM, PRIVATE_HBM)}
 _COMPARISONS = frozenset({">=", ">", "<=", "<", "==", "!="})
@@ -70,9 +72,15 @@ def rerun(
     entries = trace.calls
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     # Not the returned source path: the context reads its file for tensor names (linecache).
-    ctx = KernelContext(trace.kernel_name, RERUN_PATH, numerics=True)
+    try:
+        api = KernelApi.from_key(trace.nki_api)
+    except ValueError as exc:
+        raise RerunError(str(exc)) from None
+    # the rules the kernel ran under (tiles kept in lists across loops exist only in nki.*)
+    ctx = KernelContext(trace.kernel_name, RERUN_PATH, numerics=True, api=api)
     ctx.target = ctx.trace.target = trace.target  # the ops a kernel may use depend on it (trn3's MX)
     ctx.trace.compiler_flags = trace.compiler_flags
+    ctx.trace.nki_api = trace.nki_api
     ctx._by_id = {}
     ctx._alloc_budget = max_bytes
     names = {tid: info.name for tid, info in trace.tensors.items()}
@@ -295,6 +303,12 @@ def decode(data: Any, tensors: dict[int, Tensor]) -> Any:
         return _tensor(data, tensors)
     if tag == "V":
         return _view(data, tensors)
+    if tag == "I":
+        _, base, index, dim, add = _fields(data, 5, 0)
+        view = _view(base, tensors)
+        if not 0 <= _int(dim) < len(view._tensor.shape):
+            raise RerunError("malformed indirect view in the call log")
+        return indirect_view(view, _view(index, tensors), _int(dim), _int(add))
     if tag == "t":
         return tuple(decode(d, tensors) for d in data[1:])
     if tag == "l":

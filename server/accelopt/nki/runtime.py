@@ -62,7 +62,7 @@ class KernelRun:
 
 def install_aliases() -> None:
     """Make ``neuronxcc.nki[.language|.isa|.typing]`` and ``nki[...]`` import the emulator."""
-    from accelopt.nki import compiler, constants, facade, isa, language
+    from accelopt.nki import compiler, constants, facade, isa, isa_constants, language
     from accelopt.nki import typing as nki_typing
 
     neuronxcc = sys.modules.get("neuronxcc")
@@ -73,6 +73,7 @@ def install_aliases() -> None:
         neuronxcc.__path__ = []
         neuronxcc.__accelopt_emulator__ = True  # type: ignore[attr-defined]
     neuronxcc.nki = facade  # type: ignore[attr-defined]
+    isa.constants = isa_constants  # `import nki.isa.constants as c` finds the module as an attribute
     sys.modules.update(
         {
             "neuronxcc": neuronxcc,
@@ -81,11 +82,13 @@ def install_aliases() -> None:
             "neuronxcc.nki.isa": isa,
             "neuronxcc.nki.typing": nki_typing,
             "neuronxcc.nki.language.constants": constants,
+            "neuronxcc.nki.isa.constants": isa_constants,
             "neuronxcc.nki.compiler": compiler,
             "nki.compiler": compiler,
             "nki": facade,
             "nki.language": language,
             "nki.language.constants": constants,
+            "nki.isa.constants": isa_constants,
             "nki.isa": isa,
             "nki.typing": nki_typing,
         }
@@ -212,6 +215,7 @@ def run_kernel(
     ctx = KernelContext(kernel_name or fn.__name__, path, numerics, fast_paths, kernel_api(fn, path))
     ctx.target = ctx.trace.target = kernel_target(_KERNEL_OPTIONS.get(fn, {}), target, path, fn)
     ctx.trace.compiler_flags = tuple(_KERNEL_OPTIONS.get(fn, {}).get("compiler_flags", ()))
+    ctx.trace.nki_api = ctx.api.key
     launch = Grid.of(grid) if grid is not None else None
     log = CallLog() if record_calls and numerics else None
     params = list(inspect.signature(fn).parameters)

@@ -1080,7 +1080,53 @@ def _advanced(shape: tuple[int, ...], key: tuple[Any, ...]):
         box.append((0, n))
     if arrays is not None and len(vshape) > grid_ndim:
         raise _error("err_unsupported_indexing", "non-affine index grids must index every dimension")
+    if arrays is None:
+        kept = _mesh_axes_kept(key[:ndim], sizes)
+        if kept is not None:
+            terms, vshape = _keep_axes(terms, sizes, trailing, kept)
     return tuple(offsets), tuple(terms), arrays, vshape, tuple(box), oob
+
+
+def _mesh_axes_kept(key: tuple[Any, ...], sizes: list[int]) -> list[int] | None:
+    """The grid axes a tile keeps when its index grids come from a larger `nl.mgrid` than the
+    key uses (None: all of them, in order). `i, j, k = nl.mgrid[0:128, 0:1, 0:N]` makes grids
+    of rank 3; `x[i, k]` reads a [128, N] tile and `x[j, k]` a [1, N] one (the NKI tutorials'
+    RMSNorm and LayerNorm kernels index this way and reduce along axis 1). Read as: axes of size 1
+    that no expression of the key varies along are not tile axes, down to one axis per
+    expression (at least two), and the axes left are in the order of the expressions that own
+    them. Only grids with more axes than that are touched: every other key keeps numpy's
+    broadcast shape."""
+    exprs = [k for k in key if k.__class__ is IndexExpr]
+    rank = max(2, len(exprs))
+    grid_ndim = len(sizes)
+    if grid_ndim <= rank:
+        return None
+    owner: dict[int, int] = {}
+    for position, k in enumerate(exprs):
+        shift = grid_ndim - len(k.sizes)
+        for a, c in enumerate(k.coefs):
+            if c and owner.setdefault(a + shift, position) != position:
+                return None  # two expressions vary along one axis: a folded index, left as it is
+    droppable = [a for a in range(grid_ndim) if sizes[a] == 1 and a not in owner]
+    excess = grid_ndim - rank
+    if len(droppable) < excess:
+        return None
+    dropped = set(droppable[:excess])
+    kept = [a for a in range(grid_ndim) if a not in dropped]
+    if all(a in owner for a in kept):
+        kept.sort(key=lambda a: owner[a])
+    return kept
+
+
+def _keep_axes(
+    terms: list[tuple[tuple[int, int], ...]], sizes: list[int], trailing: tuple[int, ...], kept: list[int]
+) -> tuple[list[tuple[tuple[int, int], ...]], tuple[int, ...]]:
+    grid_ndim = len(sizes)
+    new_axis = {a: i for i, a in enumerate(kept)}
+    for j in range(len(trailing)):
+        new_axis[grid_ndim + j] = len(kept) + j
+    remapped = [tuple((new_axis[axis], coef) for axis, coef in dim_terms) for dim_terms in terms]
+    return remapped, (*(sizes[a] for a in kept), *trailing)
 
 
 def _compose(base: View, offsets, terms, arrays, vshape) -> View:

@@ -157,6 +157,8 @@ class Trace:
     programs: list[ProgramSpan] = field(default_factory=list)
     # the NeuronCore generation the kernel ran for (what nisa.get_nc_version answered)
     target: str = "trn1"
+    # the NKI rules it ran under (apiversion.KernelApi.key): the re-run applies the same ones
+    nki_api: str = "legacy"
     # direct allocation (accelopt.nki.compiler): per allocation site [line, name, shape, memory,
     # [[*block index, *location], ...]] (location: SBUF (partition, byte address), PSUM (bank,
     # partition, byte address)); and the compiler decorators the kernel carries
@@ -197,6 +199,7 @@ class Trace:
             "grid": list(self.grid),
             "programs": [[list(p.ids), p.core, p.first, p.end] for p in self.programs],
             "target": self.target,
+            "nki_api": self.nki_api,
             "placements": self.placements,
             "compiler_flags": list(self.compiler_flags),
             "calls": self.calls,
@@ -239,6 +242,7 @@ class Trace:
                 raise ValueError("trace program span outside the records")
             trace.programs.append(span)
         trace.target = str(data.get("target", "trn1"))
+        trace.nki_api = str(data.get("nki_api", "legacy"))
         for line, name, shape, memory, entries in data.get("placements", ()):
             trace.placements.append(
                 [

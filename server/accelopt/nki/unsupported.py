@@ -141,7 +141,9 @@ def as_nki_error(exc: BaseException, kernel_path: str) -> NkiError | None:
     while last.tb_next is not None:
         last = last.tb_next
     called = re.match(r"^([\w.<>]+)\(\)\s*", str(exc))
-    if not last.tb_frame.f_code.co_filename.startswith(_EMULATOR_DIR):
+    if not last.tb_frame.f_code.co_filename.startswith(_EMULATOR_DIR) and not _through_emulator(
+        exc.__traceback__, kernel_path
+    ):
         # binding a call's arguments fails in the caller's frame: still ours if the function
         # it names is an emulator API
         if not (isinstance(exc, TypeError) and called and called.group(1) in _public_names()):
@@ -176,6 +178,23 @@ def as_nki_error(exc: BaseException, kernel_path: str) -> NkiError | None:
         kernel_path,
         kernel_line,
     )
+
+
+def _through_emulator(tb: Any, kernel_path: str) -> bool:
+    """Whether the exception passed through emulator code after the kernel's last frame: numpy
+    raising inside an API call (a broadcast the emulator asked for) is the emulator's error,
+    numpy raising in the kernel's own code is not."""
+    from accelopt.nki.errors import _EMULATOR_DIR
+
+    through = False
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if filename == kernel_path:
+            through = False
+        elif filename.startswith(_EMULATOR_DIR):
+            through = True
+        tb = tb.tb_next
+    return through
 
 
 @functools.lru_cache(maxsize=1)

@@ -27,8 +27,10 @@ class IndirectView(View):
     """A view whose rows on one dimension come from an index tile (``ap(vector_offset=...)``):
     the instruction using it also reads the index tile."""
 
-    __slots__ = ("_index_view",)
+    __slots__ = ("_index_add", "_index_dim", "_index_view")
     _index_view: View
+    _index_dim: int  # the dimension whose rows the index tile lists
+    _index_add: int  # added to every index (the view's start on that dimension)
 
 
 def _as_view(x: Any) -> View:
@@ -215,6 +217,9 @@ def ap_view(
     view = view_cls(tensor, shape, tuple(offsets), tuple(tuple(t) for t in terms), arrays)
     if isinstance(view, IndirectView) and index_view is not None:
         view._index_view = index_view
+        view._index_dim = int(indirect_dim)
+        view._index_add = offsets[int(indirect_dim)]
+        _conservative_box(view, int(indirect_dim))
     box = view._box()
     for d, (lo, hi) in enumerate(box):
         if hi > lo and (lo < 0 or hi > tensor.shape[d]):
@@ -309,6 +314,34 @@ def tile_indexed_view(tensor: Tensor, key: tuple[Any, ...]) -> View:
     arrays, index_view = _indirect_rows(ctx, tensor, shape, index, 0, [0] * len(tensor.shape))
     view = IndirectView(tensor, shape, rest._offsets, terms, arrays)
     view._index_view = index_view
+    view._index_dim = 0
+    view._index_add = 0
+    _conservative_box(view, 0)
+    return view
+
+
+def _conservative_box(view: IndirectView, dim: int) -> None:
+    """An indirect view's records name the whole indexed dimension: which rows the index tile
+    lists is data, and a trace must not depend on input values (a verified re-run on other
+    inputs emits the same records; a trace-only run cannot know the rows either)."""
+    box = list(view._box())
+    box[dim] = (0, view._tensor.shape[dim])
+    view._box_cache = tuple(box)
+
+
+def indirect_view(base: View, index_view: View, dim: int, add: int) -> IndirectView:
+    """`base` (its pattern without rows) gathering the rows of dimension `dim` that
+    `index_view` lists now, plus `add`: how the verified re-run rebuilds an indirect view from
+    the index tile's values in that run, never from the values the logged run saw."""
+    tensor = base._tensor
+    offsets = [0] * len(tensor.shape)
+    offsets[dim] = add
+    arrays, index = _indirect_rows(current(), tensor, base.shape, index_view, dim, offsets)
+    view = IndirectView(tensor, base.shape, base._offsets, base._terms, arrays)
+    view._index_view = index
+    view._index_dim = dim
+    view._index_add = add
+    _conservative_box(view, dim)
     return view
 
 
@@ -432,3 +465,9 @@ def flatten_dims_view(x: Any, start_dim: int, end_dim: int) -> Any:
     out = View(view._tensor, shape, view._offsets, tuple(tuple(sorted(t)) for t in terms), None)
     out._oob = view._oob
     return out
+
+
+# `t.view(dtype)` makes a tensor (the re-run must make it too): logged like an API call
+from accelopt.nki import calllog as _calllog  # noqa: E402 - calllog must not import this module
+
+_calllog.logged(globals(), ("dtype_view",))

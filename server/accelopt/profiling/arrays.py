@@ -36,10 +36,16 @@ def dtype_name(array: np.ndarray) -> str:
     return str(array.dtype)
 
 
+def is_standard(dtype: np.dtype) -> bool:
+    """Whether `.npy` stores and loads the dtype as it is. Not the `ml_dtypes` types, even the
+    one whose kind says float (float8_e5m2, kind 'f', descriptor '<f1' that np.load refuses)."""
+    return dtype.kind in _STANDARD_KINDS and not hasattr(ml_dtypes, dtype.name)
+
+
 def to_transport(array: np.ndarray) -> np.ndarray:
     """The array as a plain numpy array that `.npy` can store without pickling. A 0-d array (a
     scalar input such as an epsilon) stays 0-d: `np.ascontiguousarray` would make it shape (1,)."""
-    if array.dtype.kind in _STANDARD_KINDS:
+    if is_standard(array.dtype):
         return np.asarray(array, order="C")
     if hasattr(ml_dtypes, array.dtype.name):
         return np.asarray(array.astype(np.float32), order="C")

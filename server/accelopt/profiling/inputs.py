@@ -33,6 +33,8 @@ _SPEC = re.compile(
     r"^(?P<name>[A-Za-z_]\w*)=(?P<dtype>[A-Za-z0-9_]+)\[(?P<shape>[^\]]*)\]"
     r"(?:~(?P<dist>[a-z]+)\((?P<args>[^)]*)\))?$"
 )
+# a scalar argument (an epsilon, a pool size, a flag): `eps=1e-5`, `pool=2`, `causal=True`
+_CONSTANT = re.compile(r"^(?P<name>[A-Za-z_]\w*)=(?P<value>True|False|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)$")
 _DISTRIBUTIONS = {"normal": 2, "uniform": 2}
 _INTEGER_DEFAULT_RANGE = (0, 100)
 
@@ -53,15 +55,26 @@ class Directive(BaseModel):
 
 
 class InputSpec(BaseModel):
-    """One declared kernel input: `name=dtype[d0,d1,...]` with an optional `~dist(a,b)`."""
+    """One declared kernel input: `name=dtype[d0,d1,...]` with an optional `~dist(a,b)`, or a
+    scalar argument `name=value` (a number or True/False, the same on every seed; the kernel
+    gets it as that Python value)."""
 
     name: str
     dtype: str = "float32"
     shape: tuple[int, ...]
     distribution: Literal["normal", "uniform"] = "normal"
     params: tuple[float, float] = (0.0, 1.0)
+    value: bool | int | float | None = None
+
+    def constant(self) -> np.ndarray:
+        """A scalar argument as the 0-d array the sandbox passes (float64/int64/bool: the kernel
+        receives the Python number back)."""
+        assert self.value is not None
+        return np.asarray(self.value, dtype=np.dtype(self.dtype))
 
     def text(self) -> str:
+        if self.value is not None:
+            return f"{self.name}={self.value!r}"
         dims = ",".join(str(d) for d in self.shape)
         spec = f"{self.name}={self.dtype}[{dims}]"
         if (self.distribution, self.params) != ("normal", (0.0, 1.0)):
@@ -187,10 +200,17 @@ def parse_input_specs(argument: str, line: int | None = None) -> list[InputSpec]
         raise DirectiveError("`# accelopt: inputs` needs at least one `name=dtype[shape]`", line)
     for token in argument.split():
         match = _SPEC.match(token)
+        constant = _CONSTANT.match(token) if match is None else None
+        if constant is not None:
+            if any(s.name == constant["name"] for s in specs):
+                raise DirectiveError(f"input '{constant['name']}' is declared twice", line)
+            specs.append(_constant_spec(constant["name"], constant["value"]))
+            continue
         if match is None:
             raise DirectiveError(
                 f"cannot read input spec '{token}': expected name=dtype[d0,d1,...] "
-                "optionally followed by ~normal(mean,std) or ~uniform(low,high)",
+                "optionally followed by ~normal(mean,std) or ~uniform(low,high), or a scalar "
+                "name=number (or True/False)",
                 line,
             )
         try:
@@ -216,6 +236,17 @@ def parse_input_specs(argument: str, line: int | None = None) -> list[InputSpec]
     return specs
 
 
+def _constant_spec(name: str, text: str) -> InputSpec:
+    value: bool | int | float
+    if text in ("True", "False"):
+        value, dtype = text == "True", "bool"
+    elif re.fullmatch(r"[-+]?\d+", text):
+        value, dtype = int(text), "int64"
+    else:
+        value, dtype = float(text), "float64"
+    return InputSpec(name=name, dtype=dtype, shape=(), value=value)
+
+
 def _with_distribution(spec: InputSpec, dist: str, args: str, token: str, line: int | None) -> InputSpec:
     if dist not in _DISTRIBUTIONS:
         raise DirectiveError(
@@ -239,6 +270,9 @@ def generate_inputs(specs: list[InputSpec], seed: int) -> list[np.ndarray]:
     rng = np.random.RandomState(seed)
     arrays: list[np.ndarray] = []
     for spec in specs:
+        if spec.value is not None:
+            arrays.append(spec.constant())
+            continue
         dtype = resolve_dtype(spec.dtype)
         a, b = spec.params
         integer = np.dtype(dtype).kind in "iub"

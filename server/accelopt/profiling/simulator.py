@@ -638,7 +638,10 @@ class SimulatorBackend:
     ) -> None:
         if not (need_outputs or need_values):  # a trace-only run: the declared shapes suffice
             for s in seeds:
-                shapes: list[np.ndarray] = [arrays.shape_only(spec.shape, spec.dtype) for spec in task.inputs]
+                shapes: list[np.ndarray] = [
+                    arrays.shape_only(spec.shape, spec.dtype) if spec.value is None else spec.constant()
+                    for spec in task.inputs
+                ]
                 self._remember(cache, s, _SeedData(inputs=shapes, outputs=None))
             return
         generated = {s: generate_inputs(task.inputs, s) for s in seeds}
@@ -737,7 +740,7 @@ class SimulatorBackend:
         cache.seeds[seed] = data
 
     def _spill(self, array: np.ndarray) -> np.ndarray:
-        if array.ndim == 0 or array.dtype.kind not in "biuf" or isinstance(array, arrays.ShapeOnly):
+        if array.ndim == 0 or not arrays.is_standard(array.dtype) or isinstance(array, arrays.ShapeOnly):
             return array  # scalars, shapes and ml_dtypes arrays stay in memory (.npy cannot map the latter)
         if self._spill_dir is None:
             self._spill_dir = tempfile.mkdtemp(prefix="accelopt-reference-cache-")
