@@ -382,10 +382,13 @@ class _Search:
             if isinstance(written, list):
                 return written  # the planner had nothing, or the agents failed: recorded as such
             plan, kernels, notes, failures = written
+            # Fewer kernels than K, with no error: the plan has fewer variants than samples asked
+            # (a single-variant rewrite); the slots left go to this beam kernel's next plans.
+            unfilled = self.config.samples_per_plan - len(kernels) - len(failures)
             # Claimed in the iteration's order (claims.py): a kernel an earlier plan wrote is
             # replaced by this beam kernel's next plan.
             await self._claims.wait_turn(slot)
-            chosen = await self._claim(iteration, index, parent, experiences, plan, kernels, notes)
+            chosen = await self._claim(iteration, index, parent, experiences, plan, kernels, notes, unfilled)
         except _Stopped:
             return []
         finally:
@@ -442,17 +445,20 @@ class _Search:
         plan: Plan,
         kernels: list[tuple[Plan, KernelSource]],
         notes: list[str],
+        unfilled: int,
     ) -> list[tuple[Plan, KernelSource, list[str]]]:
         """The kernels this branch evaluates: those no earlier plan wrote, then, for each one an
-        earlier plan did write, a kernel of `parent`'s next plan (up to REPLACEMENT_PLANS further
-        plans). A duplicate left without a replacement is still returned: the cache answers for
-        it, at no cost, and it is recorded as a duplicate."""
+        earlier plan did write and for each of the `unfilled` samples the plan had no variant
+        for, a kernel of `parent`'s next plans (up to REPLACEMENT_PLANS further plans). A
+        duplicate left without a replacement is still returned: the cache answers for it, at no
+        cost, and it is recorded as a duplicate."""
         chosen: list[tuple[Plan, KernelSource, list[str]]] = []
         duplicates: list[tuple[Plan, KernelSource, list[str]]] = []
         for realised, kernel in kernels:
             target = chosen if self._claims.claim(self._key(kernel)) else duplicates
             target.append((realised, kernel, notes))
-        wanted = len(duplicates)
+        wanted = len(duplicates) + unfilled
+        filled = 0
         for _ in range(REPLACEMENT_PLANS):
             if not wanted:
                 break
@@ -466,12 +472,16 @@ class _Search:
                 break
             extra = planned.plans[0]
             written = await self._execute(parent, extra, experiences, wanted, seed)
-            why = f"replaces a kernel of the plan {plan.title!r} that another plan had written"
             for i, kernel in enumerate(written.kernels[:wanted]):
                 if self._claims.claim(self._key(kernel)):
+                    why = (
+                        f"replaces a kernel of the plan {plan.title!r} that another plan had written"
+                        if filled < len(duplicates)
+                        else f"a sample of the plan {plan.title!r}, which has no further variant"
+                    )
                     chosen.append((written.plan_for(i, extra), kernel, [*planned.notes, *written.notes, why]))
-                    wanted -= 1
-        return chosen + duplicates[:wanted]
+                    wanted, filled = wanted - 1, filled + 1
+        return chosen + duplicates[filled:]
 
     async def _plan(
         self, iteration: int, parent: Candidate, experiences: list[Experience], proposal: int, seed: int
