@@ -44,6 +44,7 @@ import numpy as np
 from pydantic import ValidationError
 
 import accelopt
+from accelopt.nki.python_source import parse_lock
 from accelopt.profiling import arrays, isolation, seccomp
 from accelopt.profiling.worker_protocol import ArrayRef, ResourceLimits, WorkerJob, WorkerResult
 
@@ -326,7 +327,7 @@ class Sandbox:
 
 
 def _load_arrays(path: Path, result: WorkerResult, shapes_only: bool = False) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as data:
+    with np.load(path, allow_pickle=False) as data, parse_lock():  # numpy parses each header
         loaded = {key: data[key] for key in data.files}
     for run in result.runs:
         for group, refs in run.groups.items():
