@@ -449,7 +449,7 @@ class _Search:
     ) -> list[tuple[Plan, KernelSource, list[str]]]:
         """The kernels this branch evaluates: those no earlier plan wrote, then, for each one an
         earlier plan did write and for each of the `unfilled` samples the plan had no variant
-        for, a kernel of `parent`'s next plans (up to REPLACEMENT_PLANS further plans). A
+        for, a kernel of `parent`'s next plans (until REPLACEMENT_PLANS in a row give none). A
         duplicate left without a replacement is still returned: the cache answers for it, at no
         cost, and it is recorded as a duplicate."""
         chosen: list[tuple[Plan, KernelSource, list[str]]] = []
@@ -458,10 +458,8 @@ class _Search:
             target = chosen if self._claims.claim(self._key(kernel)) else duplicates
             target.append((realised, kernel, notes))
         wanted = len(duplicates) + unfilled
-        filled = 0
-        for _ in range(REPLACEMENT_PLANS):
-            if not wanted:
-                break
+        filled = misses = 0
+        while wanted and misses < REPLACEMENT_PLANS:
             proposal = self._claims.next_proposal(index)
             if proposal is None:
                 break
@@ -472,6 +470,7 @@ class _Search:
                 break
             extra = planned.plans[0]
             written = await self._execute(parent, extra, experiences, wanted, seed)
+            misses += 1
             for i, kernel in enumerate(written.kernels[:wanted]):
                 if self._claims.claim(self._key(kernel)):
                     why = (
@@ -480,7 +479,7 @@ class _Search:
                         else f"a sample of the plan {plan.title!r}, which has no further variant"
                     )
                     chosen.append((written.plan_for(i, extra), kernel, [*planned.notes, *written.notes, why]))
-                    wanted, filled = wanted - 1, filled + 1
+                    wanted, filled, misses = wanted - 1, filled + 1, 0
         return chosen + duplicates[filled:]
 
     async def _plan(
@@ -832,9 +831,11 @@ class _Search:
         return next(c for c in self.candidates if c.id == candidate_id)
 
 
-# How many further plans of its beam kernel a plan branch asks for, at most, to replace kernels
-# another plan of the iteration had already written (claims.py). Each costs a planner and an
-# executor call (an LLM's tokens), so it is bounded; the offline planner usually needs one.
+# How many further plans in a row that give no new kernel a plan branch asks its beam kernel for
+# before it gives up replacing kernels another plan had already written (claims.py). Each costs a
+# planner and an executor call (an LLM's tokens), so it is bounded; a plan that gives a new
+# kernel starts the count again (the offline planner's next options are often other variants of
+# the same sites, which the executor has already written as samples).
 REPLACEMENT_PLANS = 3
 
 # The speedup a failed candidate is recorded with: it cost an evaluation and gave nothing, which
