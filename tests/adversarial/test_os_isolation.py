@@ -113,6 +113,38 @@ def test_the_job_folder_is_the_only_writable_place(sandbox):
     assert message.count("written") == 1 and "'.': 'written'" in message, message
 
 
+def test_what_the_worker_writes_is_bounded_in_total_not_only_per_file(jobs_dir):
+    """RLIMIT_FSIZE caps each file; many files under it used to fill the host's disk. The scratch
+    folder is a tmpfs of `scratch_bytes`, and no new file can appear beside the result files."""
+    limits = ResourceLimits(memory_bytes=1 << 30, cpu_seconds=30, scratch_bytes=4 << 20)
+    small = Sandbox(limits, work_root=jobs_dir)
+    code = (
+        "import os\n"
+        "seen = {}\n"
+        "written = 0\n"
+        "try:\n"
+        "    for i in range(64):\n"
+        "        with open(f'scratch-{i}', 'wb') as f:\n"
+        "            f.write(b'x' * (1 << 20))\n"
+        "        written += 1\n"
+        "except OSError as exc:\n"
+        "    seen['scratch'] = type(exc).__name__\n"
+        "seen['written'] = written\n"
+        "for path in ['../out/extra.bin', '../extra.bin', '../in/extra.bin']:\n"
+        "    try:\n"
+        "        open(path, 'wb').close()\n"
+        "        seen[path] = 'written'\n"
+        "    except OSError as exc:\n"
+        "        seen[path] = type(exc).__name__\n"
+        "raise RuntimeError(repr(seen))\n"
+    )
+    message = failure_message(run_unguarded(small, code))
+    assert "'scratch': 'OSError'" in message, message  # ENOSPC once the 4 MiB are used
+    written = int(message.split("'written': ")[1].split(",")[0].split("}")[0])
+    assert 1 <= written <= 4, message
+    assert "written'" not in message.replace("'written':", ""), message
+
+
 @pytest.mark.parametrize(
     "spawn",
     [

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Literal
 
 from accelopt.profiling import seccomp
+from accelopt.profiling.worker_protocol import DEFAULT_SCRATCH_BYTES
 
 NOBODY = 65534
 _SYSTEM_DIRS = ("/usr",)
@@ -159,6 +160,11 @@ ROOT_DROP_PRELUDE = (
 )
 
 
+# The files the worker writes its results into (worker.py opens them before any untrusted code
+# runs). The parent creates them, and they are the only host files the sandbox can write.
+OUTPUT_FILES = ("status.json", "arrays.npz", "trace.json")
+
+
 def command(
     bwrap: str,
     *,
@@ -167,22 +173,33 @@ def command(
     seccomp_fd: int,
     worker: list[str],
     drops_root_inside: bool = False,
+    scratch_bytes: int = DEFAULT_SCRATCH_BYTES,
 ) -> list[str]:
     """The full bubblewrap command line that runs `worker` for the job in `job_root`. With
     `drops_root_inside` (bubblewrap started as root), there is no user namespace and only
-    CAP_SETUID/CAP_SETGID are kept, for the worker's `ROOT_DROP_PRELUDE`."""
+    CAP_SETUID/CAP_SETGID are kept, for the worker's `ROOT_DROP_PRELUDE`.
+
+    What the worker can write is bounded in total, not only per file (RLIMIT_FSIZE): the job
+    folder and `out/` are read-only, the three `OUTPUT_FILES` are bound writable one by one (no
+    new file can be created beside them), and `work/` is a private tmpfs of `scratch_bytes`, gone
+    with the sandbox. A code path that escaped the Python layers can therefore not fill the
+    host's disk with many files."""
     root = str(job_root)
+    outputs: list[str] = []
+    for name in OUTPUT_FILES:
+        outputs += ["--bind", f"{root}/out/{name}", f"{root}/out/{name}"]
     mounts = [
         *system_binds(),
         *read_only_binds(readable),
         "--ro-bind",
         root,
         root,
-        "--bind",
-        f"{root}/out",
-        f"{root}/out",
-        "--bind",
-        f"{root}/work",
+        *outputs,
+        "--size",
+        str(scratch_bytes),
+        "--perms",
+        "0777",  # bubblewrap makes it root's; a worker that drops root must still write there
+        "--tmpfs",
         f"{root}/work",
     ]
     identity = (
@@ -256,6 +273,19 @@ def _detect(python: str) -> Isolation:
     return Isolation("namespaces", bwrap=bwrap)
 
 
+def prepare_job_folder(root: Path, owner: int | None) -> None:
+    """`out/` with its empty `OUTPUT_FILES` and `work/` in a fresh job folder `root`; with `owner`,
+    the folder becomes world-readable and what the worker writes belongs to that uid/gid."""
+    (root / "out").mkdir()
+    (root / "work").mkdir()
+    for name in OUTPUT_FILES:
+        (root / "out" / name).touch()
+    if owner is not None:
+        root.chmod(0o755)
+        for path in [root / "out", root / "work", *(root / "out" / name for name in OUTPUT_FILES)]:
+            os.chown(path, owner, owner)
+
+
 def worker_prelude(isolation: Isolation) -> str:
     """Python the worker runs before anything else (giving up root when bubblewrap could not)."""
     return ROOT_DROP_PRELUDE if isolation.drops_root_inside else ""
@@ -273,12 +303,7 @@ def _probe(bwrap: str, python: str, mode: Isolation) -> str | None:
     complaint."""
     with tempfile.TemporaryDirectory(prefix="accelopt-probe-") as tmp:
         root = Path(tmp)
-        (root / "out").mkdir()
-        (root / "work").mkdir()
-        if mode.worker_is_nobody:
-            root.chmod(0o755)
-            for sub in ("out", "work"):
-                os.chown(root / sub, NOBODY, NOBODY)
+        prepare_job_folder(root, owner=NOBODY if mode.worker_is_nobody else None)
         read, write = os.pipe()
         try:
             os.write(write, seccomp.build())

@@ -46,7 +46,13 @@ from pydantic import ValidationError
 import accelopt
 from accelopt.nki.python_source import parse_lock
 from accelopt.profiling import arrays, isolation, seccomp
-from accelopt.profiling.worker_protocol import ArrayRef, ResourceLimits, WorkerJob, WorkerResult
+from accelopt.profiling.worker_protocol import (
+    DEFAULT_SCRATCH_BYTES,
+    ArrayRef,
+    ResourceLimits,
+    WorkerJob,
+    WorkerResult,
+)
 
 _BOOTSTRAP = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
@@ -139,8 +145,7 @@ class Sandbox:
         limit for this job (sized from the task, `worker_memory`)."""
         root = Path(tempfile.mkdtemp(prefix="accelopt-job-", dir=self.work_root))
         (root / "in").mkdir()
-        (root / "out").mkdir()
-        (root / "work").mkdir()
+        isolation.prepare_job_folder(root, owner=None)
         for name, array in (inputs or {}).items():
             if isinstance(array, arrays.ShapeOnly):
                 continue  # its shape is in the job (input_ref); nothing reads its values
@@ -170,8 +175,8 @@ class Sandbox:
             root.chmod(0o755)
             for path in [root / "in", *(root / "in").iterdir(), root / "job.json"]:
                 path.chmod(0o755 if path.is_dir() else 0o644)
-            for sub in ("out", "work"):
-                os.chown(root / sub, _NOBODY, _NOBODY)
+            for path in [root / "out", root / "work", *(root / "out" / n for n in isolation.OUTPUT_FILES)]:
+                os.chown(path, _NOBODY, _NOBODY)
         return JobFiles(root, job)
 
     @staticmethod
@@ -201,7 +206,7 @@ class Sandbox:
                     filter_read = _seccomp_pipe()
                 spawn = asyncio.ensure_future(
                     asyncio.create_subprocess_exec(
-                        *self._command(root, filter_read),
+                        *self._command(root, filter_read, files.job.limits.scratch_bytes),
                         stdin=subprocess.DEVNULL,
                         stdout=subprocess.DEVNULL,
                         stderr=err,
@@ -268,7 +273,7 @@ class Sandbox:
     def live_pids(self) -> list[int]:
         return [p.pid for p in self._live]
 
-    def _command(self, root: Path, filter_fd: int = -1) -> list[str]:
+    def _command(self, root: Path, filter_fd: int = -1, scratch_bytes: int = DEFAULT_SCRATCH_BYTES) -> list[str]:
         bootstrap = isolation.worker_prelude(self.isolation) + _BOOTSTRAP
         worker = [self.python, "-I", "-B", "-c", bootstrap, str(_ACCELOPT_ROOT), str(root)]
         if self.isolation.kernel_enforced:
@@ -280,6 +285,7 @@ class Sandbox:
                 seccomp_fd=filter_fd,
                 worker=worker,
                 drops_root_inside=self.isolation.drops_root_inside,
+                scratch_bytes=scratch_bytes,
             )
         prefix = _namespace_prefix(self.drop_privileges) if self.isolate_network else []
         if self.drop_privileges and not prefix:

@@ -35,6 +35,10 @@ class ArrayRef(BaseModel):
     )
 
 
+# What a job's scratch folder (`work/`, the worker's HOME and TMPDIR) may hold unless told.
+DEFAULT_SCRATCH_BYTES = 64 << 20
+
+
 class ResourceLimits(BaseModel):
     """Kernel-enforced limits on the worker process (`setrlimit`)."""
 
@@ -43,6 +47,12 @@ class ResourceLimits(BaseModel):
     open_files: int = Field(64, ge=16, description="file descriptors (RLIMIT_NOFILE)")
     file_bytes: int = Field(
         4 << 30, ge=1 << 20, description="largest file the worker may write (RLIMIT_FSIZE)"
+    )
+    scratch_bytes: int = Field(
+        DEFAULT_SCRATCH_BYTES,
+        ge=1 << 20,
+        description="what the scratch folder (work/) may hold in all; under OS isolation it is a tmpfs "
+        "of this size, so many files cannot fill the disk either",
     )
 
 

@@ -181,6 +181,14 @@ def _has_tiles(structure: Any) -> bool:
 
 # Slots of a new tile that the registration after `_new_tensor` sets.
 _REGISTERED_SLOTS = frozenset({"_tid", "_alloc_scopes"})
+# Slots `_new_tensor` stores. A slot added to Tensor without teaching `_new_tensor` would make
+# every trace-only replay fall back to the slow path without a word, so importing fails instead.
+_GENERATED_SLOTS = frozenset(
+    {"shape", "dtype", "buffer", "memory", "block_dims", "_data", "_written", "_producer", "_fresh", "_alias",
+     "_exact", "_pmask", "_root"}
+)
+if _GENERATED_SLOTS | _REGISTERED_SLOTS != set(Tensor.__slots__):
+    raise TypeError("Tensor gained or lost a slot: update fast.replaycode._new_tensor")
 
 
 def _new_tensor(src: _Source, var: str, tensor: Tensor, produced: bool) -> None:
@@ -202,8 +210,7 @@ def _new_tensor(src: _Source, var: str, tensor: Tensor, produced: bool) -> None:
         "_pmask": "None" if tensor._pmask is None else src.const(tensor._pmask),
         "_root": "None",
     }
-    if set(values) | _REGISTERED_SLOTS != set(Tensor.__slots__):
-        raise Unsupported  # the tile gained a slot this generator does not know
+    assert values.keys() == _GENERATED_SLOTS
     if produced:
         del values["_producer"]
     src.add(f"{var} = _new(Tensor)")
