@@ -59,8 +59,8 @@ def test_a_hook_that_parses_while_a_parse_is_under_way_does_not_wait_on_itself()
     assert python_source.literal_value("(1, 2.5)") == (1, 2.5)
 
 
-# What an audit hook saw: (filename, whether this thread held the parse lock) of every "compile"
-# event (`ast.parse` and `ast.literal_eval` raise it before converting) while a test records.
+# What an audit hook saw: (filename, whether this thread held the parse lock, the stack) of every
+# "compile" event raised by `ast.parse` (and so `ast.literal_eval`) while a test records.
 # A hook cannot be removed, so it stays installed and records only while `_recording` is a list.
 _recording: list[tuple[str, bool, list[str]]] | None = None
 
@@ -70,7 +70,10 @@ def _hook(event: str, args: tuple[object, ...]) -> None:
         import traceback
 
         frames = [f"{frame.filename}:{frame.name}" for frame in traceback.extract_stack()[:-1]]
-        _recording.append((str(args[1]), python_source._CONVERSION._is_owned(), frames))  # type: ignore[attr-defined]
+        # Only a conversion to `ast` objects is at risk: `ast.parse` (which `ast.literal_eval`
+        # calls); a plain compile() to bytecode (a typing.ForwardRef, a namedtuple) is not.
+        if any(f.endswith("/ast.py:parse") for f in frames):
+            _recording.append((str(args[1]), python_source._CONVERSION._is_owned(), frames))  # type: ignore[attr-defined]
 
 
 sys.addaudithook(_hook)
