@@ -12,12 +12,22 @@ Documents cited below (AWS Neuron SDK documentation, awsdocs-neuron.readthedocs-
 - [NCV4] "NeuronCore-v4 Architecture", /en/latest/about-neuron/arch/neuron-hardware/neuron-core-v4.html
 - [DMA-BW] "Guideline to Avoid Under-Utilizing DMA Bandwidth", /en/latest/nki/deep-dives/nki-dma-bandwidth-guide.html
 - [ISA-RECIP] "nki.isa.reciprocal", /en/latest/nki/api/generated/nki.isa.reciprocal.html
+- [ISA-DMAT] "nki.isa.dma_transpose" (SDK 2.29 on), /en/latest/nki/api/generated/nki.isa.dma_transpose.html:
+  the hardware-DGE and the indirect (software-DGE) transpose both require 2-byte elements
 - [ISA-TT], [ISA-STT], [ISA-COPYPRED], [ISA-TR]: the NKI ISA reference of the legacy
   `neuronxcc.nki.isa` (SDK 2.26, the NeuronCore-v2 costs), "Estimated instruction cost" of
   "nki.isa.tensor_tensor", "nki.isa.scalar_tensor_tensor", "nki.isa.tensor_copy_predicated" and
   "nki.isa.tensor_reduce",
   /en/v2.26.1/nki/api/generated/nki.isa.<name>.html (used in profiling/lowering.py)
+- [NKI-SCHED] "nki.language.no_reorder", /en/latest/nki/api/generated/nki.language.no_reorder.html
+  ("Without this directive, the compiler scheduler is free to reorder independent operations for
+  better hardware utilization") and "nki.compiler.SchedulingHeuristic" (default ASAP: "select the
+  instruction that can start first"), used in profiling/timeline.py
 - [KOPT] "Introduction to NKI Kernel Optimization" (trn2, Neuron Explorer), /en/latest/nki/guides/tutorials/kernel-optimization.html
+- [ISA-MM] "nki.isa.nc_matmul", "Cost (Tensor Engine Cycles)" (the legacy reference, SDK 2.26,
+  /en/v2.26.1/nki/api/generated/nki.isa.nc_matmul.html; the same formula as NKI_NOTES §4)
+- [TRN-ARCH] "Trainium/Inferentia2 Architecture Guide for NKI", "Tensor Engine" (pipelined
+  MultiplyMoving, background and fast LoadStationary), /en/latest/nki/guides/architecture/trainium_inferentia2_arch.html
 - [DMA-OV] "Introduction to Direct Memory Access (DMA) with NKI", /en/latest/nki/about/nki-dma-overview.html
 
 Trainium3 (`TRN3`) is data from those specs only: nothing about it was measured, and every
@@ -94,7 +104,9 @@ class HardwareSpec:
     tensor_mx_speedup: float = 1.0
     # The Tensor Engine's transpose mode (NeuronCore-v3 on): an fp32 transpose this much faster.
     fp32_transpose_speedup: float = 1.0
-    # Efficiency of an HBM<->SBUF DMA transpose (nisa.dma_transpose) against a plain copy.
+    # Efficiency of an HBM<->SBUF DMA transpose (nisa.dma_transpose) of 2-byte elements against
+    # a plain copy ([ISA-DMAT]: other dtypes are not the engines' transpose; they are charged
+    # `dma_transpose_efficiency`, see lowering.dma_transpose_efficiency).
     dma_hw_transpose_efficiency: float = 0.1
     # Time from the start of a kernel's execution on the device to its first instruction, which
     # the profiler's total_time includes (see TRN2 below); 0 where nothing public gives it.
@@ -181,7 +193,7 @@ TRN1 = HardwareSpec(
     dma_fixed_latency_s=_DMA_FIXED_LATENCY_S,  # [DMA-BW]; NKI_NOTES §4: ≈1–1.5 µs
     dma_chunk_efficiency=_CHUNK_EFFICIENCY,
     # *inferred*: a transposing load moves one element per descriptor; §4 only says "much
-    # slower", we charge it a tenth of the streaming rate.
+    # slower", we charge it a tenth of a plain copy's rate of the same tile (lowering.lower_dma).
     dma_transpose_efficiency=0.1,
     stride_penalty_bytes=16,  # §4
     roofline_vector_flops=286.7e9,  # §6: 2 engines x 128 lanes x 1.12 GHz
@@ -203,12 +215,19 @@ TRN2 = HardwareSpec(
     tensor_bf16_flops=79e12,  # §3; [TRN2-ARCH]: 79 BF16/FP16/TF32 dense TFLOPS
     # [TRN2-ARCH]: "158 FP8, 79 BF16/FP16/TF32 and 20 FP32 dense TFLOPS" per NeuronCore-v3.
     fp32_matmul_factor=79 / 20,
-    # *inferred*: as Trainium1's measured 0.86 (§4). No public trn2 measurement gives the
-    # sustained efficiency (the tutorial's Tensor-Engine-bound version reports 99.5% *active*,
-    # which includes the stationary loads), and both generations read 2x128 inputs per cycle
-    # ([TRN2-ARCH] and the Trainium/Inferentia2 guide's engine tables), so nothing public says
-    # Trainium2 hides more of the stationary load than Trainium1.
-    tensor_efficiency=0.86,
+    # [ISA-MM]: a bf16 matmul costs max(min(64, N_stationary), N_moving) Tensor Engine cycles,
+    # with no derating, and [TRN-ARCH]: back-to-back MultiplyMoving instructions issue every
+    # max(N, 64) cycles while the next stationary tile loads in the background ("background
+    # LoadStationary"), so a stream of [128, 128] x [128, 512] matmuls runs at the engine's
+    # peak: one moving column per cycle, 128 x 128 x 2 x 2.4e9 = 78.6 TFLOPS, [TRN2-ARCH]'s 79.
+    # Checked on [KOPT]'s trn2 profiles: against the trn1-tuned 0.86 (§4, which absorbs the rest
+    # of trn1's published v4 latency, not a Tensor Engine figure), 1.0 brings the model's busy
+    # shares of the four tutorial versions closer to Neuron Explorer's (median error over the 14
+    # published figures 5 -> 4 points; v2's DMA 0.80 -> 0.93 against 0.997, v1's Tensor Engine
+    # 0.97 -> 0.83 against 0.87, v4's 0.98 -> 0.99 against 0.995); only the tutorial-order v3,
+    # which spills in the model and not on the device, sees its Tensor Engine share drop
+    # (0.70 -> 0.63 against 0.995: its spill waits become a larger share).
+    tensor_efficiency=1.0,
     # [TRN2-ARCH] "Vector Engine Performance Mode": 4x for tensor_copy/tensor_scalar with bf16/fp16
     # input and output in SBUF (contiguous); 2x for tensor_tensor with both inputs in SBUF and for
     # copies/tensor_scalar with one side in PSUM.
@@ -266,7 +285,7 @@ TRN3 = HardwareSpec(
     pe_array=128,
     tensor_bf16_flops=79e12,  # [TRN3-ARCH]: 79 BF16/FP16/TF32 TFLOPS
     fp32_matmul_factor=79 / 20,  # [TRN3-ARCH]: 20 FP32 TFLOPS
-    tensor_efficiency=0.86,  # *inferred*: as the earlier generations
+    tensor_efficiency=1.0,  # *inferred*: the ISA's cost without derating, as NeuronCore-v3
     vector_bf16_speedup=2.0,  # [TRN3-ARCH]: 512 BF16 vs 256 other elements per cycle
     vector_perf_mode_copy_speedup=4.0,  # *inferred*: performance mode as NeuronCore-v3
     vector_perf_mode_speedup=2.0,

@@ -73,6 +73,9 @@ class ModelOptions:
     # "Software pipelining", nki/guides/tutorials/tiled-grid-streaming: "the number of slots ...
     # sets how many steps can be in flight at once", with two- and three-stage pipelines).
     sbuf_buffers: int = 3
+    # compute instructions whose inputs are ready fill idle stretches their engine left earlier
+    # (the compiler's scheduler reorders independent instructions; timeline._Slots)
+    reorder_compute: bool = True
 
 
 @dataclass(slots=True)
@@ -272,9 +275,12 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
     # (iteration, source regions, tile shapes) -> (record that wrote the tiles, the tiles)
     loaded: dict[tuple[object, ...], tuple[int, list[int]]] = {}
     transposed: set[int] = set()  # logical buffers written by Tensor Engine transposes
-    zero_psum: dict[int, int] = {}  # PSUM buffer -> the memset zero-filling it, not yet consumed
+    # PSUM buffer -> the zero-fills (memsets) of it not yet consumed; a buffer zeroed piece by
+    # piece (one memset per slice) has several
+    zero_psum: dict[int, list[int]] = {}
     folded: set[int] = set()  # zero-fills folded into the first matmul of their accumulation group
     zero_left: dict[int, set[int]] = {}  # zero-fill -> PSUM buffers not yet reached by a matmul
+    zero_box: dict[tuple[int, int], Box] = {}  # (zero-fill, PSUM buffer) -> the box it zeroes
     kept_zeroing: set[int] = set()  # zero-fills something other than a matmul consumed
     per_record: list[tuple[list[tuple[int, Box]], list[tuple[int, Box]]] | None] = []
 
@@ -362,36 +368,50 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
                 seen[key] = position  # the source changed: this instance is the new reference
         if _is_te_transpose(rec):
             transposed.update(lid for lid, _ in writes)
-        if zero_psum:
-            for lid, _ in itertools.chain(reads, writes):
-                pending = zero_psum.pop(lid, None)
-                if pending is None:
-                    continue
-                left = zero_left[pending]
-                if is_tensor_engine(rec) and rec.accumulate:
-                    # The first matmul of an accumulation group overwrites PSUM instead of
-                    # adding: the zero-fill is folded into it (the matmul's accumulate flag).
-                    left.discard(lid)
-                    if not left and pending not in kept_zeroing:
-                        per_record[pending] = None
-                        folded.add(pending)
-                else:  # something else reads or writes the zeros: the memset stays
-                    kept_zeroing.add(pending)
-                    for other in left:
-                        zero_psum.pop(other, None)
-        if (
+        zero_fill = (
             options.fold_psum_zeroing
             and rec.opcode == "memset"
             and not reads
-            and writes
+            and bool(writes)
+            and float(rec.extra.get("value", 0.0) or 0.0) == 0.0  # a non-zero start is real work
             and all(resolver.logical[lid].memory is Memory.PSUM for lid, _ in writes)
-        ):
+        )
+        if zero_psum and not zero_fill:  # (another zero-fill of the same buffer keeps it pending)
+            tensor_write = is_tensor_engine(rec)
+            for lid, box in itertools.chain(reads, writes):
+                pending_fills = zero_psum.pop(lid, None)
+                if pending_fills is None:
+                    continue
+                for pending in pending_fills:
+                    left = zero_left[pending]
+                    # The Tensor Engine only writes PSUM. Accumulating, the first matmul of the
+                    # group takes the zero-fill's place (its "start accumulation" flag);
+                    # overwriting (NKI 0.7's default accumulate=None after a memset, or
+                    # accumulate=False), it makes the zero-fill dead wherever it covers it.
+                    consumed = tensor_write and (
+                        rec.accumulate or _contains(box, zero_box[(pending, lid)])
+                    )
+                    if consumed:
+                        left.discard(lid)
+                        if not left and pending not in kept_zeroing:
+                            per_record[pending] = None
+                            folded.add(pending)
+                    else:  # something else reads or writes the zeros: the memset stays
+                        kept_zeroing.add(pending)
+                        for other in left:
+                            others = zero_psum.get(other)
+                            if others is not None and pending in others:
+                                others.remove(pending)
+                                if not others:
+                                    del zero_psum[other]
+        if zero_fill:
             # One zero-fill may cover several accumulation groups (the blocks of a PSUM
             # tensor such as nl.zeros((2, 2, nl.par_dim(128), 512), buffer=nl.psum)): it folds
             # away once every group's first access is its first matmul.
             zero_left[position] = {lid for lid, _ in writes}
-            for lid, _ in writes:
-                zero_psum[lid] = position
+            for lid, box in writes:
+                zero_psum.setdefault(lid, []).append(position)
+                zero_box[(position, lid)] = box
         for lid, _ in writes:
             last_write[lid] = position
         per_record.append((reads, writes))
@@ -459,6 +479,10 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
         folded=folded,
         deduplicated=deduplicated,
     )
+
+
+def _contains(outer: Box, inner: Box) -> bool:
+    return len(outer) == len(inner) and all(o0 <= i0 and i1 <= o1 for (o0, o1), (i0, i1) in zip(outer, inner))
 
 
 def _fills_fresh_tiles(writes: list[tuple[int, Box]], logical: list[_Logical]) -> bool:

@@ -318,6 +318,24 @@ def dma_pieces(
     return tuple(pieces)
 
 
+def dma_transpose_efficiency(rec: TraceRecord, hw: HardwareSpec) -> float | None:
+    """A transposing DMA's streaming rate as a share of a plain copy's; None for other DMAs.
+
+    The emulator records `nl.load_transpose2d` as a `dma_load` and `nisa.dma_transpose` as a
+    `dma_copy`, both with `is_transpose` (older traces name the opcode itself). The DMA engines'
+    own transpose (Trainium2 on: `dma_hw_transpose_efficiency`, [TRN2-ARCH] "DMA Transpose")
+    takes only 2-byte elements ([ISA-DMAT]: the hardware-DGE and the indirect transpose both
+    require "src.dtype is 2 bytes"); anything else is moved element by element
+    (`dma_transpose_efficiency`).
+    """
+    if not (rec.is_transpose or rec.opcode in _DMA_TRANSPOSE_OPS):
+        return None
+    by_dma_engine = rec.opcode == "dma_transpose" or rec.extra.get("api") == "nisa.dma_transpose"
+    if by_dma_engine and dtype_bytes(rec.dtype) == 2:
+        return hw.dma_hw_transpose_efficiency
+    return hw.dma_transpose_efficiency
+
+
 def lower_dma(rec: TraceRecord, trace: Trace, hw: HardwareSpec) -> DmaWork:
     nbytes = rec.bytes or sum(region_bytes(trace, r) for r in rec.writes)
     on_chip = [r for r in (*rec.writes, *rec.reads) if _partition_span(trace, r) is not None]
@@ -325,10 +343,13 @@ def lower_dma(rec: TraceRecord, trace: Trace, hw: HardwareSpec) -> DmaWork:
     partitions = (span[1] - span[0]) if span else max(1, rec.partitions)
     chunk = rec.dma_chunk_bytes or nbytes / max(1, partitions)
     efficiency = 1.0
-    if rec.opcode == "dma_transpose":  # the DMA engines' own transpose (Trainium2 on)
-        efficiency = hw.dma_hw_transpose_efficiency
-    elif rec.opcode in _DMA_TRANSPOSE_OPS:
-        efficiency = hw.dma_transpose_efficiency
+    transpose = dma_transpose_efficiency(rec, hw)
+    if transpose is not None:
+        # the transpose efficiencies are against a plain copy of the same tile, so the stream
+        # is charged as that copy's rows (the record's element-sized chunks would count the
+        # element granularity a second time)
+        chunk = nbytes / max(1, partitions)
+        efficiency = transpose
     pieces = dma_pieces(nbytes, span, chunk, hw, efficiency)
     hbm_read = nbytes if rec.src_memory is Memory.HBM else 0
     hbm_write = nbytes if rec.dst_memory is Memory.HBM else 0

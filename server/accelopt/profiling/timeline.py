@@ -156,6 +156,67 @@ class _GapList:
             ends.insert(i, end)
 
 
+class _Slots:
+    """Busy intervals of one compute engine (or a shared SRAM port), merged and sorted, for
+    placing an instruction in the earliest idle stretch long enough to hold it whole.
+
+    The compiler's scheduler reorders independent instructions ([NKI-SCHED] in
+    hardware/specs.py: without `no_reorder` "the compiler scheduler is free to reorder
+    independent operations"; its default heuristic picks "the instruction that can start
+    first"), so an instruction whose inputs are ready runs in an idle stretch an engine left
+    while waiting on another engine, instead of after every instruction written before it.
+    Gaps shorter than `min_gap` (the shortest instruction the engine has) are never usable and
+    are merged away, which keeps the lists short."""
+
+    __slots__ = ("ends", "min_gap", "starts")
+
+    def __init__(self, min_gap: float) -> None:
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+        self.min_gap = min_gap
+
+    @property
+    def last_end(self) -> float:
+        return self.ends[-1] if self.ends else 0.0
+
+    def fit(self, ready: float, duration: float) -> float:
+        """The earliest start at or after `ready` with `duration` seconds free."""
+        starts, ends = self.starts, self.ends
+        t = ready
+        i = bisect_right(ends, t)
+        n = len(starts)
+        while i < n:
+            if starts[i] >= t + duration:
+                return t
+            if ends[i] > t:
+                t = ends[i]
+            i += 1
+        return t
+
+    def occupy(self, start: float, end: float) -> None:
+        starts, ends = self.starts, self.ends
+        gap = self.min_gap
+        if not ends or start >= ends[-1]:  # the common case: appended after the last interval
+            if ends and start - ends[-1] < gap:
+                ends[-1] = max(ends[-1], end)
+            else:
+                starts.append(start)
+                ends.append(end)
+            return
+        i = bisect_right(ends, start)
+        lo, hi = start, end
+        j = i
+        # merge every interval that overlaps [start, end] or leaves a gap too short to use
+        if i > 0 and start - ends[i - 1] < gap:
+            i -= 1
+            lo = min(lo, starts[i])
+        while j < len(starts) and starts[j] - hi < gap:
+            hi = max(hi, ends[j])
+            j += 1
+        starts[i:j] = [lo]
+        ends[i:j] = [hi]
+
+
 _WIDE = 8  # boxes covering more grid cells than this are kept in a list checked every time
 _SCAN = 16  # below this many boxes a linear scan beats the index
 _QUERY_CELLS = 64  # a query covering more cells than this scans linearly
@@ -313,6 +374,11 @@ class _Scheduler:
         self.engine_free = {"tensor": 0.0, "vector": 0.0, "scalar": 0.0, "gpsimd": 0.0}
         self.engine_busy = {"tensor": 0.0, "vector": 0.0, "scalar": 0.0, "gpsimd": 0.0}
         self.ports = {"sbuf": 0.0, "psum": 0.0}
+        # with reordering: busy intervals per compute engine and per shared port (Trainium1)
+        self.reorder = options.reorder_compute
+        shortest = min(hw.engine_clock_hz(e) for e in self.engine_free)
+        gap = hw.min_initiation_cycles / shortest / 2
+        self.slots = {engine: _Slots(gap) for engine in (*self.engine_free, "sbuf", "psum")}
         shared = _GapList()
         self.queues = [shared] * hw.dma_engines  # copy-on-write, see _share_groups
         self.sharers: dict[int, set[int]] = {id(shared): set(range(hw.dma_engines))}
@@ -569,12 +635,15 @@ class _Scheduler:
                 t = end if producer_engine == engine else end + self.sem
                 if t > ready:
                     ready = t
-            start = max(ready, self.engine_free[engine])
-            if hw.port_conflicts:
-                if touches_sbuf and engine in ("vector", "gpsimd"):
-                    start = max(start, self.ports["sbuf"])
-                if touches_psum and engine in ("vector", "scalar"):
-                    start = max(start, self.ports["psum"])
+            if self.reorder:
+                start = self._fit(engine, ready, duration, touches_sbuf, touches_psum)
+            else:
+                start = max(ready, self.engine_free[engine])
+                if hw.port_conflicts:
+                    if touches_sbuf and engine in ("vector", "gpsimd"):
+                        start = max(start, self.ports["sbuf"])
+                    if touches_psum and engine in ("vector", "scalar"):
+                        start = max(start, self.ports["psum"])
             end = start + duration
             if best is None or end < best[2]:
                 best = (engine, start, end, duration)
@@ -582,13 +651,16 @@ class _Scheduler:
         engine, start, end, duration = best
         if start > self.issue_front:
             self.issue_front = start
-        self.engine_free[engine] = end
+        self.engine_free[engine] = max(self.engine_free[engine], end)
         self.engine_busy[engine] += duration
+        if self.reorder:
+            for lane in self._lanes(engine, touches_sbuf, touches_psum):
+                self.slots[lane].occupy(start, end)
         if hw.port_conflicts:
             if touches_sbuf and engine in ("vector", "gpsimd"):
-                self.ports["sbuf"] = end
+                self.ports["sbuf"] = max(self.ports["sbuf"], end)
             if touches_psum and engine in ("vector", "scalar"):
-                self.ports["psum"] = end
+                self.ports["psum"] = max(self.ports["psum"], end)
         for key, _ in seq:
             state = self.barriers[key]
             state[2] = max(state[2], end)
@@ -597,6 +669,29 @@ class _Scheduler:
             self._count_on_chip(rec)
         self._record(op, end, engine, op_id)
         self.ops.append(ScheduledOp(op.record, op.kind, engine, start, end, duration, rec.line))
+
+    def _lanes(self, engine: str, touches_sbuf: bool, touches_psum: bool) -> list[str]:
+        """The engine and the shared ports (Trainium1, NKI_NOTES §3) an instruction occupies."""
+        lanes = [engine]
+        if self.hw.port_conflicts:
+            if touches_sbuf and engine in ("vector", "gpsimd"):
+                lanes.append("sbuf")
+            if touches_psum and engine in ("vector", "scalar"):
+                lanes.append("psum")
+        return lanes
+
+    def _fit(self, engine: str, ready: float, duration: float, touches_sbuf: bool, touches_psum: bool) -> float:
+        """Earliest start at or after `ready` at which the engine and its shared ports are all
+        free for `duration`."""
+        lanes = [self.slots[lane] for lane in self._lanes(engine, touches_sbuf, touches_psum)]
+        start = ready
+        while True:
+            moved = start
+            for lane in lanes:
+                moved = lane.fit(moved, duration)
+            if moved == start:
+                return start
+            start = moved
 
     def _lower_dma(self, rec: TraceRecord) -> DmaWork:
         """`lower_dma`, cached on what it depends on (a loop body repeats a few shapes)."""
@@ -614,6 +709,9 @@ class _Scheduler:
             rec.bytes,
             rec.dma_chunk_bytes,
             rec.partitions,
+            rec.is_transpose,
+            rec.dtype,
+            rec.extra.get("api"),
             span,
             id(rec.src_memory),
             id(rec.dst_memory),
