@@ -252,3 +252,35 @@ def test_instruction_table_attributes_time_to_the_kernel_file_lines(tmp_path):
     assert set(got) == {7, 9, 10}  # other files and instructions without a location are skipped
     assert got[7].engines == {"vector": pytest.approx(1e-6)}
     assert got[9].engines == {"scalar": pytest.approx(1.5e-6)}  # fused: an equal share per line
+
+
+async def test_checks_at_the_small_size_and_times_at_the_full_size(fake_host, tmp_path):
+    env, devices, log = fake_host
+    times = [40e-6 * (1 + 0.0005 * i) for i in range(10)]
+    env["FAKE_NEURON_TIMES"] = ",".join(f"{t:.9g}" for t in times)
+    backend = NeuronBackend(env=env, device_glob=devices, workdir=tmp_path / "jobs")
+    kernel, _ = _silu()
+    task = task_for_kernel(kernel, size="full")  # silu_ref.py offers small (256 x 1024) and full (512 x 2048)
+    evaluation = await backend.evaluate(kernel, task, EvaluationOptions(seeds=2, check_correctness=True))
+    wrong, _ = _silu(lambda text: text.replace("nl.multiply(tile, gate)", "nl.add(tile, gate)"))
+    rejected = await backend.evaluate(wrong, task, EvaluationOptions(seeds=2, check_correctness=True))
+    await backend.aclose()
+
+    assert evaluation.status == "ok", evaluation.message
+    assert (evaluation.checked_size, evaluation.timed_size) == ("small", "full")
+    assert len(evaluation.seeds) == 2 and evaluation.max_error is not None and evaluation.max_error <= 2e-5
+    assert any("checked on the device at the small size on 2 seed(s)" in n for n in evaluation.notes)
+    assert any("timed on the device at the full size" in n for n in evaluation.notes)
+    # The profile and its roofline are the full size's: 8 bytes per element of 512 x 2048.
+    assert evaluation.profile.latency_ms == pytest.approx(statistics.median(times) * 1e3)
+    assert evaluation.profile.work.hbm_bytes == 8 * 512 * 2048
+    compiles = [c for c in _calls(log) if "tool" not in c]
+    checks = [c for c in compiles if c["save_neff_name"] is None]
+    measured = [c for c in compiles if c["save_neff_name"] is not None]
+    # The good kernel's two seeds and the wrong one's first, all at the small size; only the good
+    # kernel is compiled for measuring (twice, to warm up), at the full size.
+    assert [c["shapes"] for c in checks] == [[[256, 1024]]] * 3
+    assert [c["shapes"] for c in measured] == [[[512, 2048]]] * 2
+    assert sum(1 for c in _calls(log) if c.get("tool") == "capture") == 10
+    assert rejected.status == "incorrect" and rejected.profile is None
+    assert (rejected.checked_size, rejected.timed_size) == ("small", "full")

@@ -109,3 +109,27 @@ def test_assign_engine_keeps_gpsimd_off_a_matmul_result_read_in_place():
         rewritten = get_rewrite("assign_engine").apply(ONE_K_TILE, "one_tile_kernel", site.id, params)
         (out,) = run(rewritten, "one_tile_kernel", [x_t, w]).outputs
         assert relative_error(out.astype(np.float64), x_t.T.astype(np.float64) @ w.astype(np.float64)) < 2e-5
+
+
+def test_a_place_becomes_its_site_or_its_refusal_in_one_wording():
+    from accelopt.agents.offline.rewrites.base import Place, reason_or
+    from accelopt.agents.offline.rewrites.errors import NotApplicable
+
+    place = Place("fold_loop", "fold_loop:12", 12, "fold the i loop into a free axis")
+    refused = place.refused("the i loop carries a dependence")
+    assert (refused.rewrite, refused.id, refused.line) == ("fold_loop", "fold_loop:12", 12)
+    assert refused.reason == "cannot fold the i loop into a free axis: the i loop carries a dependence"
+    site = place.site(title="fold the i loop: 2 entries", line=14, variants=[{"factor": 2}], payload=3)
+    assert (site.rewrite, site.id, site.line, site.title) == ("fold_loop", "fold_loop:12", 14, "fold the i loop: 2 entries")
+    assert site.variants == [{"factor": 2}] and site.payload == 3 and place.site().variants == [{}]
+
+    def analysis(width: int) -> int:
+        if width > 4:
+            raise NotApplicable("too wide")
+        return width * 2
+
+    assert reason_or(analysis, 2) == 4 and reason_or(analysis, width=8) == "too wide"
+    # The rewrites word their refusals through it: the place's title, then the reason.
+    case = CASES["cg_heads"]
+    refusals = [r for name in ("fold_loop", "widen_free_dim") for r in get_rewrite(name).refusals(case.text, case.name)]
+    assert all(r.reason.startswith("cannot ") and ": " in r.reason for r in refusals)

@@ -96,3 +96,18 @@ async def test_past_the_tuner_the_planner_composes_rewrites_then_stops_saying_no
     assert finished.evaluations == len(children) + 1  # and the baseline
     assert finished.reason == "completed" and "no new kernel to judge" in finished.message, finished.message
     assert "every other kernel the offline agents can write from this one has been judged" in finished.message
+
+
+async def test_with_two_samples_a_plan_with_one_variant_gives_its_second_sample_to_the_next_plan(simulator, silu):
+    kernel, task = silu
+    # Plan 2 fuses the SiLU chain, a rewrite with one variant: its second sample used to go
+    # unwritten, so the iteration judged 3 kernels of the 4 its plans and samples allow.
+    config = small_config(beam_width=1, plans_per_kernel=2, samples_per_plan=2, iterations=1, fix_attempts=0, seeds=1)
+    events = await collect(run_search(kernel, task, offline_agents(), simulator, config))
+    finished = finished_of(events)
+    children = [e.candidate for e in events if isinstance(e, CandidateEvent) and e.candidate.parent_id]
+    assert finished.reason == "completed", finished.message
+    assert len(children) == 2 * 2 and finished.evaluations == 1 + 4
+    assert all(c.duplicate_of is None and c.status != "agent_error" for c in children)
+    filled = [c for c in children if any("which has no further variant" in n for n in c.agent_notes)]
+    assert len(filled) == 1 and filled[0].plan is not None and filled[0].plan.rewrite != "fuse_chain"

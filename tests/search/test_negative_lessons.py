@@ -128,8 +128,13 @@ async def test_the_beam_is_expanded_best_first_whatever_the_lookups_cost(simulat
     assert finished_of(events).reason == "completed"
     first_beam = next(e.beam for e in events if isinstance(e, IterationEvent))
     assert len(first_beam) == 2
-    second_round = planner.kernels[2:]
+    # The N plans of each beam kernel, best kernel first; the calls after them ask for the next
+    # plans that replace kernels judged before (the scripted executor writes WIDE and MEDIUM
+    # again), in the same order (search/claims.py).
+    second_round = planner.kernels[2:6]
     assert second_round == [WIDE, WIDE, MEDIUM, MEDIUM]
+    replacements = planner.kernels[6:]
+    assert replacements and replacements == sorted(replacements, key=[WIDE, MEDIUM].index)
 
 
 class TwoVariants(ScriptedExecutor):

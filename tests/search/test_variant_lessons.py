@@ -86,4 +86,6 @@ async def test_a_failed_variant_beside_a_working_one_is_a_lesson_about_that_vari
 async def test_with_the_memory_off_the_executor_sees_no_experiences(simulator, silu):
     _, memory, executor = await search(simulator, silu, memory_in_prompt=0)
     assert memory.list()  # the search still learns...
-    assert executor.experiences_seen == [0, 0]  # ...but nothing is shown to the agents
+    # ...but nothing is shown to the agents: neither the two iterations' calls nor those for the
+    # next plans that replace the kernels the scripted executor writes again (search/claims.py)
+    assert len(executor.experiences_seen) >= 2 and set(executor.experiences_seen) == {0}

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import ast
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 # Re-entrant: `ast.parse` raises a "compile" audit event first, and a hook that parses in turn
@@ -39,3 +41,17 @@ def literal_value(node_or_text: ast.AST | str) -> Any:
     """`ast.literal_eval` (which parses a string argument) under the same lock."""
     with _CONVERSION:
         return ast.literal_eval(node_or_text)  # noqa: TID251 (parses strings; kept under the lock)
+
+
+@contextmanager
+def parse_lock() -> Iterator[None]:
+    """Hold the parse lock around other libraries' code that parses Python text itself: numpy
+    reads every `.npy` header with `ast.literal_eval`, so loading arrays converts too.
+
+    libcst needs none: its native parser builds its own tree without `ast`, and only its
+    `evaluated_value` properties (and `get_docstring`, the ScopeProvider's string annotations)
+    call `ast.literal_eval`; the offline agents use none of them (`kernel_ir.literal_int`), which
+    tests/nki/test_python_source.py checks with an audit hook. Holding the lock over libcst's
+    parses and analyses would only make the event loop's parses wait for the planner's threads."""
+    with _CONVERSION:
+        yield

@@ -25,6 +25,15 @@ Explorer needs for source lines (`NKI_DEBUG_INFO=True`, `NEURON_FRAMEWORK_DEBUG=
 
 The parent turns the median run's summary into the same `Profile` the simulator fills, with
 `backend="neuron"` and the roofline view of the task's work.
+
+Real sizes (`real_size.split_for`, as in the simulator backend): when the reference module offers
+a small size beside the one a task is timed at, a checked evaluation is two worker runs on the
+device: the *check run* at the small size (outputs compared on every seed, nothing measured), then
+the *timing run* at the task's size (steps 2-3 only, outputs not compared), whose profile and
+roofline are the evaluation's. The evaluation says which size was checked and which timed, and a
+note says what each run covered. Unlike the simulator, the device gives no instruction trace, so
+the timing run cannot be compared with the checked one; `--check-size full` checks on the device
+at the size it is timed at.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from accelopt.hardware.work import Work
+from accelopt.profiling import real_size
 from accelopt.profiling.backend import EvaluationOptions, resolved_hardware
 from accelopt.profiling.evaluation import EvalStatus, Evaluation, KernelSource
 from accelopt.profiling.policy import check_source
@@ -93,6 +103,7 @@ class NeuronJob(BaseModel):
     seeds: list[int]
     tolerance: float
     check_correctness: bool
+    measure: bool = Field(True, description="compile and measure (False: a check-only run at the check size)")
     profiler: str
     warmup_runs: int = WARMUP_RUNS
     measured_runs: int = MEASURED_RUNS
@@ -200,13 +211,54 @@ class NeuronBackend:
             return Evaluation(
                 status="rejected", message=f"sandbox policy: {violation.reason}", line=violation.line
             )
-        seeds = self._seeds(task, options.seeds if options.check_correctness else 1)
+        split = real_size.split_for(task, options)
+        if split is None:
+            evaluation = await self._run(kernel, task, options, check=options.check_correctness, measure=True)
+        else:
+            evaluation = await self._evaluate_split(kernel, split, options)
+        if task.kind == "reference":
+            evaluation.timed_size = evaluation.timed_size or task.size
+            if options.check_correctness:
+                evaluation.checked_size = evaluation.checked_size or real_size.check_size_of(task)
+        evaluation.wall_time_s = time.perf_counter() - started
+        return evaluation
+
+    async def _evaluate_split(
+        self, kernel: KernelSource, split: real_size.SizeSplit, options: EvaluationOptions
+    ) -> Evaluation:
+        """Checked on the device at the small size, then timed there at the task's size."""
+        check, timed_size = split.check.size, split.timed.size
+        checked = await self._run(kernel, split.check, options, check=True, measure=False)
+        sizes: dict[str, object] = {"checked_size": check, "timed_size": timed_size}
+        if not checked.ok:
+            note = f"checked at the {check} size (it would be timed at {timed_size})"
+            return checked.model_copy(update={"notes": [*checked.notes, note], **sizes})
+        timed = await self._run(kernel, split.timed, options, check=False, measure=True)
+        if not timed.ok:
+            message = f"at the {timed_size} size it is timed at (outputs not compared there): {timed.message}"
+            return timed.model_copy(update={"message": message, "max_error": checked.max_error, **sizes})
+        notes = [
+            f"correctness checked on the device at the {check} size on {len(checked.seeds)} seed(s)",
+            f"timed on the device at the {timed_size} size: outputs not compared there, and, with no "
+            "instruction trace from the device, not compared with the checked run either",
+        ]
+        return timed.model_copy(
+            update={"max_error": checked.max_error, "seeds": checked.seeds, "notes": [*timed.notes, *notes], **sizes}
+        )
+
+    async def _run(
+        self, kernel: KernelSource, task: Task, options: EvaluationOptions, *, check: bool, measure: bool
+    ) -> Evaluation:
+        """One worker run at `task`'s size: outputs checked on the task's seeds (`check`), and the
+        kernel compiled and measured (`measure`)."""
+        seeds = self._seeds(task, options.seeds if check else 1)
         job = NeuronJob(
             kernel=kernel,
             task=task,
             seeds=seeds,
             tolerance=options.tolerance if options.tolerance is not None else task.tolerance,
-            check_correctness=options.check_correctness,
+            check_correctness=check,
+            measure=measure,
             profiler=self._profiler,
             measured_runs=self._measured_runs,
             max_spread=self._max_spread,
@@ -219,9 +271,9 @@ class NeuronBackend:
             error_code=result.error_code,
             line=result.line,
             max_error=result.max_error,
-            seeds=seeds if options.check_correctness else [],
+            seeds=seeds if check else [],
         )
-        if result.status == "ok":
+        if result.status == "ok" and measure:
             try:
                 evaluation.profile = profile_from_summary(
                     result, task, resolved_hardware(options, kernel), kernel.text
@@ -229,7 +281,6 @@ class NeuronBackend:
             except (KeyError, ValueError, ValidationError) as exc:
                 evaluation.status = "runtime_error"
                 evaluation.message = f"the Neuron Explorer summary could not be read: {exc}"
-        evaluation.wall_time_s = time.perf_counter() - started
         return evaluation
 
     def _seeds(self, task: Task, count: int) -> list[int]:
@@ -555,6 +606,8 @@ def _worker(job: NeuronJob, job_dir: Path) -> NeuronResult:
                     return NeuronResult(
                         status="incorrect", message=verdict.message, max_error=verdict.max_error
                     )
+        if not job.measure:
+            return NeuronResult(status="ok", max_error=max_error)
         nki_inputs, raw, _ = inputs_for(job.seeds[0])
         if reference is not None and callable(reference.get("work")):
             work = {str(k): float(v) for k, v in dict(reference["work"](*raw)).items()}

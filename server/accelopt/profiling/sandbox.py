@@ -44,6 +44,7 @@ import numpy as np
 from pydantic import ValidationError
 
 import accelopt
+from accelopt.nki.python_source import parse_lock
 from accelopt.profiling import arrays, isolation, seccomp
 from accelopt.profiling.worker_protocol import (
     DEFAULT_SCRATCH_BYTES,
@@ -203,17 +204,26 @@ class Sandbox:
             with open(root / "stderr.txt", "wb") as err:
                 if self.isolation.kernel_enforced:
                     filter_read = _seccomp_pipe()
-                proc = await asyncio.create_subprocess_exec(
-                    *self._command(root, filter_read, files.job.limits.scratch_bytes),
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=err,
-                    cwd=root / "work",
-                    env=_worker_environment(root / "work"),
-                    start_new_session=True,
-                    pass_fds=[filter_read] if filter_read != -1 else [],
-                    **self._credentials(),
+                spawn = asyncio.ensure_future(
+                    asyncio.create_subprocess_exec(
+                        *self._command(root, filter_read, files.job.limits.scratch_bytes),
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=err,
+                        cwd=root / "work",
+                        env=_worker_environment(root / "work"),
+                        start_new_session=True,
+                        pass_fds=[filter_read] if filter_read != -1 else [],
+                        **self._credentials(),
+                    )
                 )
+                try:
+                    proc = await asyncio.shield(spawn)
+                except asyncio.CancelledError:
+                    # Cancelled while the worker was being started: the fork may already have
+                    # happened, and a worker nobody waits for would run on after the search.
+                    await _end_spawned(spawn)
+                    raise
         finally:
             if filter_read != -1:
                 os.close(filter_read)
@@ -323,7 +333,7 @@ class Sandbox:
 
 
 def _load_arrays(path: Path, result: WorkerResult, shapes_only: bool = False) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as data:
+    with np.load(path, allow_pickle=False) as data, parse_lock():  # numpy parses each header
         loaded = {key: data[key] for key in data.files}
     for run in result.runs:
         for group, refs in run.groups.items():
@@ -400,6 +410,18 @@ def _kill_children(pid: int) -> None:
     for child in children:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(child, signal.SIGKILL)
+
+
+async def _end_spawned(spawn: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    """Kill, and wait for, the worker a cancelled start may have left running."""
+    try:
+        proc = await asyncio.shield(spawn)
+    except BaseException:  # it never started (or a second cancellation came): nothing to end
+        return
+    _kill_group(proc.pid)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    await asyncio.shield(proc.wait())
 
 
 def _kill_group(pgid: int) -> None:

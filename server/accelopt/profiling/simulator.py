@@ -47,6 +47,7 @@ import numpy as np
 from accelopt.hardware.roofline import work_from_trace
 from accelopt.hardware.work import Work
 from accelopt.nki.apiversion import detect
+from accelopt.nki.python_source import parse_lock
 from accelopt.nki.trace import Trace
 from accelopt.profiling import arrays, real_size
 from accelopt.profiling.backend import EvaluationOptions, assumed, resolved_hardware
@@ -747,7 +748,8 @@ class SimulatorBackend:
         handle, path = tempfile.mkstemp(suffix=".npy", dir=self._spill_dir)
         with open(handle, "wb") as f:
             np.save(f, array, allow_pickle=False)
-        return np.load(path, mmap_mode="r", allow_pickle=False)
+        with parse_lock():  # numpy parses the header (nki/python_source.py)
+            return np.load(path, mmap_mode="r", allow_pickle=False)
 
     # --- running a worker ----------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from accelopt.profiling.evaluation import Evaluation, KernelSource
 from accelopt.search.budget import Spending
 from accelopt.search.cache import EvaluationCache
 from accelopt.search.candidate import Candidate, Experience, Plan
+from accelopt.search.claims import IterationClaims
 from accelopt.search.config import SearchConfig, fixable
 from accelopt.search.events import (
     CandidateEvent,
@@ -133,6 +134,7 @@ class _Search:
         # Beam kernels whose planner could write nothing new (PlanResult.exhausted on proposal 0),
         # with the planner's reason, per iteration: once every beam kernel is so, the search stops.
         self._dry: dict[int, dict[str, str]] = {}
+        self._claims = IterationClaims((), branches=0, first_proposal=0)  # the current iteration's
 
     # -- the event stream ---------------------------------------------------------------------
 
@@ -332,6 +334,8 @@ class _Search:
         self._judged = sorted(
             {c.kernel.normalized_hash() for c in self.candidates if c.status not in ("pending", "agent_error")}
         )
+        n = self.config.plans_per_kernel
+        self._claims = IterationClaims(self.first_with_key, branches=len(beam) * n, first_proposal=n)
         branches = await _gather_all(
             [
                 self._expand(iteration, index, parent, experiences)
@@ -372,80 +376,160 @@ class _Search:
     async def _plan_branch(
         self, iteration: int, index: int, n: int, parent: Candidate, experiences: list[Experience]
     ) -> list[Candidate]:
-        seed = self.config.seed * 1_000_003 + iteration * 10_007 + index * 101 + n
+        slot = index * self.config.plans_per_kernel + n
         try:
-            planned = await self._call(
-                PlanResult,
-                self.agents.planner.plan,
-                PlanRequest(
-                    kernel=parent.kernel,
-                    profile=parent.profile,
-                    experiences=experiences,
-                    count=1,
-                    hardware=self.config.hardware,
-                    seed=seed,
-                    proposal=n,
-                    judged=self._judged,
-                    input_shapes=dict(parent.timed_input_shapes),
-                ),
-            )
-            if planned.notice and (iteration, parent.id, planned.notice) not in self._notices:
-                self._notices.add((iteration, parent.id, planned.notice))
-                self._emit(
-                    PlannerNotice(
-                        search_id=self.search_id,
-                        iteration=iteration,
-                        candidate_id=parent.id,
-                        message=planned.notice,
-                    )
-                )
-            if planned.exhausted and not planned.plans:
-                if n == 0:
-                    self._dry.setdefault(iteration, {})[parent.id] = planned.notice or "nothing new"
-                return []
-            if planned.error or not planned.plans:
-                failure = self._new_candidate(parent, None, parent.kernel, iteration=iteration)
-                self._fail(failure, f"planner: {planned.error or 'no plan in the reply'}", planned.notes)
-                return [failure]
-            plan = planned.plans[0]
-            written = await self._call(
-                ExecuteResult,
-                self.agents.executor.execute,
-                ExecuteRequest(
-                    kernel=parent.kernel,
-                    plan=plan,
-                    profile=parent.profile,
-                    samples=self.config.samples_per_plan,
-                    seed=seed,
-                    experiences=experiences,
-                ),
-            )
-            notes = [*planned.notes, *written.notes]
-            kernels = written.kernels[: self.config.samples_per_plan]
-            # Samples the executor could not write (an LLM call failed) are recorded as failed
-            # candidates; an executor that simply has fewer variants to offer is not at fault.
-            missing = self.config.samples_per_plan - len(kernels) if written.error else 0
-            failures = [
-                self._new_candidate(parent, plan, parent.kernel, iteration=iteration) for _ in range(missing)
-            ]
-            for failure in failures:
-                self._fail(failure, f"executor: {written.error or 'no kernel in the reply'}", notes)
-            if not kernels and not failures:
-                failure = self._new_candidate(parent, plan, parent.kernel, iteration=iteration)
-                self._fail(failure, "executor: no kernel in the reply", notes)
-                return [failure]
-            # Each kernel carries the plan it realises (an executor may say which variant it wrote).
-            chains = await _gather_all(
-                [
-                    self._evaluate_and_fix(
-                        iteration, parent, written.plan_for(i, plan), k, notes, experiences
-                    )
-                    for i, k in enumerate(kernels)
-                ]
-            )
-            return failures + [c for chain in chains for c in chain]
+            written = await self._propose(iteration, index, n, parent, experiences)
+            if isinstance(written, list):
+                return written  # the planner had nothing, or the agents failed: recorded as such
+            plan, kernels, notes, failures = written
+            # Fewer kernels than K, with no error: the plan has fewer variants than samples asked
+            # (a single-variant rewrite); the slots left go to this beam kernel's next plans.
+            unfilled = self.config.samples_per_plan - len(kernels) - len(failures)
+            # Claimed in the iteration's order (claims.py): a kernel an earlier plan wrote is
+            # replaced by this beam kernel's next plan.
+            await self._claims.wait_turn(slot)
+            chosen = await self._claim(iteration, index, parent, experiences, plan, kernels, notes, unfilled)
         except _Stopped:
             return []
+        finally:
+            self._claims.done(slot)
+        try:
+            chains = await _gather_all(
+                [
+                    self._evaluate_and_fix(iteration, parent, chosen_plan, kernel, chosen_notes, experiences)
+                    for chosen_plan, kernel, chosen_notes in chosen
+                ]
+            )
+        except _Stopped:
+            return []
+        return failures + [c for chain in chains for c in chain]
+
+    async def _propose(
+        self, iteration: int, index: int, n: int, parent: Candidate, experiences: list[Experience]
+    ) -> tuple[Plan, list[tuple[Plan, KernelSource]], list[str], list[Candidate]] | list[Candidate]:
+        """Plan `n` for `parent`, the kernels the executor wrote for it (each with the plan it
+        realises), the agents' notes and the samples it failed to write; or, when it wrote no
+        kernel, the candidates that record why."""
+        seed = self._seed(iteration, index, n)
+        planned = await self._plan(iteration, parent, experiences, n, seed)
+        if planned.exhausted and not planned.plans:
+            if n == 0:
+                self._dry.setdefault(iteration, {})[parent.id] = planned.notice or "nothing new"
+            return []
+        if planned.error or not planned.plans:
+            failure = self._new_candidate(parent, None, parent.kernel, iteration=iteration)
+            self._fail(failure, f"planner: {planned.error or 'no plan in the reply'}", planned.notes)
+            return [failure]
+        plan = planned.plans[0]
+        written = await self._execute(parent, plan, experiences, self.config.samples_per_plan, seed)
+        notes = [*planned.notes, *written.notes]
+        kernels = written.kernels[: self.config.samples_per_plan]
+        # Samples the executor could not write (an LLM call failed) are recorded as failed
+        # candidates; an executor that simply has fewer variants to offer is not at fault.
+        missing = self.config.samples_per_plan - len(kernels) if written.error else 0
+        failures = [self._new_candidate(parent, plan, parent.kernel, iteration=iteration) for _ in range(missing)]
+        for failure in failures:
+            self._fail(failure, f"executor: {written.error or 'no kernel in the reply'}", notes)
+        if not kernels and not failures:
+            failure = self._new_candidate(parent, plan, parent.kernel, iteration=iteration)
+            self._fail(failure, "executor: no kernel in the reply", notes)
+            return [failure]
+        return plan, [(written.plan_for(i, plan), k) for i, k in enumerate(kernels)], notes, failures
+
+    async def _claim(
+        self,
+        iteration: int,
+        index: int,
+        parent: Candidate,
+        experiences: list[Experience],
+        plan: Plan,
+        kernels: list[tuple[Plan, KernelSource]],
+        notes: list[str],
+        unfilled: int,
+    ) -> list[tuple[Plan, KernelSource, list[str]]]:
+        """The kernels this branch evaluates: those no earlier plan wrote, then, for each one an
+        earlier plan did write and for each of the `unfilled` samples the plan had no variant
+        for, a kernel of `parent`'s next plans (until REPLACEMENT_PLANS in a row give none). A
+        duplicate left without a replacement is still returned: the cache answers for it, at no
+        cost, and it is recorded as a duplicate."""
+        chosen: list[tuple[Plan, KernelSource, list[str]]] = []
+        duplicates: list[tuple[Plan, KernelSource, list[str]]] = []
+        for realised, kernel in kernels:
+            target = chosen if self._claims.claim(self._key(kernel)) else duplicates
+            target.append((realised, kernel, notes))
+        wanted = len(duplicates) + unfilled
+        filled = misses = 0
+        while wanted and misses < REPLACEMENT_PLANS:
+            proposal = self._claims.next_proposal(index)
+            if proposal is None:
+                break
+            seed = self._seed(iteration, index, proposal)
+            planned = await self._plan(iteration, parent, experiences, proposal, seed)
+            if not planned.plans:
+                self._claims.exhausted(index)  # nothing new (or no answer): no further plan asked
+                break
+            extra = planned.plans[0]
+            written = await self._execute(parent, extra, experiences, wanted, seed)
+            misses += 1
+            for i, kernel in enumerate(written.kernels[:wanted]):
+                if self._claims.claim(self._key(kernel)):
+                    why = (
+                        f"replaces a kernel of the plan {plan.title!r} that another plan had written"
+                        if filled < len(duplicates)
+                        else f"a sample of the plan {plan.title!r}, which has no further variant"
+                    )
+                    chosen.append((written.plan_for(i, extra), kernel, [*planned.notes, *written.notes, why]))
+                    wanted, filled, misses = wanted - 1, filled + 1, 0
+        return chosen + duplicates[filled:]
+
+    async def _plan(
+        self, iteration: int, parent: Candidate, experiences: list[Experience], proposal: int, seed: int
+    ) -> PlanResult:
+        planned = await self._call(
+            PlanResult,
+            self.agents.planner.plan,
+            PlanRequest(
+                kernel=parent.kernel,
+                profile=parent.profile,
+                experiences=experiences,
+                count=1,
+                hardware=self.config.hardware,
+                seed=seed,
+                proposal=proposal,
+                judged=self._judged,
+                input_shapes=dict(parent.timed_input_shapes),
+            ),
+        )
+        if planned.notice and (iteration, parent.id, planned.notice) not in self._notices:
+            self._notices.add((iteration, parent.id, planned.notice))
+            self._emit(
+                PlannerNotice(
+                    search_id=self.search_id, iteration=iteration, candidate_id=parent.id, message=planned.notice
+                )
+            )
+        return planned
+
+    async def _execute(
+        self, parent: Candidate, plan: Plan, experiences: list[Experience], samples: int, seed: int
+    ) -> ExecuteResult:
+        return await self._call(
+            ExecuteResult,
+            self.agents.executor.execute,
+            ExecuteRequest(
+                kernel=parent.kernel,
+                plan=plan,
+                profile=parent.profile,
+                samples=samples,
+                seed=seed,
+                experiences=experiences,
+            ),
+        )
+
+    def _seed(self, iteration: int, index: int, proposal: int) -> int:
+        return self.config.seed * 1_000_003 + iteration * 10_007 + index * 101 + proposal
+
+    def _key(self, kernel: KernelSource) -> tuple[str, ...]:
+        return self.cache.key(kernel, self.task, self.backend_name, self.config.hardware)
 
     async def _evaluate_and_fix(
         self,
@@ -749,6 +833,13 @@ class _Search:
     def _by_id(self, candidate_id: str | None) -> Candidate:
         return next(c for c in self.candidates if c.id == candidate_id)
 
+
+# How many further plans in a row that give no new kernel a plan branch asks its beam kernel for
+# before it gives up replacing kernels another plan had already written (claims.py). Each costs a
+# planner and an executor call (an LLM's tokens), so it is bounded; a plan that gives a new
+# kernel starts the count again (the offline planner's next options are often other variants of
+# the same sites, which the executor has already written as samples).
+REPLACEMENT_PLANS = 3
 
 # The speedup a failed candidate is recorded with: it cost an evaluation and gave nothing, which
 # the memory counts like a clear slowdown (the negative threshold's default); the lesson's text

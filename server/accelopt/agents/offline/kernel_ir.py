@@ -146,6 +146,16 @@ def names_in(node: cst.CSTNode | None) -> set[str]:
     return set(found)
 
 
+def is_filler(stmt: cst.BaseStatement) -> bool:
+    """Bare string statements (`' end loop i2 '`) and `pass` carry no work."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    return all(
+        isinstance(s, cst.Pass) or (isinstance(s, cst.Expr) and isinstance(s.value, cst.BaseString))
+        for s in stmt.body
+    )
+
+
 def base_name(expr: cst.BaseExpression | None) -> str | None:
     """`t` for `t`, `t[...]`, `t[...][...]`, `t.attr` (None for anything else, or no expression)."""
     while isinstance(expr, (cst.Subscript, cst.Attribute)):

@@ -66,16 +66,13 @@ class AccumulateInPsum(Rewrite):
                 line = view.line(stmt)
                 sid = site_id(self.name, line)
                 title = f"accumulate {product} in PSUM across the {loop.var} loop instead of adding it to {total}"
+                place = self.place(sid, line, title)
                 outcome = _plan(view, loop, matmul, stmt, total, product)
                 if isinstance(outcome, str):
-                    found.append(Refusal(self.name, sid, line, f"cannot {title}: {outcome}"))
+                    found.append(place.refused(outcome))
                     continue
                 found.append(
-                    Site(
-                        self.name,
-                        sid,
-                        line,
-                        title,
+                    place.site(
                         description=(
                             f"Every {loop.var} iteration copies the matmul of line {view.line(matmul)} out of "
                             f"PSUM and adds it to {total} on the Vector Engine (line {line}). Accumulate the "

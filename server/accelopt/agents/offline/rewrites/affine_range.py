@@ -30,16 +30,13 @@ class AffineRange(Rewrite):
                 continue
             sid = site_id(self.name, loop.line)
             title = f"run the {loop.var} loop as nl.affine_range"
+            place = self.place(sid, loop.line, title)
             reason = _dependence(view, loop)
             if reason is not None:
-                found.append(Refusal(self.name, sid, loop.line, f"cannot {title}: {reason}"))
+                found.append(place.refused(reason))
                 continue
             found.append(
-                Site(
-                    self.name,
-                    sid,
-                    loop.line,
-                    title,
+                place.site(
                     description=(
                         f"No iteration of the {loop.var} loop (line {loop.line}) reads what another wrote, "
                         "so the compiler may overlap them."

@@ -4,8 +4,9 @@ tempting ones it refuses, with the reason), and turns (site, parameters) into ne
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, ParamSpec, TypeVar
 
 import libcst as cst
 
@@ -13,6 +14,8 @@ from accelopt.agents.offline.kernel_ir import KernelView, view_of
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 
 Params = dict[str, int | float | str | bool]
+Found = TypeVar("Found")
+Args = ParamSpec("Args")
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,45 @@ class Refusal:
     reason: str
 
 
+@dataclass(frozen=True)
+class Place:
+    """A place a rewrite considers: its Site when the analysis finds the change legal, else its
+    Refusal, worded "cannot <title>: <reason>". Both carry the rewrite, the id and the line."""
+
+    rewrite: str
+    id: str
+    line: int
+    title: str
+
+    def refused(self, reason: str) -> Refusal:
+        return Refusal(self.rewrite, self.id, self.line, f"cannot {self.title}: {reason}")
+
+    def site(
+        self,
+        *,
+        title: str | None = None,
+        line: int | None = None,
+        description: str = "",
+        variants: list[Params] | None = None,
+        relieves: tuple[str, ...] = (),
+        runs_on: tuple[str, str] | None = None,
+        payload: Any = None,
+    ) -> Site:
+        """The Site; `title` and `line` when they say more than the refusal would (the chosen
+        variant, the line the change relieves)."""
+        return Site(
+            self.rewrite,
+            self.id,
+            self.line if line is None else line,
+            self.title if title is None else title,
+            description=description,
+            variants=variants if variants is not None else [{}],
+            relieves=relieves,
+            runs_on=runs_on,
+            payload=payload,
+        )
+
+
 class Rewrite(ABC):
     name: ClassVar[str]
     summary: ClassVar[str]
@@ -72,6 +114,10 @@ class Rewrite(ABC):
     @abstractmethod
     def transform(self, view: KernelView, site: Site, params: Params) -> str:
         """The new module text; raise NotApplicable for parameters that do not fit this site."""
+
+    def place(self, sid: str, line: int, title: str) -> Place:
+        """A place this rewrite considers, which becomes its site or its refusal."""
+        return Place(self.name, sid, line, title)
 
     # --- the public surface ----------------------------------------------------------------
 
@@ -121,6 +167,15 @@ class Rewrite(ABC):
                 raise NotApplicable(f"{self.name} would not change the kernel at {site_id}")
             return text
         raise NotApplicable(f"{self.name} has no site {site_id!r} in this kernel")
+
+
+def reason_or(analysis: Callable[Args, Found], *args: Args.args, **kwargs: Args.kwargs) -> Found | str:
+    """What `analysis(*args, **kwargs)` found, or the reason it gave (NotApplicable) why the
+    rewrite cannot act there."""
+    try:
+        return analysis(*args, **kwargs)
+    except NotApplicable as exc:
+        return exc.reason
 
 
 def site_id(*parts: object) -> str:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from accelopt.agents.offline.kernel_ir import (
     KernelView,
 )
-from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
+from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, reason_or, site_id
 from accelopt.agents.offline.rewrites.blocking.builder import Builder
 from accelopt.agents.offline.rewrites.blocking.legality import analyse_loop, feeds_tensor_engine
 from accelopt.agents.offline.rewrites.blocking.plan import BlockPlan
@@ -45,10 +45,10 @@ class BlockAccumulators(Rewrite):
                 continue
             sid = site_id(self.name, loop.line)
             title = f"block the {loop.var} loop: several PSUM accumulators per operand load"
-            try:
-                plan = analyse_loop(view, loop)
-            except NotApplicable as exc:
-                found.append(Refusal(self.name, sid, loop.line, f"cannot {title}: {exc.reason}"))
+            place = self.place(sid, loop.line, title)
+            plan = reason_or(analyse_loop, view, loop)
+            if isinstance(plan, str):
+                found.append(place.refused(plan))
                 continue
             loads = sum(len(g.loads) + len(g.inline) for gs in plan.groups.values() for g in gs)
             stores = sum(len(g.stores) for gs in plan.groups.values() for g in gs)
@@ -58,12 +58,10 @@ class BlockAccumulators(Rewrite):
             if loads or stores:
                 gains.append(f"{loads} load(s) and {stores} store(s) become one wide DMA per block")
             found.append(
-                Site(
-                    self.name,
-                    sid,
-                    _relieved_line(view, plan),
-                    f"block the {loop.var} loop by {plan.factors[0]}: {plan.factors[0]} PSUM accumulators "
-                    "per operand load",
+                place.site(
+                    title=f"block the {loop.var} loop by {plan.factors[0]}: {plan.factors[0]} PSUM "
+                    "accumulators per operand load",
+                    line=_relieved_line(view, plan),
                     description=(
                         f"Each block of the {loop.var} loop (line {loop.line}) computes several output "
                         f"tiles, each in its own PSUM accumulator: {'; '.join(gains)}."

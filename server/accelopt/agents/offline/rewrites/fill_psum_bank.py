@@ -59,16 +59,14 @@ class FillPsumBank(Rewrite):
                 continue
             sid = site_id(self.name, loop.line)
             title = f"widen the {loop.var} loop's PSUM accumulators to fill a bank"
+            place = self.place(sid, loop.line, title)
             if isinstance(outcome, str):
-                found.append(Refusal(self.name, sid, loop.line, f"cannot {title}: {outcome}"))
+                found.append(place.refused(outcome))
                 continue
             wide = outcome.chunk * outcome.factors[0]
             found.append(
-                Site(
-                    self.name,
-                    sid,
-                    loop.line,
-                    f"widen the {loop.var} loop's PSUM accumulators from {outcome.chunk} to {wide} columns",
+                place.site(
+                    title=f"widen the {loop.var} loop's PSUM accumulators from {outcome.chunk} to {wide} columns",
                     description=(
                         f"Each iteration of the {loop.var} loop (line {loop.line}) accumulates only "
                         f"{outcome.chunk} fp32 columns in PSUM, a fraction of a 2 KiB bank: wider "

@@ -40,7 +40,7 @@ from accelopt.agents.offline.kernel_ir import (
     names_in,
     walk,
 )
-from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
+from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, reason_or, site_id
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.rewrites.plain_loop import require_plain_loop
 
@@ -89,17 +89,14 @@ class FoldLoop(Rewrite):
                 continue
             sid = site_id(self.name, loop.line)
             title = f"fold the {loop.var} loop into a free axis"
-            try:
-                fold = _analyse(view, loop)
-            except NotApplicable as exc:
-                found.append(Refusal(self.name, sid, loop.line, f"cannot {title}: {exc.reason}"))
+            place = self.place(sid, loop.line, title)
+            fold = reason_or(_analyse, view, loop)
+            if isinstance(fold, str):
+                found.append(place.refused(fold))
                 continue
             found.append(
-                Site(
-                    self.name,
-                    sid,
-                    loop.line,
-                    f"{title}: {fold.factors[0]} {loop.var} entries per instruction",
+                place.site(
+                    title=f"{title}: {fold.factors[0]} {loop.var} entries per instruction",
                     description=(
                         f"Every step in the {loop.var} loop (line {loop.line}) is elementwise: handle "
                         f"several {loop.var} entries per instruction and per DMA, as an extra free axis of "

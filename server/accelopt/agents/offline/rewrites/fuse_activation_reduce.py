@@ -33,7 +33,7 @@ from accelopt.agents.offline.kernel_ir import (
     walk,
 )
 from accelopt.agents.offline.patterns import Emitter, op_name, render_with
-from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
+from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, reason_or, site_id
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 
 # Keywords of nisa.activation carried over unchanged.
@@ -66,19 +66,15 @@ class FuseActivationReduce(Rewrite):
             title = (
                 f"fold the sum at line {line} into the activation that produces {view.snippet(summed, 30)}"
             )
-            try:
-                fusion = _fusion(view, stmt, summed, result)
-            except NotApplicable as exc:
-                found.append(Refusal(self.name, sid, line, f"cannot {title}: {exc.reason}"))
+            place = self.place(sid, line, title)
+            fusion = reason_or(_fusion, view, stmt, summed, result)
+            if isinstance(fusion, str):
+                found.append(place.refused(fusion))
                 continue
             if fusion is None:
                 continue
             found.append(
-                Site(
-                    self.name,
-                    sid,
-                    line,
-                    title,
+                place.site(
                     description=(
                         f"The activation at line {view.line(fusion.producer or stmt)} can add up its own result "
                         f"along the free axis (activation_reduce): the separate sum at line {line} goes."

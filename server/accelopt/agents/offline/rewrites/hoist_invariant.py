@@ -76,23 +76,20 @@ class HoistInvariant(Rewrite):
             line = view.line(stmt)
             sid = site_id(self.name, line, loop.line)
             title = f"hoist {words} out of the {loop.var} loop"
+            place = self.place(sid, line, title)
             outcome = analysis.closure(stmt)
             if isinstance(outcome, str):
-                found.append(Refusal(self.name, sid, line, f"cannot {title}: {outcome}"))
+                found.append(place.refused(outcome))
                 continue
             if len(outcome) >= len(loop.body):
-                found.append(Refusal(self.name, sid, line, f"cannot {title}: it is all the loop does"))
+                found.append(place.refused("it is all the loop does"))
                 continue
             relieves = (
                 ("hbm",) if kind == "load" else ("tensor",) if kind == "transpose" else ("vector", "scalar")
             )
             extra = len([m for m in outcome if _single_assign(m) is not None and m is not stmt])
             found.append(
-                Site(
-                    self.name,
-                    sid,
-                    line,
-                    title,
+                place.site(
                     description=(
                         f"`{view.snippet(stmt)}` (line {line}) gives the same value in every iteration of "
                         f"the {loop.var} loop (line {loop.line}); compute it once before the loop"

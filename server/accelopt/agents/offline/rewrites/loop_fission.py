@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from accelopt.agents.offline.kernel_ir import Access, KernelView, Loop, names_in
+from accelopt.agents.offline.kernel_ir import Access, KernelView, Loop, is_filler, names_in
 from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.rewrites.loop_fusion import _bound_before_read
-from accelopt.agents.offline.rewrites.loop_interchange import _is_filler
 
 
 class LoopFission(Rewrite):
@@ -35,7 +34,7 @@ class LoopFission(Rewrite):
         found: list[Site | Refusal] = []
         for loop in view.loops:
             body = loop.body
-            work = [s for s in body if not _is_filler(s)]
+            work = [s for s in body if not is_filler(s)]
             if len(work) < 2:
                 continue
             for split in range(1, len(work)):
@@ -66,7 +65,7 @@ class LoopFission(Rewrite):
     def transform(self, view: KernelView, site: Site, params: Params) -> str:
         loop: Loop
         loop, split = site.payload
-        work = [s for s in loop.body if not _is_filler(s)]
+        work = [s for s in loop.body if not is_filler(s)]
         block = loop.node.body
         assert isinstance(block, cst.IndentedBlock)
         first = loop.node.with_changes(body=block.with_changes(body=work[:split]))

@@ -23,10 +23,9 @@ from dataclasses import dataclass
 import libcst as cst
 
 from accelopt.agents.offline.facts import allocation_of, memory_of
-from accelopt.agents.offline.kernel_ir import KernelView, Loop, argument, base_name, names_in, walk
-from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
+from accelopt.agents.offline.kernel_ir import KernelView, Loop, argument, base_name, is_filler, names_in, walk
+from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, reason_or, site_id
 from accelopt.agents.offline.rewrites.errors import NotApplicable
-from accelopt.agents.offline.rewrites.loop_interchange import _is_filler
 
 
 @dataclass
@@ -57,18 +56,14 @@ class LoopFusion(Rewrite):
                 continue
             sid = site_id(self.name, first.line, second.line)
             title = f"fuse the {first.var} loop (line {first.line}) with the {second.var} loop (line {second.line})"
-            try:
-                fusion = _analyse(view, first, second)
-            except NotApplicable as exc:
-                found.append(Refusal(self.name, sid, first.line, f"cannot {title}: {exc.reason}"))
+            place = self.place(sid, first.line, title)
+            fusion = reason_or(_analyse, view, first, second)
+            if isinstance(fusion, str):
+                found.append(place.refused(fusion))
                 continue
             through = ", ".join(fusion.forwarded)
             found.append(
-                Site(
-                    self.name,
-                    sid,
-                    first.line,
-                    title,
+                place.site(
                     description=(
                         "One loop instead of two: each iteration uses the tile it just produced"
                         + (f" ({through} read back from SBUF, not HBM)." if through else ".")
@@ -98,7 +93,7 @@ def _next_loop(view: KernelView, loop: Loop) -> Loop | None:
     if position is None:
         return None
     for stmt in siblings[position + 1 :]:
-        if _is_filler(stmt):
+        if is_filler(stmt):
             continue
         return view.loop_for(stmt) if isinstance(stmt, cst.For) else None
     return None
@@ -215,7 +210,7 @@ def _analyse(view: KernelView, first: Loop, second: Loop) -> _Fusion:
     _check_names(view, first, second, body1, body2)
     # The stored value must still be what the load would read: nothing rebinds or writes its
     # names after the store, in either body, before the load.
-    fused: list[cst.BaseStatement] = [s for s in body1 if s not in removed and not _is_filler(s)]
+    fused: list[cst.BaseStatement] = [s for s in body1 if s not in removed and not is_filler(s)]
     replaced: dict[int, cst.BaseStatement] = {}
     for forward in forwards:
         after_store = _after(body1, _store_of(view, body1, forward)) + body2[: body2.index(forward.load)]

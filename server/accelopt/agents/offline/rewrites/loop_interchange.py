@@ -11,18 +11,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from accelopt.agents.offline.kernel_ir import KernelView, Loop, names_in
+from accelopt.agents.offline.kernel_ir import KernelView, Loop, is_filler, names_in
 from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
-
-
-def _is_filler(stmt: cst.BaseStatement) -> bool:
-    """Bare string statements (`' end loop i2 '`) and `pass` carry no work."""
-    if not isinstance(stmt, cst.SimpleStatementLine):
-        return False
-    return all(
-        isinstance(s, cst.Pass) or (isinstance(s, cst.Expr) and isinstance(s.value, cst.BaseString))
-        for s in stmt.body
-    )
 
 
 class LoopInterchange(Rewrite):
@@ -33,7 +23,7 @@ class LoopInterchange(Rewrite):
     def analyse(self, view: KernelView) -> list[Site | Refusal]:
         found: list[Site | Refusal] = []
         for outer in view.loops:
-            work = [s for s in outer.body if not _is_filler(s)]
+            work = [s for s in outer.body if not is_filler(s)]
             if len(work) != 1 or not isinstance(work[0], cst.For):
                 continue
             inner = view.loop_for(work[0])
@@ -41,6 +31,7 @@ class LoopInterchange(Rewrite):
                 continue
             sid = site_id(self.name, outer.line, inner.line)
             title = f"interchange the {outer.var} and {inner.var} loops"
+            place = self.place(sid, outer.line, title)
             reason = None
             if outer.kind != "affine" or inner.kind != "affine":
                 seq = outer if outer.kind != "affine" else inner
@@ -48,14 +39,10 @@ class LoopInterchange(Rewrite):
             elif outer.var in names_in(inner.node.iter):
                 reason = f"the range of {inner.var} depends on {outer.var}"
             if reason is not None:
-                found.append(Refusal(self.name, sid, outer.line, f"cannot {title}: {reason}"))
+                found.append(place.refused(reason))
                 continue
             found.append(
-                Site(
-                    self.name,
-                    sid,
-                    outer.line,
-                    title,
+                place.site(
                     description=(
                         f"Make {inner.var} the outer loop so that what depends only on {outer.var} "
                         f"changes in the inner loop and what depends only on {inner.var} stays put."

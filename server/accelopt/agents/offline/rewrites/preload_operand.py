@@ -76,16 +76,13 @@ class PreloadOperand(Rewrite):
                 if isinstance(load, cst.Assign)
                 else site_id(self.name, view.where(load), outer.line)
             )
+            place = self.place(sid, line, title)
             if isinstance(outcome, str):
-                found.append(Refusal(self.name, sid, line, f"cannot {title}: {outcome}"))
+                found.append(place.refused(outcome))
                 continue
             resident = outcome.pop(_RESIDENT, None)  # type: ignore[call-overload]
             found.append(
-                Site(
-                    self.name,
-                    sid,
-                    line,
-                    title,
+                place.site(
                     description=(
                         f"The load at line {line} does not depend on {outer.var}: keep its tiles in SBUF "
                         f"across the {outer.var} loop (line {outer.line}) instead of re-reading HBM."

@@ -19,9 +19,8 @@ from __future__ import annotations
 import libcst as cst
 
 from accelopt.agents.offline.facts import ALLOCATORS
-from accelopt.agents.offline.kernel_ir import KernelView, base_name, names_in
+from accelopt.agents.offline.kernel_ir import KernelView, base_name, is_filler, names_in
 from accelopt.agents.offline.rewrites.base import Params, Refusal, Rewrite, Site, site_id
-from accelopt.agents.offline.rewrites.loop_interchange import _is_filler
 
 
 class SinkToFirstUse(Rewrite):
@@ -42,7 +41,7 @@ class SinkToFirstUse(Rewrite):
             )
             if first_use is None:
                 continue
-            passed = [s for s in siblings[at + 1 : first_use] if not _is_filler(s)]
+            passed = [s for s in siblings[at + 1 : first_use] if not is_filler(s)]
             if not any(self._makes_a_tile(view, s) for s in passed):
                 continue  # nothing made in between: moving it shortens no overlap
             sid = site_id(self.name, view.where(stmt))

@@ -54,18 +54,15 @@ class TransposeOnDma(Rewrite):
             line = view.line(stmt)
             sid = site_id(self.name, line)
             title = f"load {tile} transposed by DMA instead of transposing it on the Tensor Engine at line {line}"
+            place = self.place(sid, line, title)
             outcome = _plan(view, stmt, tile)
             if outcome is None:
                 continue
             if isinstance(outcome, str):
-                found.append(Refusal(self.name, sid, line, f"cannot {title}: {outcome}"))
+                found.append(place.refused(outcome))
                 continue
             found.append(
-                Site(
-                    self.name,
-                    sid,
-                    line,
-                    title,
+                place.site(
                     description=(
                         f"{tile} is loaded at line {view.line(outcome.load)} only to be transposed on the "
                         f"Tensor Engine at line {line}; a transposing DMA loads it in the transposed layout."

@@ -58,16 +58,13 @@ class TransposeOnTensorEngine(Rewrite):
             sid = site_id(self.name, line)
             src = argument(call, 0, "src")
             title = f"load the rows of {base_name(src) or 'the region'} and transpose them on the Tensor Engine at line {line}"
+            place = self.place(sid, line, title)
             outcome = _plan(view, stmt, form, src)
             if isinstance(outcome, str):
-                found.append(Refusal(self.name, sid, line, f"cannot {title}: {outcome}"))
+                found.append(place.refused(outcome))
                 continue
             found.append(
-                Site(
-                    self.name,
-                    sid,
-                    line,
-                    title,
+                place.site(
                     description=(
                         f"The transposing DMA at line {line} moves its bytes element by element; a plain "
                         "load streams them, and the Tensor Engine transposes the tile."

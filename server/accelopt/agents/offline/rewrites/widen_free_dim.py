@@ -56,15 +56,13 @@ class WidenFreeDim(Rewrite):
                 continue
             sid = site_id(self.name, loop.line)
             title = f"widen the tiles of the {loop.var} loop"
+            place = self.place(sid, loop.line, title)
             if isinstance(outcome, str):
-                found.append(Refusal(self.name, sid, loop.line, f"cannot {title}: {outcome}"))
+                found.append(place.refused(outcome))
                 continue
             found.append(
-                Site(
-                    self.name,
-                    sid,
-                    loop.line,
-                    f"{title} from {outcome.chunk} to {outcome.chunk * outcome.factors[0]} columns",
+                place.site(
+                    title=f"{title} from {outcome.chunk} to {outcome.chunk * outcome.factors[0]} columns",
                     description=(
                         f"Each iteration of the {loop.var} loop (line {loop.line}) handles {outcome.chunk} "
                         "columns; covering more per iteration issues fewer, larger instructions and DMAs."

@@ -57,6 +57,7 @@ def baremetal(
                 "additional_compile_opt": additional_compile_opt,
                 "NEURON_CC_FLAGS": os.environ.get("NEURON_CC_FLAGS"),
                 "NEURON_RT_NUM_CORES": os.environ.get("NEURON_RT_NUM_CORES"),
+                "shapes": [list(getattr(a, "shape", ())) for a in inputs],
             }
         )
         result = _emulator.run_kernel(fn, list(inputs))
