@@ -84,6 +84,7 @@ class Place:
         relieves: tuple[str, ...] = (),
         runs_on: tuple[str, str] | None = None,
         payload: Any = None,
+        resident: Resident | None = None,
     ) -> Site:
         """The Site; `title` and `line` when they say more than the refusal would (the chosen
         variant, the line the change relieves)."""
@@ -97,6 +98,7 @@ class Place:
             relieves=relieves,
             runs_on=runs_on,
             payload=payload,
+            resident=resident,
         )
 
 
