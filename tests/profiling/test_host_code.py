@@ -321,6 +321,79 @@ async def test_a_candidate_may_not_import_a_file_the_users_kernel_does_not(backe
     assert "do-not-leak" not in evaluation.message
 
 
+# A kernel inside a package that imports its helpers the way library code does: relative to its
+# own package (`..utils.tiling`), and the helper relative to its own (`.constants`).
+PACKAGED_KERNEL = textwrap.dedent(
+    """
+    import neuronxcc.nki as nki
+    import neuronxcc.nki.language as nl
+
+    from ..utils.tiling import scaled_add
+
+
+    # accelopt: inputs x=float32[128,256]
+    @nki.jit
+    def packaged_kernel(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        scaled_add(x, out)
+        return out
+    """
+).lstrip("\n")
+
+PACKAGED_TILING = textwrap.dedent(
+    """
+    import neuronxcc.nki.language as nl
+
+    from .constants import OFFSET, SCALE
+
+
+    def scaled_add(src, dst):
+        nl.store(dst, value=nl.add(nl.multiply(nl.load(src), SCALE), OFFSET))
+    """
+).lstrip("\n")
+
+
+def write_package(root, with_init: bool = True):
+    for folder in ("lib", "lib/utils", "lib/kernels"):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        if with_init:
+            (root / folder / "__init__.py").write_text("", encoding="utf-8")
+    (root / "lib/utils/tiling.py").write_text(PACKAGED_TILING, encoding="utf-8")
+    (root / "lib/utils/constants.py").write_text("SCALE = 2.0\nOFFSET = 1.0\n", encoding="utf-8")
+    (root / "lib/utils/secrets_store.py").write_text('TOKEN = "do-not-leak"\n', encoding="utf-8")
+    path = root / "lib/kernels/packaged.py"
+    path.write_text(PACKAGED_KERNEL, encoding="utf-8")
+    return path
+
+
+async def test_a_kernel_inside_a_package_imports_its_helpers_relatively(backend, tmp_path):
+    path = write_package(tmp_path)
+    reference = path.with_name("packaged_ref.py")
+    reference.write_text(SIBLING_REFERENCE.replace("return x * 3", "return x * 2 + 1"), encoding="utf-8")
+    kernel = KernelSource(text=PACKAGED_KERNEL, name="packaged_kernel", path=str(path))
+    evaluation = await backend.evaluate(kernel, task_for_kernel(kernel, str(reference)), OPTIONS)
+    assert evaluation.status == "ok", evaluation.message
+    assert evaluation.max_error == 0.0  # SCALE and OFFSET came from the helper's own relative import
+
+
+async def test_relative_imports_stay_inside_the_package_and_the_users_own_imports(backend, tmp_path):
+    # Without __init__.py the folders are no package: as in Python, `..utils` names nothing.
+    outside = write_package(tmp_path / "plain", with_init=False)
+    kernel = KernelSource(text=PACKAGED_KERNEL, name="packaged_kernel", path=str(outside))
+    evaluation = await backend.evaluate(kernel, task_for_kernel(kernel), OPTIONS)
+    assert evaluation.status == "rejected" and "relative import" in evaluation.message, evaluation.message
+    # A candidate may not reach a module of the package that the user's file does not import.
+    path = write_package(tmp_path / "pkg")
+    candidate = PACKAGED_KERNEL.replace(
+        "from ..utils.tiling import scaled_add\n", "from ..utils.tiling import scaled_add\nfrom ..utils.secrets_store import TOKEN\n"
+    ).replace("    scaled_add(x, out)\n", "    scaled_add(x, out)\n    assert TOKEN == 0, TOKEN\n")
+    baseline = KernelSource(text=PACKAGED_KERNEL, name="packaged_kernel", path=str(path))
+    evaluation = await backend.evaluate(
+        KernelSource(text=candidate, name="packaged_kernel", path=str(path)), task_for_kernel(baseline), OPTIONS
+    )
+    assert evaluation.status == "rejected" and "do-not-leak" not in evaluation.message, evaluation.message
+
+
 SCALAR_ARGUMENTS = '''
 import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl

@@ -97,7 +97,8 @@ def cached_slice(text: str, entry: str, siblings: frozenset[str] = frozenset()) 
 def slice_module(text: str, entry: str | Iterable[str], siblings: Collection[str] = ()) -> ModuleSlice:
     """The statements of `text` that `entry` (a name, or several) needs, at their original lines.
 
-    `siblings` are the module names that resolve to files beside this one: imports of them are
+    `siblings` are the modules, as this file spells them (`helpers`, `..utils.tiling`), that
+    resolve to files of the user's (`accelopt.profiling.siblings`): imports of them are
     bound by the worker instead of run (`SiblingImport`). Raises SyntaxError when `text` does
     not parse (callers report it with its line)."""
     tree = parse_module(text)
@@ -139,14 +140,20 @@ def slice_module(text: str, entry: str | Iterable[str], siblings: Collection[str
     )
 
 
+def spelled_module(node: ast.ImportFrom) -> str:
+    """The module of `from <module> import ...` as written, relative dots included ('..utils.x')."""
+    return "." * node.level + (node.module or "")
+
+
 def imported_modules(text: str) -> set[str]:
-    """The modules a file imports at its top level (`import a`, `from b import c`: a and b)."""
+    """The modules a file imports at its top level (`import a`, `from b import c`,
+    `from .d import e`: a, b and .d)."""
     modules: set[str] = set()
     for node in parse_module(text).body:
         if isinstance(node, ast.Import):
             modules.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            modules.add(node.module)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            modules.add(spelled_module(node))
     return modules
 
 
@@ -155,7 +162,7 @@ def _is_sibling_import(node: ast.stmt, siblings: Collection[str]) -> bool:
     if isinstance(node, ast.Import):
         return all(a.name in siblings for a in node.names)
     if isinstance(node, ast.ImportFrom):
-        return not node.level and node.module in siblings and all(a.name != "*" for a in node.names)
+        return node.module is not None and spelled_module(node) in siblings and all(a.name != "*" for a in node.names)
     return False
 
 
@@ -175,9 +182,10 @@ def _sibling_imports(
                 modules_as[target] = alias.name
                 names.setdefault(alias.name, set())
         elif isinstance(node, ast.ImportFrom) and node.module is not None:
+            module = spelled_module(node)
             for alias in node.names:
-                imports.append(SiblingImport(alias.asname or alias.name, node.module, alias.name, node.lineno))
-                names.setdefault(node.module, set()).add(alias.name)
+                imports.append(SiblingImport(alias.asname or alias.name, module, alias.name, node.lineno))
+                names.setdefault(module, set()).add(alias.name)
     if modules_as:  # `helpers.tile_add(...)`: the attributes read from a whole-module import
         for node, kept in zip(statements, keep):
             if kept:

@@ -236,7 +236,11 @@ class _PolicyChecker(ast.NodeVisitor):
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = node.module or ""
         if node.level:
-            self._refuse(node, "relative imports are not allowed")
+            self._refuse(
+                node,
+                f"relative imports reach only module files of the kernel's own package (folders with "
+                f"__init__.py) that the kernel's saved file imports; '{'.' * node.level}{module}' is not one",
+            )
         elif module == "__future__":
             pass
         elif not module_allowed(module, self.policy):
