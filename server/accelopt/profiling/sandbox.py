@@ -145,7 +145,7 @@ class Sandbox:
         limit for this job (sized from the task, `worker_memory`)."""
         root = Path(tempfile.mkdtemp(prefix="accelopt-job-", dir=self.work_root))
         (root / "in").mkdir()
-        isolation.prepare_job_folder(root, owner=None)
+        isolation.prepare_job_folder(root, owner=_NOBODY if self.drop_privileges else None)
         for name, array in (inputs or {}).items():
             if isinstance(array, arrays.ShapeOnly):
                 continue  # its shape is in the job (input_ref); nothing reads its values
@@ -171,12 +171,9 @@ class Sandbox:
             }
         )
         (root / "job.json").write_text(job.model_dump_json(), encoding="utf-8")
-        if self.drop_privileges:
-            root.chmod(0o755)
+        if self.drop_privileges:  # out/ and work/ were given to the worker's user above
             for path in [root / "in", *(root / "in").iterdir(), root / "job.json"]:
                 path.chmod(0o755 if path.is_dir() else 0o644)
-            for path in [root / "out", root / "work", *(root / "out" / n for n in isolation.OUTPUT_FILES)]:
-                os.chown(path, _NOBODY, _NOBODY)
         return JobFiles(root, job)
 
     @staticmethod
