@@ -75,7 +75,7 @@ def input_shapes(trace: Trace | None) -> str:
     """The kernel's input shapes as a trace declares them, e.g. '256x1024, 1024x256'."""
     if trace is None:
         return ""
-    shapes = [info.shape for info in trace.tensors.values() if info.is_input]
+    shapes = input_shapes_by_name(trace).values()
     return ", ".join("x".join(str(d) for d in shape) or "scalar" for shape in shapes)
 
 
