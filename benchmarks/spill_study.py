@@ -31,20 +31,12 @@ from accelopt.nki.runtime import load_kernel, run_kernel
 from accelopt.nki.trace import Trace
 from accelopt.profiling.metrics import profile_trace
 from accelopt.profiling.timeline import ModelOptions
+from calibration import MAMBA_SWEEP  # a script beside this one: its folder is on sys.path
 
 HERE = Path(__file__).resolve().parent
 PREVIOUS = ModelOptions(multibuffer_fitting=False, prefetch_spills=False, save_once=False)
 MODELS = {"current": ModelOptions(), "previous": PREVIOUS}
 
-# seq_len -> (v2, v3) published latency in ms, C = 4096, 16 states
-MAMBA_SWEEP = {
-    1024: (4.4, 3.3),
-    2048: (8.9, 6.6),
-    4096: (17.6, 13.3),
-    6144: (27.5, 19.6),
-    7168: (41.3, 24.2),
-    8192: (52.2, 27.8),
-}
 
 
 def _trace(path: Path, kernel: str, inputs: list[np.ndarray]) -> Trace:
