@@ -42,8 +42,8 @@ class _Transpose:
 
 class TransposeOnTensorEngine(Rewrite):
     name = "transpose_on_tensor_engine"
-    # The timing model charges a transposing DMA only through its element-sized pieces, so on the
-    # kernels measured (benchmarks/families.py) this move is about even: try it late.
+    # On the kernels measured (benchmarks/families.py) this move was about even, 0.96-1.13x: try it
+    # late. What it gains depends on the dtype: only a 2-byte DMA transpose runs near a copy's rate.
     prior = 0.3
     summary = "load rows and transpose them on the Tensor Engine instead of a slow transposing DMA"
 
