@@ -99,10 +99,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from accelopt.mcp.server import build_server
 
-    server = build_server(settings)
     if args.http:
         # Loopback only: the server runs the kernels it is sent and has no authentication.
-        server.run("streamable-http", host="127.0.0.1", port=args.port)
+        build_server(settings).run("streamable-http", host="127.0.0.1", port=args.port)
     else:
-        server.run("stdio")
+        from accelopt.mcp.stdio import run_stdio
+
+        run_stdio(lambda closed: build_server(settings, closed))
     return 0

@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Annotated, Any, Literal
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
@@ -42,6 +43,9 @@ from accelopt.profiling.task import Task
 
 log = logging.getLogger(__name__)
 
+# How long closing the searches and backends at shutdown may take (a search winding down waits
+# for its evaluations in flight; the backend then kills what is left).
+SHUTDOWN_GRACE_S = 30.0
 NKI_RULES_URI = "accelopt://notes/nki-rules"
 INSTRUCTIONS = (
     "AccelOpt profiles, checks and optimizes NKI kernels for AWS Trainium without hardware: a "
@@ -129,7 +133,8 @@ class AccelOptTools:
             await backend.aclose()
 
 
-def build_server(settings: McpSettings) -> MCPServer[Any]:
+def build_server(settings: McpSettings, closed: anyio.Event | None = None) -> MCPServer[Any]:
+    """`closed`, when given, is set once the lifespan has stopped the searches and the backends."""
     tools = AccelOptTools(settings)
 
     @asynccontextmanager
@@ -138,8 +143,13 @@ def build_server(settings: McpSettings) -> MCPServer[Any]:
         try:
             yield None
         finally:
-            await tools.aclose()
-            await asyncio.gather(warming, return_exceptions=True)
+            # Shielded: the serving loop may end by cancellation (SIGTERM on stdio, the HTTP
+            # server stopping), and the searches' workers must still be stopped.
+            with anyio.move_on_after(SHUTDOWN_GRACE_S, shield=True):
+                await tools.aclose()
+                await asyncio.gather(warming, return_exceptions=True)
+            if closed is not None:
+                closed.set()
 
     server: MCPServer[Any] = MCPServer(
         "accelopt",
