@@ -19,17 +19,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="serve streamable HTTP on 127.0.0.1 instead of stdio (at http://127.0.0.1:PORT/mcp)",
     )
-    parser.add_argument("--port", type=int, default=8765, help="HTTP port on the loopback interface (default 8765)")
+    parser.add_argument(
+        "--port", type=int, default=8765, help="HTTP port on the loopback interface (default 8765)"
+    )
     parser.add_argument("--config", metavar="FILE", help="TOML or JSON, as for `accelopt optimize`")
-    parser.add_argument("--agents", choices=["auto", "llm", "offline"], help="default: the config file's, else auto")
-    parser.add_argument("--backend", choices=["simulator", "neuron"], help="profiling backend (default simulator)")
+    parser.add_argument(
+        "--agents", choices=["auto", "llm", "offline"], help="default: the config file's, else auto"
+    )
+    parser.add_argument(
+        "--backend", choices=["simulator", "neuron"], help="profiling backend (default simulator)"
+    )
     parser.add_argument("--hardware", choices=["trn1", "trn2", "trn3"], help="default target (default trn1)")
     parser.add_argument(
         "--size", choices=["full", "small"], default="full", help="default input shapes of reference modules"
     )
     parser.add_argument("--memory", metavar="FILE", help="optimization memory database (default: per user)")
     parser.add_argument("--no-memory", action="store_true", help="searches neither read nor write the memory")
-    parser.add_argument("--workers", type=int, metavar="W", help="concurrent evaluations per search (default 2)")
+    parser.add_argument(
+        "--workers", type=int, metavar="W", help="concurrent evaluations per search (default 2)"
+    )
     parser.add_argument(
         "--ray",
         nargs="?",
@@ -38,7 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="searches evaluate as Ray tasks: on a private local cluster, or on the cluster at ADDRESS",
     )
     parser.add_argument(
-        "--llm-base-url", metavar="URL", help="OpenAI-compatible endpoint for --agents llm (wins over [llm] base_url)"
+        "--llm-base-url",
+        metavar="URL",
+        help="OpenAI-compatible endpoint for --agents llm (wins over [llm] base_url)",
     )
     parser.add_argument("--llm-model", metavar="MODEL", help="model every agent role uses")
     parser.add_argument(

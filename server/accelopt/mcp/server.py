@@ -17,10 +17,11 @@ from typing import Annotated, Any, Literal
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
+from accelopt.mcp.arguments import describe_invalid_arguments
 from accelopt.mcp.edits import line_edits, unified_diff
 from accelopt.mcp.kernels import KernelInputError, build_task, load_kernel
 from accelopt.mcp.models import (
@@ -61,21 +62,40 @@ PathArg = Annotated[
     Field(description="the kernel's .py file; with `source` too, the file that text belongs to"),
 ]
 SourceArg = Annotated[
-    str | None, Field(description="the module's source text (e.g. an unsaved buffer); read from `path` if omitted")
+    str | None,
+    Field(description="the module's source text (e.g. an unsaved buffer); read from `path` if omitted"),
 ]
 KernelArg = Annotated[str | None, Field(description="the @nki.jit function; default: the first in the file")]
 ReferenceArg = Annotated[
     str | None,
-    Field(description="reference module path; default: the `# accelopt: reference ...` directive above the kernel"),
+    Field(
+        description="reference module path; default: the `# accelopt: reference ...` directive above the kernel"
+    ),
 ]
 SizeArg = Annotated[
     Literal["full", "small"] | None,
     Field(description="input shapes of the reference module (small is quicker); default: the server's"),
 ]
-HardwareArg = Annotated[Hardware | None, Field(description="Trainium generation; default: the server's (trn1)")]
+HardwareArg = Annotated[
+    Hardware | None, Field(description="Trainium generation; default: the server's (trn1)")
+]
 SeedsArg = Annotated[int | None, Field(ge=1, le=50, description="random inputs the outputs are compared on")]
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
+class AccelOptServer(MCPServer[Any]):
+    """The SDK's server, with arguments that fail a tool's input schema told per argument
+    (accelopt.mcp.arguments) instead of as pydantic's report."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            # Only the SDK's own argument check: a crash inside a tool stays the SDK's UnexpectedToolError.
+            if isinstance(exc.__cause__, ValidationError) and not isinstance(exc, UnexpectedToolError):
+                raise ToolError(describe_invalid_arguments(name, exc.__cause__)) from exc.__cause__
+            raise
 
 
 class AccelOptTools:
@@ -92,7 +112,9 @@ class AccelOptTools:
             from accelopt.profiling.backends import get_backend
 
             try:
-                self._backend = get_backend(self.settings.run.backend, max_workers=self.settings.profile_workers)
+                self._backend = get_backend(
+                    self.settings.run.backend, max_workers=self.settings.profile_workers
+                )
             except (ValueError, RuntimeError) as exc:
                 raise ToolError(f"backend {self.settings.run.backend!r}: {exc}") from exc
         return self._backend
@@ -151,7 +173,7 @@ def build_server(settings: McpSettings, closed: anyio.Event | None = None) -> MC
             if closed is not None:
                 closed.set()
 
-    server: MCPServer[Any] = MCPServer(
+    server = AccelOptServer(
         "accelopt",
         title="AccelOpt",
         instructions=INSTRUCTIONS,
@@ -177,7 +199,9 @@ def build_server(settings: McpSettings, closed: anyio.Event | None = None) -> MC
         reference: ReferenceArg = None,
         hardware: HardwareArg = None,
         size: SizeArg = None,
-        check: Annotated[bool, Field(description="also check correctness (false: profile only, faster)")] = True,
+        check: Annotated[
+            bool, Field(description="also check correctness (false: profile only, faster)")
+        ] = True,
         seeds: SeedsArg = None,
     ) -> ProfileResult:
         found, task = await tools.kernel_and_task(path, source, kernel, reference, size)
@@ -251,13 +275,23 @@ def build_server(settings: McpSettings, closed: anyio.Event | None = None) -> MC
             Field(description="offline rewrites, LLM agents (needs the server's [llm] endpoint), or auto"),
         ] = None,
         iterations: Annotated[int | None, Field(ge=1, le=64, description="T: search iterations")] = None,
-        beam_width: Annotated[int | None, Field(ge=1, le=32, description="B: kernels kept per iteration")] = None,
-        plans_per_kernel: Annotated[int | None, Field(ge=1, le=64, description="N: plans per beam kernel")] = None,
-        samples_per_plan: Annotated[int | None, Field(ge=1, le=8, description="K: kernels written per plan")] = None,
+        beam_width: Annotated[
+            int | None, Field(ge=1, le=32, description="B: kernels kept per iteration")
+        ] = None,
+        plans_per_kernel: Annotated[
+            int | None, Field(ge=1, le=64, description="N: plans per beam kernel")
+        ] = None,
+        samples_per_plan: Annotated[
+            int | None, Field(ge=1, le=8, description="K: kernels written per plan")
+        ] = None,
         seeds: SeedsArg = None,
-        max_evaluations: Annotated[int | None, Field(ge=1, description="stop after this many evaluations")] = None,
+        max_evaluations: Annotated[
+            int | None, Field(ge=1, description="stop after this many evaluations")
+        ] = None,
         wall_time_s: Annotated[float | None, Field(gt=0, description="stop after this many seconds")] = None,
-        budget_usd: Annotated[float | None, Field(ge=0, description="stop when LLM calls cost this much")] = None,
+        budget_usd: Annotated[
+            float | None, Field(ge=0, description="stop when LLM calls cost this much")
+        ] = None,
         patience: Annotated[
             int | None, Field(ge=1, description="stop after this many iterations without a faster kernel")
         ] = None,
@@ -294,7 +328,7 @@ def build_server(settings: McpSettings, closed: anyio.Event | None = None) -> MC
                 }
             )
         except ValidationError as exc:
-            raise ToolError(f"invalid search options: {exc}") from None
+            raise ToolError(describe_invalid_arguments("optimize_kernel", exc)) from None
         try:
             run = await tools.searches.start(found, task, config, agents or settings.run.agents)
         except KernelInputError as exc:
@@ -341,7 +375,9 @@ def build_server(settings: McpSettings, closed: anyio.Event | None = None) -> MC
         annotations=_READ_ONLY,
     )
     async def get_candidate(
-        candidate_id: Annotated[str, Field(description="a candidate id from the ranking, or 'best'")] = "best",
+        candidate_id: Annotated[
+            str, Field(description="a candidate id from the ranking, or 'best'")
+        ] = "best",
         search_id: Annotated[str | None, Field(description="default: the most recent search")] = None,
     ) -> CandidateDetail:
         try:
