@@ -5,7 +5,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pygls.workspace.position_codec import PositionCodec
+
 from accelopt.lsp.edits import apply_edits, minimal_edits, unified_diff
+from accelopt.lsp.positions import edits_to_client
 
 BEFORE = "import x\n\n@nki.jit\ndef k(a):\n    t = load(a)\n    return t\n"
 AFTER = "import x\n\n@nki.jit\ndef k(a):\n    t = load(a, big=True)\n    u = t\n    return u\n"
@@ -26,8 +29,15 @@ def test_unified_diff_names_the_file():
 line = st.sampled_from(["a", "b", "é", "𝔵 = 1", "", "    return t"])
 
 
-@given(st.lists(line, max_size=8), st.lists(line, max_size=8), st.booleans(), st.booleans())
-def test_round_trip(old, new, old_newline, new_newline):
+ENCODINGS = st.sampled_from(["utf-8", "utf-16", "utf-32"])
+
+
+@given(st.lists(line, max_size=8), st.lists(line, max_size=8), st.booleans(), st.booleans(), ENCODINGS)
+def test_round_trip_in_every_position_encoding(old, new, old_newline, new_newline, encoding):
+    """What the server sends (its edits in the client's units) is what a client applies."""
     before = "\n".join(old) + ("\n" if old_newline and old else "")
     after = "\n".join(new) + ("\n" if new_newline and new else "")
-    assert apply_edits(before, minimal_edits(before, after)) == after
+    edits = edits_to_client(
+        PositionCodec(encoding), before.splitlines(keepends=True), minimal_edits(before, after)
+    )
+    assert apply_edits(before, edits, encoding) == after

@@ -34,4 +34,5 @@ def run(args: argparse.Namespace) -> int:
         server.start_tcp(args.host, args.port)
     else:
         server.start_io()
-    return 0
+    # pygls swallows the SystemExit its `exit` handler raises: the code LSP asks for is ours to return
+    return server.exit_code

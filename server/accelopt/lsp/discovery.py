@@ -26,7 +26,8 @@ _DEF_LINE = re.compile(r"^(?P<indent>\s*)(async\s+)?def\s+(?P<name>\w+)\s*\(")
 
 @dataclass(frozen=True)
 class KernelInfo:
-    """Where a kernel sits in a document. Lines are 0-based (LSP), columns are UTF-16 units."""
+    """Where a kernel sits in a document. Lines are 0-based (LSP); columns are code points (str
+    indexes), turned into the client's position encoding at the protocol boundary (positions.py)."""
 
     name: str
     first_line: int  # the first decorator line
@@ -44,11 +45,6 @@ class KernelInfo:
         if self.first_line <= line < self.def_line:
             return True
         return line == self.def_line and self.name_start <= character <= self.name_end
-
-
-def _utf16_column(line_text: str, index: int) -> int:
-    prefix = line_text[:index]
-    return len(prefix.encode("utf-16-le")) // 2
 
 
 def _dotted(node: ast.expr) -> str | None:
@@ -76,7 +72,7 @@ def _name_columns(line_text: str, name: str) -> tuple[int, int]:
     match = re.search(rf"\bdef\s+({re.escape(name)})\b", line_text)
     if match is None:
         return 0, len(line_text)
-    return _utf16_column(line_text, match.start(1)), _utf16_column(line_text, match.end(1))
+    return match.start(1), match.end(1)
 
 
 def find_kernels(text: str) -> list[KernelInfo]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 
 from lsprotocol import types
+from pygls.workspace.position_codec import PositionCodec
 
 
 def unified_diff(before: str, after: str, path: str) -> str:
@@ -19,15 +20,12 @@ def unified_diff(before: str, after: str, path: str) -> str:
     )
 
 
-def _utf16_len(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
-
-
 def _position(lines: list[str], index: int) -> types.Position:
-    """The position just before line `index` (or the document's end when index == len(lines))."""
+    """The position just before line `index` (or the document's end when index == len(lines)),
+    its column in code points like every position the features compute (positions.py)."""
     if index < len(lines) or not lines or lines[-1].endswith(("\n", "\r")):
         return types.Position(line=index, character=0)
-    return types.Position(line=len(lines) - 1, character=_utf16_len(lines[-1]))
+    return types.Position(line=len(lines) - 1, character=len(lines[-1]))
 
 
 def minimal_edits(before: str, after: str) -> list[types.TextEdit]:
@@ -59,21 +57,20 @@ def hunk_lines(before: str, edit: types.TextEdit) -> tuple[int, int, list[str], 
     return start + 1, end, old[start:end], edit.new_text.splitlines()
 
 
-def apply_edits(text: str, edits: list[types.TextEdit]) -> str:
-    """Apply non-overlapping edits (as a client would); used by tests and to check our own edits."""
+def apply_edits(
+    text: str, edits: list[types.TextEdit], encoding: str = types.PositionEncodingKind.Utf16
+) -> str:
+    """Apply non-overlapping edits whose columns count `encoding` units, as a client would (LSP's
+    default is UTF-16, VS Code's); used by tests and to check our own edits."""
     lines = text.splitlines(keepends=True)
+    codec = PositionCodec(encoding=encoding)
 
     def offset(position: types.Position) -> int:
         before = sum(len(line) for line in lines[: position.line])
         if position.line >= len(lines):
             return before
-        line = lines[position.line]
-        units = 0
-        for index, char in enumerate(line):
-            if units >= position.character:
-                return before + index
-            units += _utf16_len(char)
-        return before + len(line)
+        column = codec.position_from_client_units(lines, types.Position(position.line, position.character))
+        return before + min(column.character, len(lines[position.line]))
 
     spans = sorted(((offset(e.range.start), offset(e.range.end), e.new_text) for e in edits), reverse=True)
     for start, end, new_text in spans:

@@ -14,6 +14,7 @@ import os
 import uuid
 from collections import OrderedDict
 from typing import Any
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pydantic import ValidationError
@@ -21,7 +22,7 @@ from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 
-from accelopt.lsp import actions, codelens, diagnostics, hover, trust
+from accelopt.lsp import actions, codelens, diagnostics, hover, positions, trust
 from accelopt.lsp.client_watch import end_when_gone
 from accelopt.lsp.config import ServerSettings, merge_settings, unknown_keys
 from accelopt.lsp.discovery import KernelInfo, find_kernels
@@ -87,6 +88,11 @@ class AccelOptServer(LanguageServer):
         self._warming: asyncio.Task[None] | None = None
         self.trust_granted = False
         self.client_watch: asyncio.Future[None] | None = None  # ends the server when the editor has gone
+        self.shutdown_received = False
+        # Set by `exit`: the connection is closing, so nothing more is sent (a search cancelled by
+        # the teardown would otherwise try to report on a closed stdout).
+        self.exiting = False
+        self.exit_code = 0  # LSP: 0 after a `shutdown` request, 1 when `exit` came without one
 
     # -- documents and kernels -----------------------------------------------------------------
 
@@ -100,6 +106,9 @@ class AccelOptServer(LanguageServer):
             if len(self._kernel_cache) > 64:
                 self._kernel_cache.popitem(last=False)
         return self._kernel_cache[key]
+
+    def to_client(self, doc: TextDocument, found: list[types.Diagnostic]) -> list[types.Diagnostic]:
+        return positions.diagnostics_to_client(self.workspace.position_codec, doc.lines, found)
 
     def kernel_source(self, doc: TextDocument, name: str) -> KernelSource:
         return KernelSource(text=doc.source, name=name, path=doc.path)
@@ -121,9 +130,12 @@ class AccelOptServer(LanguageServer):
     # -- SearchHost ----------------------------------------------------------------------------
 
     def notify(self, method: str, payload: dict[str, Any]) -> None:
-        self.protocol.notify(method, payload)
+        if not self.exiting:
+            self.protocol.notify(method, payload)
 
     def search_progress(self, token: str | int, value: Any) -> None:
+        if self.exiting:
+            return
         progress = self.work_done_progress
         if isinstance(value, types.WorkDoneProgressBegin):
             progress.begin(token, value)
@@ -134,7 +146,8 @@ class AccelOptServer(LanguageServer):
             progress.tokens.pop(token, None)
 
     def search_changed(self, uri: str) -> None:
-        self.refresh_lenses()
+        if not self.exiting:
+            self.refresh_lenses()
 
     # -- refreshes -----------------------------------------------------------------------------
 
@@ -169,7 +182,7 @@ class AccelOptServer(LanguageServer):
             if outcome is None:
                 return
             outcomes[k.name] = outcome
-        found = diagnostics.document_diagnostics(kernels, outcomes, doc.source)
+        found = self.to_client(doc, diagnostics.document_diagnostics(kernels, outcomes, doc.source))
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=found)
         )
@@ -194,7 +207,9 @@ class AccelOptServer(LanguageServer):
         if not self.may_run(doc):
             self.text_document_publish_diagnostics(
                 types.PublishDiagnosticsParams(
-                    uri=uri, version=doc.version, diagnostics=[diagnostics.untrusted(kernels[0], trust.UNTRUSTED)]
+                    uri=uri,
+                    version=doc.version,
+                    diagnostics=self.to_client(doc, [diagnostics.untrusted(kernels[0], trust.UNTRUSTED)]),
                 )
             )
             return
@@ -294,13 +309,29 @@ class AccelOptServer(LanguageServer):
         if session is None or candidate is None or candidate_id in session.rejected:
             return self._refuse(f"AccelOpt: no candidate {candidate_id} in search {search_id}")
         doc = self.document(session.uri)
-        if doc.version != session.start_version or doc.source != session.start_text:
-            return self._refuse(
-                f"AccelOpt: {doc.filename or session.uri} changed since the search on "
-                f"`{session.kernel_name}` started (version {session.start_version}, now {doc.version}); "
-                "the candidate was not applied. Start a new search on the current text."
-            )
-        changes = minimal_edits(session.start_text, candidate.kernel.text)
+        version: int | None = session.start_version
+        if unquote(session.uri) in self.workspace.text_documents:  # pygls keys open documents so
+            if doc.version != session.start_version or doc.source != session.start_text:
+                return self._refuse(
+                    f"AccelOpt: {doc.filename or session.uri} changed since the search on "
+                    f"`{session.kernel_name}` started (version {session.start_version}, now {doc.version}); "
+                    "the candidate was not applied. Start a new search on the current text."
+                )
+        else:
+            # Closed since the search started: the editor applies an edit to a closed file on
+            # disk, so the file must still read as the search's start (with its own line endings).
+            version = None
+            if _file_text(doc.path) != session.start_text:
+                return self._refuse(
+                    f"AccelOpt: {doc.filename or session.uri} was closed and differs on disk from the text "
+                    f"the search on `{session.kernel_name}` started from; the candidate was not applied. "
+                    "Start a new search on the current text."
+                )
+        changes = positions.edits_to_client(
+            self.workspace.position_codec,
+            session.start_text.splitlines(keepends=True),
+            minimal_edits(session.start_text, candidate.kernel.text),
+        )
         rank = next((i for i, c in enumerate(session.ranked(), start=1) if c.id == candidate_id), None)
         label = f"AccelOpt: apply candidate {rank or candidate_id} to `{session.kernel_name}`"
         edits = changes
@@ -315,7 +346,7 @@ class AccelOptServer(LanguageServer):
                 document_changes=[
                     types.TextDocumentEdit(
                         text_document=types.OptionalVersionedTextDocumentIdentifier(
-                            uri=session.uri, version=session.start_version
+                            uri=session.uri, version=version
                         ),
                         edits=edits,
                     )
@@ -340,6 +371,16 @@ class AccelOptServer(LanguageServer):
         await self.searches.shutdown()
         self.profiles.clear()
         await self.profile_process.aclose()
+
+
+def _file_text(path: str) -> str | None:
+    """A file's text as saved, line endings untouched (pygls reads closed files with universal
+    newlines, which would turn a CRLF file into one that never matches its editor buffer)."""
+    try:
+        with open(path, encoding="utf-8", newline="") as file:
+            return file.read()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _new_future() -> Any:
@@ -379,7 +420,9 @@ def create_server() -> AccelOptServer:
         if not isolation.kernel_enforced:  # said once, at start (SECURITY.md: what then holds)
             log.warning("%s", isolation.describe())
             ls.window_show_message(
-                types.ShowMessageParams(type=types.MessageType.Warning, message=f"AccelOpt {isolation.describe()}")
+                types.ShowMessageParams(
+                    type=types.MessageType.Warning, message=f"AccelOpt {isolation.describe()}"
+                )
             )
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -411,7 +454,7 @@ def create_server() -> AccelOptServer:
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     async def on_hover(ls: AccelOptServer, params: types.HoverParams) -> types.Hover | None:
         doc = ls.document(params.text_document.uri)
-        position = params.position
+        position = positions.from_client(ls.workspace.position_codec, doc.lines, params.position)
         kernel = next((k for k in ls.kernels(doc) if k.on_header(position.line, position.character)), None)
         if kernel is None or doc.version is None:
             return None
@@ -426,9 +469,13 @@ def create_server() -> AccelOptServer:
             )
         return types.Hover(
             contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),
-            range=types.Range(
-                start=types.Position(line=kernel.def_line, character=kernel.name_start),
-                end=types.Position(line=kernel.def_line, character=kernel.name_end),
+            range=positions.range_to_client(
+                ls.workspace.position_codec,
+                doc.lines,
+                types.Range(
+                    start=types.Position(line=kernel.def_line, character=kernel.name_start),
+                    end=types.Position(line=kernel.def_line, character=kernel.name_end),
+                ),
             ),
         )
 
@@ -564,6 +611,14 @@ def create_server() -> AccelOptServer:
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: AccelOptServer, params: None) -> None:
+        ls.shutdown_received = True
         await ls.aclose()
+
+    @server.feature(types.EXIT)
+    def exit_notification(ls: AccelOptServer, params: None) -> None:
+        """pygls ends the loop right after this; the searches still running (exit without
+        shutdown) are cancelled with it and their processes killed, and they report nothing."""
+        ls.exiting = True
+        ls.exit_code = 0 if ls.shutdown_received else 1
 
     return server
