@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-
 from pygls.workspace.position_codec import PositionCodec
 
 from accelopt.lsp.edits import apply_edits, minimal_edits, unified_diff
