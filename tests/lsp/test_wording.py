@@ -111,3 +111,43 @@ def test_the_progress_message_leaves_out_a_cost_of_nothing():
     assert session(iteration=2, best_speedup=1.5, dollars=0.25).progress_message() == (
         "iteration 3 of 4 · best 1.50× · 0 evaluated · $0.25"
     )
+
+
+class _Host:
+    """A SearchHost that records nothing: only the session's own counts are under test."""
+
+    def notify(self, method: str, payload: dict) -> None: ...
+
+    def search_progress(self, token: str | int, value: object) -> None: ...
+
+    def search_changed(self, uri: str) -> None: ...
+
+
+def test_evaluated_counts_what_the_backend_ran_and_ends_at_the_searchs_own_figure():
+    from accelopt.lsp.config import ServerSettings
+    from accelopt.lsp.optimize import SearchManager
+    from accelopt.profiling.evaluation import KernelSource
+    from accelopt.search.candidate import Candidate
+    from accelopt.search.events import CandidateEvent, Finished
+
+    kernel = KernelSource(text="def k(x):\n    return x\n", name="k", path="/k.py")
+    manager = SearchManager(ServerSettings, _Host())
+    running = session()
+    for cid, status, duplicate_of in (
+        ("c1", "ok", None),
+        ("c2", "ok", "c1"),  # the same kernel again: served from the cache
+        ("c3", "agent_error", None),  # the agent wrote no kernel
+        ("c4", "incorrect", None),
+    ):
+        candidate = Candidate(
+            id=cid,
+            parent_id="c0",
+            iteration=0,
+            kernel=kernel,
+            status=status,
+            duplicate_of=duplicate_of,  # type: ignore[arg-type]
+        )
+        manager._apply(running, CandidateEvent(search_id="s", candidate=candidate))
+    assert "2 evaluated" in running.progress_message()
+    manager._apply(running, Finished(search_id="s", reason="completed", evaluations=3))  # with the baseline
+    assert "3 evaluated" in running.progress_message()

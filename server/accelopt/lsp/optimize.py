@@ -80,7 +80,11 @@ def search_config(
     from accelopt.agents.run_config import ConfigError, load_run_config
 
     try:
-        base = load_run_config(settings.agents.config_file).search if settings.agents.config_file else SearchConfig()
+        base = (
+            load_run_config(settings.agents.config_file).search
+            if settings.agents.config_file
+            else SearchConfig()
+        )
     except ConfigError as exc:
         raise SearchRefused(str(exc)) from exc
     defaults = settings.search
@@ -107,8 +111,11 @@ def search_config(
         # the ranking the events carry must reach past the baseline to the whole list offered
         "ranked_limit": max(settings.max_candidates + 1, base.ranked_limit),
     }
-    limits = {"max_dollars": pick("budget_usd"), "max_evaluations": pick("max_evaluations"),
-              "max_wall_time_s": pick("wall_time_s")}
+    limits = {
+        "max_dollars": pick("budget_usd"),
+        "max_evaluations": pick("max_evaluations"),
+        "max_wall_time_s": pick("wall_time_s"),
+    }
     budget = {**base.budget.model_dump(), **{k: v for k, v in limits.items() if v is not None}}
     chosen = {k: v for k, v in fields.items() if v is not None}
     return SearchConfig.model_validate({**base.model_dump(), **chosen, "budget": budget})
@@ -400,7 +407,9 @@ class SearchManager:
             candidate = event.candidate
             session.candidates[candidate.id] = candidate
             session.ranking = event.ranking
-            if candidate.status not in ("pending",):
+            # evaluations the backend ran: a duplicate of an earlier kernel or an agent's failure
+            # costs none (counting them made the figure drop at the Finished event)
+            if candidate.status not in ("pending", "agent_error") and candidate.duplicate_of is None:
                 session.evaluations += 1
             if (
                 candidate.status == "ok"
@@ -424,14 +433,16 @@ class SearchManager:
         elif isinstance(event, PlannerNotice):
             # How the planner changed course (the offline catalogue ran dry, the tuner took over):
             # the state line the editor shows, with the search still iterating.
-            host.notify(SEARCH_STATE, _wire(session.state("iteration", f"{event.candidate_id}: {event.message}")))
+            host.notify(
+                SEARCH_STATE, _wire(session.state("iteration", f"{event.candidate_id}: {event.message}"))
+            )
         elif isinstance(event, CostEvent):
             session.dollars = event.dollars
         elif isinstance(event, Finished):
             for ranked in event.ranked:
                 session.candidates[ranked.candidate.id] = ranked.candidate
             session.ranking = [ranked.candidate.id for ranked in event.ranked]
-            session.evaluations = max(session.evaluations, event.evaluations)
+            session.evaluations = event.evaluations
             if event.endpoint.calls:
                 session.agent_calls, session.agent_failures = event.endpoint.describe(), event.endpoint.failed
             return event.reason, event.message

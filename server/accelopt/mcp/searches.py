@@ -76,8 +76,12 @@ class SearchRun:
     lessons: int = 0
     iteration: int = 0
     beam_size: int = 1
+    # candidates judged (they move the progress bar, against the iteration's planned count) and,
+    # among them, evaluations the backend really ran: a duplicate of an earlier kernel or an
+    # agent's failure costs none, and the figure must never exceed the Finished event's
+    judged: int = 0
+    judged_before_iteration: int = 0
     evaluated: int = 0
-    evaluated_before_iteration: int = 0
     best_speedup: float | None = None
     started_at: float = field(default_factory=time.monotonic)
     task: asyncio.Task[None] | None = None
@@ -118,13 +122,20 @@ class SearchRun:
             self.candidates[candidate.id] = candidate
             self.ranking = event.ranking
             if candidate.status != "pending":
-                self.evaluated += 1
-            if candidate.id in self.ranking and candidate.id != self.baseline_id and (candidate.speedup or 0.0) > 1.0:
+                self.judged += 1
+                if candidate.status != "agent_error" and candidate.duplicate_of is None:
+                    self.evaluated += 1
+            if (
+                candidate.id in self.ranking
+                and candidate.id != self.baseline_id
+                and (candidate.speedup or 0.0) > 1.0
+            ):
                 self.best_speedup = max(self.best_speedup or 0.0, candidate.speedup or 0.0)
         elif event.kind == "iteration":
             self.iteration = event.iteration
             self.beam_size = max(1, len(event.beam))
-            self.evaluated_before_iteration = self.evaluated
+            self.judged_before_iteration = self.judged
+            self.evaluated = max(self.evaluated, event.evaluations)
         elif event.kind == "lesson":
             self.lessons += 1
         elif event.kind == "finished":
@@ -150,7 +161,9 @@ class SearchRun:
         else:
             planned = self.beam_size * self.config.plans_per_kernel * self.config.samples_per_plan
             judged = 0.0 if self.baseline_id is None or self.iteration > 0 else _BASELINE_SHARE
-            within = judged + (1 - judged) * _iteration_share(self.evaluated - self.evaluated_before_iteration, planned)
+            within = judged + (1 - judged) * _iteration_share(
+                self.judged - self.judged_before_iteration, planned
+            )
             done = min(self.iteration + within, total - _WIND_DOWN_SHARE)
         if self._reported is not None and done <= self._reported:
             return None
@@ -174,7 +187,9 @@ class SearchRun:
     def ranked(self) -> list[Candidate]:
         """The search's own ranking (the latest an event carried; the final one once finished),
         without the original kernel."""
-        return [self.candidates[cid] for cid in self.ranking if cid != self.baseline_id and cid in self.candidates]
+        return [
+            self.candidates[cid] for cid in self.ranking if cid != self.baseline_id and cid in self.candidates
+        ]
 
     def rank_of(self, candidate_id: str) -> int | None:
         return next((i for i, c in enumerate(self.ranked(), start=1) if c.id == candidate_id), None)
@@ -196,7 +211,9 @@ class SearchRun:
         label = backend_label(self.backend, self.config.hardware)
         if baseline is not None and baseline.profile is not None:
             label = baseline.profile.label
-        summaries = [self._summary(rank, c, label) for rank, c in enumerate(self.ranked()[:max_candidates], 1)]
+        summaries = [
+            self._summary(rank, c, label) for rank, c in enumerate(self.ranked()[:max_candidates], 1)
+        ]
         finished = self.finished
         reason = finished.reason if finished is not None else "running"
         message = finished.message if finished is not None else ""
@@ -211,7 +228,9 @@ class SearchRun:
             message=message,
             agents=self.agents,
             backend_label=label,
-            baseline_latency_us=round(baseline.latency_ms * 1e3, 4) if baseline and baseline.latency_ms else None,
+            baseline_latency_us=round(baseline.latency_ms * 1e3, 4)
+            if baseline and baseline.latency_ms
+            else None,
             baseline_percent_of_peak=(
                 round(100 * baseline.percent_of_peak, 2)
                 if baseline and baseline.percent_of_peak is not None
@@ -266,7 +285,9 @@ class Searches:
             raise UnknownSearch(f"no search '{search_id}' in this server (searches: {known})")
         return run
 
-    async def start(self, kernel: KernelSource, task: Task, config: SearchConfig, agents_kind: str) -> SearchRun:
+    async def start(
+        self, kernel: KernelSource, task: Task, config: SearchConfig, agents_kind: str
+    ) -> SearchRun:
         """Refused (KernelInputError) when the agents or the backend cannot be made."""
         from accelopt.agents.factory import AgentsUnavailable, make_agents
         from accelopt.profiling.ray_backend import backend_for
@@ -277,7 +298,9 @@ class Searches:
             raise KernelInputError(str(exc)) from exc
         try:
             backend = backend_for(
-                self.settings.run.backend, max_workers=config.max_concurrent_evaluations, ray=self.settings.run.ray
+                self.settings.run.backend,
+                max_workers=config.max_concurrent_evaluations,
+                ray=self.settings.run.ray,
             )
         except (ValueError, RuntimeError) as exc:
             raise KernelInputError(f"backend {self.settings.run.backend!r}: {exc}") from exc
@@ -286,7 +309,9 @@ class Searches:
         run = SearchRun(id=search_id, kernel=kernel, config=config, agents=agents.name, backend=backend.name)
         self._runs[search_id] = run
         self._forget_old()
-        run.task = asyncio.create_task(self._drive(run, task, agents, backend), name=f"mcp-search-{search_id}")
+        run.task = asyncio.create_task(
+            self._drive(run, task, agents, backend), name=f"mcp-search-{search_id}"
+        )
         return run
 
     async def _drive(self, run: SearchRun, task: Task, agents: Any, backend: Any) -> None:
