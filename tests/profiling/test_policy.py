@@ -111,3 +111,24 @@ def test_ordinary_python_of_nki_07_kernels_is_allowed():
     """Classes, methods, `self.x = ...`, a method's private state, generators, dataclasses,
     enums, NamedTuples, itertools/functools/typing and getattr of a public name."""
     assert check_source(NKI_07_STYLE, "kernel") is None
+
+
+def test_a_parameter_may_share_a_refused_builtin_name():
+    """A helper such as `def fold(op, input, start)` reads its own argument, not the builtin."""
+    helper = "def fold(input, start=1):\n    for v in input:\n        start = start * v\n    return start\n"
+    assert check_source(helper, "kernel") is None
+    closure = "def outer(input):\n    def inner():\n        return len(input)\n    return inner()\n"
+    assert check_source(closure, "kernel") is None
+    # outside the function that binds it, the name is the builtin again
+    after = helper + "x = input()\n"
+    assert (v := check_source(after, "kernel")) is not None and v.line == 5 and "'input'" in v.reason
+    # a default value is evaluated where the function is defined, so it still means the builtin
+    default = "def f(input=input):\n    return input\n"
+    assert (v := check_source(default, "kernel")) is not None and v.line == 1
+
+
+def test_pure_standard_library_helpers_of_public_kernels_are_allowed():
+    text = "from collections import deque\nfrom functools import reduce\nfrom operator import mul\n"
+    text += "def n_elts(shape):\n    return reduce(mul, shape, 1)\nq = deque([1])\n"
+    assert check_source(text, "kernel") is None
+    assert module_allowed("operator", "kernel") and module_allowed("collections", "kernel")
