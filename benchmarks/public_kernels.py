@@ -111,8 +111,13 @@ def _profile(copy: Path, entry: Entry, seeds: int, timeout: int) -> Row:
     try:
         result = json.loads(done.stdout)
     except json.JSONDecodeError:
-        return Row(file=entry.file, kernel=entry.kernel, status="cli_error",
-                   message=shorten(done.stderr or done.stdout), seconds=seconds)
+        return Row(
+            file=entry.file,
+            kernel=entry.kernel,
+            status="cli_error",
+            message=shorten(done.stderr or done.stdout),
+            seconds=seconds,
+        )
     return Row(
         file=entry.file,
         kernel=entry.kernel,
@@ -140,7 +145,9 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--timeout", type=int, default=180)
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
-    parser.add_argument("--table", type=Path, default=None, help="reprint the rows a --json run wrote; run nothing")
+    parser.add_argument(
+        "--table", type=Path, default=None, help="reprint the rows a --json run wrote; run nothing"
+    )
     args = parser.parse_args()
     if args.table:
         summarize([Row.model_validate(r) for r in json.loads(args.table.read_text())])

@@ -66,9 +66,17 @@ def k(v1):
         ("y = (1)._private", 1, "private or dunder attribute"),
         ("x = getattr(o, '__globals__')", 1, "getattr: access to private or dunder"),
         ("def __getattr__(name):\n    return 1", 1, "defining dunder"),
-        ("class A:\n    def __getattribute__(self, n):\n        pass", 2, "defining dunder '__getattribute__'"),
+        (
+            "class A:\n    def __getattribute__(self, n):\n        pass",
+            2,
+            "defining dunder '__getattribute__'",
+        ),
         ("class A(metaclass=type):\n    pass", 1, "metaclasses"),
-        ("class A:\n    def f(self, o):\n        return o._secret", 3, "private or dunder attribute '._secret'"),
+        (
+            "class A:\n    def f(self, o):\n        return o._secret",
+            3,
+            "private or dunder attribute '._secret'",
+        ),
         ("class A:\n    def f(self):\n        self = np\n        return self._core", 4, "'._core'"),
         ("match x:\n    case object(__class__=c):\n        pass", 2, "match pattern: access to private"),
         ("match x:\n    case C(_hidden=v):\n        pass", 2, "match pattern: access to private"),
@@ -104,7 +112,6 @@ def test_module_allow_list():
 def test_syntax_errors_are_not_policy_violations():
     with pytest.raises(SyntaxError):
         check_source("def f(:\n", "kernel")
-
 
 
 def test_ordinary_python_of_nki_07_kernels_is_allowed():

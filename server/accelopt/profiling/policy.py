@@ -349,7 +349,9 @@ class _PolicyChecker(ast.NodeVisitor):
                 self.visit(outer)
         self.instances.append(instance)
         arguments = [*positional, *node.args.kwonlyargs, node.args.vararg, node.args.kwarg]
-        self.parameters.append(frozenset(a.arg for a in arguments if a is not None and not a.arg.startswith("__")))
+        self.parameters.append(
+            frozenset(a.arg for a in arguments if a is not None and not a.arg.startswith("__"))
+        )
         directly, self._directly_in_class = self._directly_in_class, False
         try:
             self.generic_visit(node)
