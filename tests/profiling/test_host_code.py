@@ -465,3 +465,27 @@ async def test_a_tuple_argument_declared_by_value_reaches_the_kernel_as_a_tuple(
     kernel = KernelSource(text=TUPLE_ARGUMENT, name="regroup", path=str(tmp_path / "regroup.py"))
     evaluation = await backend.evaluate(kernel, task_for_kernel(kernel), OPTIONS)
     assert evaluation.status == "ok", evaluation.message
+
+
+TORCH_NEURONX_DECORATED = """
+import neuronxcc.nki.language as nl
+from torch_neuronx import nki_jit
+
+
+# accelopt: inputs src=float32[128,256] dst=float32[128,256]
+@nki_jit
+def doubled_into(src, dst):
+    nl.store(dst, value=nl.multiply(nl.load(src), 2.0))
+"""
+
+
+async def test_torch_neuronx_nki_jit_decorated_kernels_run_and_nothing_else_of_torch_neuronx(
+    backend, tmp_path
+):
+    kernel = KernelSource(text=TORCH_NEURONX_DECORATED, name="doubled_into", path=str(tmp_path / "k.py"))
+    evaluation = await backend.evaluate(kernel, task_for_kernel(kernel), OPTIONS)
+    assert evaluation.status == "ok", evaluation.message
+    other = TORCH_NEURONX_DECORATED.replace("import nki_jit", "import nki_jit, trace")
+    kernel = KernelSource(text=other, name="doubled_into", path=str(tmp_path / "k2.py"))
+    evaluation = await backend.evaluate(kernel, task_for_kernel(kernel), OPTIONS)
+    assert evaluation.status != "ok" and "trace" in evaluation.message and evaluation.line == 3

@@ -28,6 +28,8 @@ PolicyName = Literal["kernel", "reference"]
 KERNEL_MODULES = frozenset(
     {"numpy", "math", "neuronxcc", "nki", "__future__"}
     | {"typing", "itertools", "functools", "dataclasses", "enum", "operator", "collections"}
+    # the emulator's alias of torch-neuronx holds `nki_jit` alone (the first kernels' decorator)
+    | {"torch_neuronx"}
 )
 # A reference module is the user's own numpy code (never a model's); it may also use ml_dtypes.
 REFERENCE_MODULES = KERNEL_MODULES | frozenset({"ml_dtypes"})
