@@ -7,6 +7,7 @@ Engine, tile-tile arithmetic and reductions on the Vector Engine, matmuls on the
 from __future__ import annotations
 
 import builtins as _builtins
+import sys as _sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -564,6 +565,13 @@ def _make_binary(name: str) -> Any:
     fn.__doc__ = f"Elementwise {name} of two tiles (or a tile and a scalar)."
     _ops.register(fn, name)
     return fn
+
+
+def dropout(x: Any, rate: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
+    """Zero each element of `x` with probability `rate` (nki.language.dropout: the same
+    instruction as nki.isa.dropout; a tile `rate` holds one value per partition)."""
+    isa = _sys.modules["accelopt.nki.isa"]  # isa imports this module: resolved late
+    return isa._dropout_on(_current(), "nl.dropout", x, rate, mask, dtype)  # type: ignore[no-any-return]
 
 
 exp = _make_unary("exp")
@@ -1178,7 +1186,9 @@ def atomic_rmw(dst: Any, value: Any, op: Any, mask: Any = None, **_: Any) -> Non
         raise ctx.error("err_unsupported_memory", "nl.atomic_rmw updates HBM from an on-chip tile", line)
     if _prod(dview.shape) != _prod(sview.shape):
         raise ctx.error(
-            "err_shape_mismatch", f"nl.atomic_rmw: a tile of shape {sview.shape} for a region of shape {dview.shape}", line
+            "err_shape_mismatch",
+            f"nl.atomic_rmw: a tile of shape {sview.shape} for a region of shape {dview.shape}",
+            line,
         )
     minfo = _resolve_mask(ctx, mask, dview.shape)
     region = _region_of(dview, minfo)
@@ -1255,3 +1265,4 @@ _calllog.logged(globals(), ("loop_reduce", "shared_constant", "reshape", "_apply
 
 # Numeric runs to be verified log these as one call each (calllog.py).
 _calllog.logged(globals(), ("shared_identity_matrix", "gather_flattened", "rms_norm", "atomic_rmw"))
+_calllog.logged(globals(), ("dropout",))
