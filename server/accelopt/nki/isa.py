@@ -57,6 +57,7 @@ from accelopt.nki.tensor import View as _View
 from accelopt.nki.trace import Engine as _Engine
 from accelopt.nki.trace import Memory as _Memory
 from accelopt.nki.unsupported import module_getattr as _module_getattr
+from accelopt.nki.unsupported import not_supported as _not_supported
 
 _ANY = (_Engine.VECTOR, _Engine.SCALAR, _Engine.GPSIMD)
 _VECTOR_ONLY = (_Engine.VECTOR, _Engine.GPSIMD)
@@ -1004,6 +1005,85 @@ def _memset_into(dst: Any, value: Any, engine: Any = None, name: Any = None, **_
     return dst
 
 
+def nc_stream_shuffle(*args: Any, **kwargs: Any) -> Any:
+    """Cross-partition move within each quadrant of 32 partitions on the Vector Engine: output
+    partition i of a quadrant copies input partition ``shuffle_mask[i]`` of the same quadrant
+    (255 leaves it unmodified); the same mask serves every quadrant (nki.isa.nc_stream_shuffle).
+    Legacy form ``(src, dst, shuffle_mask)``, nki.* form ``(dst, src, shuffle_mask)``; both
+    write `dst` in place."""
+    ctx = _current()
+    names = ("src", "dst", "shuffle_mask") if ctx.api.legacy else ("dst", "src", "shuffle_mask")
+    bound = dict(zip(names, args, strict=False))
+    for name in names:
+        if name in kwargs:
+            bound[name] = kwargs.pop(name)
+    missing = [n for n in names if n not in bound]
+    if missing:
+        raise ctx.error(
+            "err_invalid_argument", f"nisa.nc_stream_shuffle: missing argument(s) {', '.join(missing)}"
+        )
+    target = _to_view(ctx, bound["dst"], ctx.line())
+    _assign(target, _stream_shuffled(bound["src"], target, bound["shuffle_mask"], kwargs.get("mask")))
+    return bound["dst"]
+
+
+def _stream_shuffled(src: Any, target: _View, shuffle_mask: Any, mask: Any = None) -> _Tensor:
+    ctx = _current()
+    line = ctx.line()
+    api = "nisa.nc_stream_shuffle"
+    if mask is not None:
+        raise _not_supported(f"{api} with mask=")
+    view = _to_view(ctx, src, line)
+    sp, sf = _pf(view.shape)
+    dp, df = _pf(target.shape)
+    order = [int(_scalar_of(m)) for m in shuffle_mask]
+    if len(order) != 32 or any(not (0 <= m < 32 or m == 255) for m in order):
+        raise ctx.error(
+            "err_invalid_argument",
+            f"{api}: shuffle_mask is 32 partition numbers 0-31 (or 255: unmodified), got {order}",
+            line,
+        )
+    if sf != df or view._tensor.dtype != target._tensor.dtype:
+        raise ctx.error(
+            "err_shape_mismatch",
+            f"{api}: dst must have src's dtype and elements per partition; got src {view.shape} "
+            f"{_dname(view._tensor.dtype)} and dst {target.shape} {_dname(target._tensor.dtype)}",
+            line,
+        )
+    sources = []
+    for row in range(dp):
+        pick = order[row % 32]
+        source = -1 if pick == 255 else (row // 32) * 32 + pick
+        if source >= sp:
+            raise ctx.error(
+                "err_tensor_access_out_of_bound",
+                f"{api}: dst partition {row} copies src partition {source} (quadrant {row // 32}, "
+                f"shuffle_mask[{row % 32}]={pick}), but src has {sp} partitions",
+                line,
+            )
+        sources.append(source)
+    keeps = -1 in sources
+    values = None
+    if ctx.numerics:
+        data = _read_values(view, False).reshape(sp, sf)
+        old = _read_values(target, False).reshape(dp, df) if keeps else None
+        values = np.stack([old[r] if s < 0 and old is not None else data[s] for r, s in enumerate(sources)])
+        values = values.reshape(target.shape)
+    inputs = (view, target) if keeps else (view,)
+    return _emit_op(
+        ctx,
+        line,
+        api,
+        "stream_shuffle",
+        _Engine.VECTOR,
+        inputs,
+        tuple(target.shape),
+        target._tensor.dtype,
+        values,
+        dp * df,
+    )
+
+
 def _pattern_values(
     pattern: Any, offset: Any, channel_multiplier: Any, shape: tuple[int, ...], api: str
 ) -> Any:
@@ -1771,4 +1851,6 @@ tensor_copy_predicated = _predicated
 
 # Numeric runs to be verified log these dispatchers as one call each (calllog.py); what they run
 # inside is not logged again.
-_calllog.logged(globals(), ("nc_matmul", "memset", "iota", "affine_select", "tensor_copy_predicated"))
+_calllog.logged(
+    globals(), ("nc_matmul", "memset", "iota", "affine_select", "tensor_copy_predicated", "nc_stream_shuffle")
+)
