@@ -14,7 +14,7 @@ from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.module_slice import slice_module
 from accelopt.profiling.simulator import SimulatorBackend
-from accelopt.profiling.task import task_for_kernel
+from accelopt.profiling.task import TaskError, task_for_kernel
 
 OPTIONS = EvaluationOptions(seeds=2, timeout_s=60)
 
@@ -489,3 +489,29 @@ async def test_torch_neuronx_nki_jit_decorated_kernels_run_and_nothing_else_of_t
     kernel = KernelSource(text=other, name="doubled_into", path=str(tmp_path / "k2.py"))
     evaluation = await backend.evaluate(kernel, task_for_kernel(kernel), OPTIONS)
     assert evaluation.status != "ok" and "trace" in evaluation.message and evaluation.line == 3
+
+
+NO_ARGUMENTS = """
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+import neuronxcc.nki.isa as nisa
+
+
+@nki.jit
+def top8_of_noise():
+    top = nisa.max8(src=nl.rand((32, 128)))
+    out = nl.ndarray([32, 8], dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, value=top)
+    return out
+"""
+
+
+async def test_a_kernel_with_no_parameters_needs_no_declared_inputs(backend, tmp_path):
+    kernel = KernelSource(text=NO_ARGUMENTS, name="top8_of_noise", path=str(tmp_path / "noise.py"))
+    task = task_for_kernel(kernel)
+    assert task.kind == "baseline" and task.inputs == []
+    evaluation = await backend.evaluate(kernel, task, OPTIONS)
+    assert evaluation.status == "ok", evaluation.message
+    with_parameter = NO_ARGUMENTS.replace("def top8_of_noise():", "def top8_of_noise(x):")
+    with pytest.raises(TaskError, match="no way to get inputs"):
+        task_for_kernel(KernelSource(text=with_parameter, name="top8_of_noise", path=str(tmp_path / "n2.py")))

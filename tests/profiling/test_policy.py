@@ -139,3 +139,9 @@ def test_pure_standard_library_helpers_of_public_kernels_are_allowed():
     text += "def n_elts(shape):\n    return reduce(mul, shape, 1)\nq = deque([1])\n"
     assert check_source(text, "kernel") is None
     assert module_allowed("operator", "kernel") and module_allowed("collections", "kernel")
+
+
+def test_reading_getitem_is_subscripting_and_allowed_but_other_dunders_are_not():
+    argsort = "def argsort(seq):\n    return sorted(range(len(seq)), key=seq.__getitem__)\n"
+    assert check_source(argsort, "kernel") is None
+    assert check_source("def f(seq):\n    return seq.__getattribute__\n", "kernel") is not None

@@ -221,7 +221,24 @@ def full(
     return tensor
 
 
-def _memset_record(ctx: _KernelContext, tensor: _Tensor, value: Any, line: int) -> None:
+def rand(shape: Any, dtype: Any = float32, buffer: Any = None, name: str = "", **_: Any) -> _Tensor:
+    """A new tile of values drawn uniformly from [0, 1) (nki.language.rand). The hardware's
+    generator is not public: the emulator's draws are a fixed hash of the instruction's place in
+    the trace and each element's position, so a run and its verified re-run agree."""
+    ctx = _current()
+    line = ctx.line()
+    tensor = _allocate(shape, dtype, buffer, 0.0, line, name)
+    if ctx.numerics and tensor._data is not None:
+        salt = np.full(tensor.shape, len(ctx.trace.records), dtype=np.float32)
+        draws = _sys.modules["accelopt.nki.isa"]._drop_draws(salt)
+        tensor._data[...] = draws.astype(tensor.dtype)
+    _memset_record(ctx, tensor, 0.0, line, opcode="rand")
+    return tensor
+
+
+def _memset_record(
+    ctx: _KernelContext, tensor: _Tensor, value: Any, line: int, opcode: str = "memset"
+) -> None:
     memory = tensor.memory
     legal: tuple[_Engine, ...]
     if memory is _Memory.HBM:
@@ -236,7 +253,7 @@ def _memset_record(ctx: _KernelContext, tensor: _Tensor, value: Any, line: int) 
     region = tensor._full_region()
     ctx.emit(
         engine,
-        "memset",
+        opcode,
         partitions,
         free,
         _dname(tensor.dtype),
@@ -1265,4 +1282,4 @@ _calllog.logged(globals(), ("loop_reduce", "shared_constant", "reshape", "_apply
 
 # Numeric runs to be verified log these as one call each (calllog.py).
 _calllog.logged(globals(), ("shared_identity_matrix", "gather_flattened", "rms_norm", "atomic_rmw"))
-_calllog.logged(globals(), ("dropout",))
+_calllog.logged(globals(), ("dropout", "rand"))

@@ -349,6 +349,21 @@ def suggest_inputs_directive(kernel: KernelSource) -> str:
     return "# accelopt: inputs " + " ".join(specs)
 
 
+def takes_no_arguments(kernel: KernelSource) -> bool:
+    """Whether the kernel's `def` has no parameters without defaults (`def k():`, as the
+    examples that make their data with nl.rand / nisa.iota are): it needs no declared inputs."""
+    try:
+        tree = parse_module(kernel.text)
+    except SyntaxError:
+        return False
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == kernel.name), None)
+    if fn is None:
+        return False
+    positional = [*fn.args.posonlyargs, *fn.args.args]
+    required_keywords = [a for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True) if d is None]
+    return len(positional) == len(fn.args.defaults) and not required_keywords
+
+
 def _kernel_signature(kernel: KernelSource) -> tuple[list[str], dict[str, list[str]]]:
     try:
         tree = parse_module(kernel.text)

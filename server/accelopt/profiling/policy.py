@@ -169,6 +169,9 @@ ALLOWED_SPECIAL_METHODS = frozenset(
 )  # fmt: skip
 # ... and may call on `super()` (a dataclass or subclass delegating to its parent).
 SUPER_METHODS = frozenset({"__init__", "__post_init__", "__new__", "__repr__", "__eq__", "__hash__"})
+# Dunder methods a kernel may read off any object because calling them does only what the
+# allowed syntax already does (`seq.__getitem__` is `seq[i]`, as a key function for `sorted`).
+SYNTAX_DUNDERS = frozenset({"__getitem__"})
 
 
 @dataclass(frozen=True)
@@ -294,7 +297,7 @@ class _PolicyChecker(ast.NodeVisitor):
     def _attribute_refusal(self, attr: str, base: ast.expr | None) -> str | None:
         """Why reading `attr` (of `base`, when known) is refused, or None."""
         if attr.startswith("__") and attr.endswith("__"):
-            if attr in SUPER_METHODS and _is_super_call(base):
+            if (attr in SUPER_METHODS and _is_super_call(base)) or attr in SYNTAX_DUNDERS:
                 return None
             return f"access to private or dunder attribute '.{attr}' is not allowed"
         if attr.startswith("_"):

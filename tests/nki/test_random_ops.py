@@ -1,6 +1,7 @@
-"""nisa.dropout / nl.dropout: zeroes elements with the given drop probability, keeps the rest
-unscaled, is the same on every run of the same tile (the verified re-run agrees), and refuses a
-probability tile that is not one value per partition."""
+"""The random operations. nisa.dropout / nl.dropout: zeroes elements with the given drop
+probability, keeps the rest unscaled, is the same on every run of the same tile (the verified
+re-run agrees), and refuses a probability tile that is not one value per partition. nl.rand:
+uniform draws in [0, 1), different per call, the same on every run."""
 
 from __future__ import annotations
 
@@ -76,3 +77,33 @@ def test_a_probability_tile_must_hold_one_value_per_partition():
     with pytest.raises(NkiError, match="one value per partition") as error:
         runtime.run_kernel(fn, [x, np.ones((8, 2), dtype=np.float32)], source_path=PATH)
     assert error.value.line == bad.splitlines().index("    nisa.dropout(dst=kept, data=t, prob=probs)") + 1
+
+
+RAND = """
+import nki
+import nki.language as nl
+import nki.isa as nisa
+
+
+@nki.jit
+def draws():
+    a = nl.rand((64, 512))
+    b = nl.rand((64, 512))
+    out = nl.ndarray((2, 64, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out[0], src=a)
+    nisa.dma_copy(dst=out[1], src=b)
+    return out
+"""
+
+
+def test_rand_draws_uniformly_differently_per_call_and_the_same_per_run():
+    fn = runtime.load_kernel(RAND, "draws", "/virtual/rand.py")
+    first = runtime.run_kernel(fn, [], record_calls=True, source_path="/virtual/rand.py")
+    (out,) = first.outputs
+    assert 0.0 <= out.min() and out.max() < 1.0 and abs(out.mean() - 0.5) < 0.01
+    assert np.corrcoef(out[0].ravel(), out[1].ravel())[0, 1] < 0.05  # two calls, two streams
+    (again,) = runtime.run_kernel(fn, [], source_path="/virtual/rand.py").outputs
+    np.testing.assert_array_equal(out, again)
+    returned = Trace.from_json(first.trace.to_json())
+    trusted = rerun(returned, [])
+    np.testing.assert_array_equal(trusted.outputs[0], out)
