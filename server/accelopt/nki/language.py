@@ -118,6 +118,17 @@ class tile_size:
     bn_stats_fmax = 512
     psum_max_size = 2048
     total_available_sbuf_size = 180224
+    # The nki.* names of the same limits (NKI API reference, nki.language.tile_size, 2.30-2.33):
+    # a PSUM bank per partition is 2 KiB = 512 fp32, 8 banks; the largest SBUF tile free size is
+    # the usable bytes of a partition (as total_available_sbuf_size); sbuf_size_bytes is all 128
+    # partitions (24 MiB, Trainium1, as the figure above).
+    psum_fmax_bytes = 2048
+    psum_bank_fmax = 512
+    psum_bank_fmax_bytes = 2048
+    psum_num_banks = 8
+    sbuf_fmax_bytes = total_available_sbuf_size
+    sbuf_fmax = total_available_sbuf_size // 4
+    sbuf_size_bytes = 128 * 192 * 1024
 
 
 # --- SPMD ----------------------------------------------------------------------------------

@@ -98,7 +98,6 @@ def _views() -> Any:
 # reference, class NkiTensor): refused as not supported yet rather than unknown
 _NKI_TENSOR_METHODS = frozenset(
     {
-        "broadcast",
         "indirect",
         "rearrange",
         "reinterpret_cast",
@@ -222,6 +221,9 @@ class TileOps:
 
     def squeeze_dim(self, dim: int) -> View:
         return _views().squeeze_dim_view(self, dim)
+
+    def broadcast(self, dim: int, size: int) -> View:
+        return _views().broadcast_view(self, dim, size)
 
     def view(self, dtype: Any) -> Tensor:
         return _views().dtype_view(self, dtype)
@@ -667,8 +669,11 @@ class View(TileOps):
             values = values.reshape(self._np_shape) if values.ndim else values
         if accumulate:
             current = data[idx]
-            if dtype == np.float32 and values.dtype == np.float32 and current.base is not None and (
-                idx.__class__ is tuple and all(i.__class__ is int or i.__class__ is slice for i in idx)
+            if (
+                dtype == np.float32
+                and values.dtype == np.float32
+                and current.base is not None
+                and (idx.__class__ is tuple and all(i.__class__ is int or i.__class__ is slice for i in idx))
             ):
                 # a basic index: `current` is the tile's memory itself; fp32 + fp32 in place
                 # rounds exactly as the sum of copies did (no temporaries: 8x faster per tile)
