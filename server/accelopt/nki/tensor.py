@@ -885,8 +885,37 @@ def _check_box(view: View, box: tuple[tuple[int, int], ...]) -> None:
             )
 
 
-def check_bounds_under_mask(view: View, ranges: list[tuple[int, int]]) -> None:
-    _check_box(view, view._box(ranges))
+def check_bounds_under_mask(view: View, ranges: list[tuple[int, int]], grid: Any = None) -> None:
+    """Raise unless every element the mask selects is inside the tensor. The axis `ranges` bound
+    the selection; a mask coupling axes (``stride*i + k - pad >= 0``, a padded pooling window)
+    selects less than their box, so when the box reaches outside, the mask's boolean `grid`
+    (a callable giving it, built only then) decides element by element."""
+    box = view._box(ranges)
+    tshape = view._tensor.shape
+    if (
+        grid is None
+        or view._arrays is not None
+        or all(hi <= lo or (lo >= 0 and hi <= tshape[d]) for d, (lo, hi) in enumerate(box))
+    ):
+        _check_box(view, box)
+        return
+    selected = np.broadcast_to(grid(), view.shape)
+    axes = [
+        np.arange(n).reshape([-1 if a == i else 1 for a in range(len(view.shape))])
+        for i, n in enumerate(view.shape)
+    ]
+    for d, (offset, terms) in enumerate(zip(view._offsets, view._terms, strict=True)):
+        index = np.full(view.shape, offset, dtype=np.int64)
+        for axis, coef in terms:
+            index = index + coef * axes[axis]
+        reached = index[selected]
+        if reached.size and (reached.min() < 0 or reached.max() >= tshape[d]):
+            lo, hi = int(reached.min()), int(reached.max()) + 1
+            raise _error(
+                "err_tensor_access_out_of_bound",
+                f"index [{lo}, {hi}) is out of bounds for dimension {d} of size {tshape[d]} "
+                f"(tensor shape {tshape}), in elements the mask selects",
+            )
 
 
 def _basic(shape: tuple[int, ...], key: tuple[Any, ...]):
