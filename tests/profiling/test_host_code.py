@@ -515,3 +515,52 @@ async def test_a_kernel_with_no_parameters_needs_no_declared_inputs(backend, tmp
     with_parameter = NO_ARGUMENTS.replace("def top8_of_noise():", "def top8_of_noise(x):")
     with pytest.raises(TaskError, match="no way to get inputs"):
         task_for_kernel(KernelSource(text=with_parameter, name="top8_of_noise", path=str(tmp_path / "n2.py")))
+
+
+GUARDED_DEFINITIONS = """
+import subprocess
+
+import torch
+
+try:
+    import nki
+    import nki.isa as nisa
+    import nki.language as nl
+except ImportError:
+    nki = None
+
+PMAX = 128
+
+
+def cores() -> int:
+    return int(subprocess.run(["neuron-ls"], capture_output=True).stdout or 1)
+
+
+if nki is not None:
+    def _double(dst, src):
+        nisa.tensor_scalar(dst=dst, data=src, op0=nl.multiply, operand0=2.0)
+
+    # accelopt: inputs x=float32[128,64]
+    @nki.jit
+    def doubled(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((PMAX, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        _double(t, t)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+
+_kernel = doubled[cores()] if nki is not None else None
+"""
+
+
+async def test_kernels_defined_under_a_top_level_if_run_and_the_host_code_around_them_does_not(
+    backend, tmp_path
+):
+    sliced = slice_module(GUARDED_DEFINITIONS, "doubled")
+    assert "doubled" in sliced.functions and "_double" in sliced.functions
+    assert "subprocess.run" not in sliced.text and "import torch" not in sliced.text
+    kernel = KernelSource(text=GUARDED_DEFINITIONS, name="doubled", path=str(tmp_path / "guarded.py"))
+    evaluation = await backend.evaluate(kernel, task_for_kernel(kernel), OPTIONS)
+    assert evaluation.status == "ok", evaluation.message
