@@ -238,7 +238,7 @@ def test_tuple_arguments_are_declared_by_value_and_travel_beside_the_arrays():
     assert [s.text() for s in specs[1:]] == ["shape2D=(3,4)", "one=(7,)", "none=()", "mixed=(1,2.5,True)"]
     placeholders = generate_inputs(specs, 4)[1:]
     assert all(p.shape == () and p.dtype == np.int64 for p in placeholders)  # scalars on every array path
-    assert tuple_arguments(specs) == [
+    assert [t.model_dump() for t in tuple_arguments(specs)] == [
         {"position": 1, "items": [3, 4]},
         {"position": 2, "items": [7]},
         {"position": 3, "items": []},

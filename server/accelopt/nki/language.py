@@ -599,7 +599,8 @@ def dropout(x: Any, rate: Any, *, dtype: Any = None, mask: Any = None, **_: Any)
     """Zero each element of `x` with probability `rate` (nki.language.dropout: the same
     instruction as nki.isa.dropout; a tile `rate` holds one value per partition)."""
     isa = _sys.modules["accelopt.nki.isa"]  # isa imports this module: resolved late
-    return isa._dropout_on(_current(), "nl.dropout", x, rate, mask, dtype)  # type: ignore[no-any-return]
+    result: _Tensor = isa._dropout_on(_current(), "nl.dropout", x, rate, mask, dtype)
+    return result
 
 
 exp = _make_unary("exp")

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from accelopt.nki.python_source import parse_module
 from accelopt.profiling.arrays import resolve_dtype
 from accelopt.profiling.evaluation import KernelSource
+from accelopt.profiling.worker_protocol import TupleArgument
 
 DirectiveKind = Literal["reference", "inputs"]
 _DIRECTIVE_KINDS: dict[str, DirectiveKind] = {"reference": "reference", "inputs": "inputs"}
@@ -271,10 +272,10 @@ def _constant_spec(name: str, text: str) -> InputSpec:
     return InputSpec(name=name, dtype=dtype, shape=(), value=value)
 
 
-def tuple_arguments(specs: list[InputSpec]) -> list[dict[str, object]]:
+def tuple_arguments(specs: list[InputSpec]) -> list[TupleArgument]:
     """The tuple arguments of a declared input list, by position, as the worker job carries them."""
     return [
-        {"position": i, "items": list(spec.value)}
+        TupleArgument(position=i, items=list(spec.value))
         for i, spec in enumerate(specs)
         if isinstance(spec.value, tuple)
     ]
