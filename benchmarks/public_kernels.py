@@ -9,8 +9,10 @@ The folder holds kernel files (anyone's: keep them outside this repository) and 
      "grid": "2, 2", "hardware": "trn2", "note": "why these inputs"}
 
 (`grid` and `hardware` optional; `inputs` optional when the file declares its own
-`# accelopt:` directive). Each entry's file is copied to a scratch folder with the directives
-inserted right above the kernel's decorators, the kernel's own text unchanged, and profiled in
+`# accelopt:` directive). The folder is copied to a scratch folder once (so a kernel's sibling
+modules and its package's `__init__.py` files are there, as beside the original); each entry's
+file there gets its directives inserted right above the kernel's decorators, the kernel's own
+text unchanged, and is profiled in
 the sandbox with a numeric check against itself (the kernel is its own oracle), so "ran" means:
 the emulator executed it numerically, the trace was verified and the timing model timed it.
 Prints one row per kernel (ran / the status, error code and message of the first failure) and a
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -89,7 +92,15 @@ def run_entry(folder: Path, entry: Entry, scratch: Path, seeds: int, timeout: in
     source = folder / entry.file
     copy = scratch / source.relative_to(folder)
     copy.parent.mkdir(parents=True, exist_ok=True)
-    copy.write_text(with_directives(source.read_text(), entry))
+    original = source.read_text()
+    copy.write_text(with_directives(original, entry))
+    try:
+        return _profile(copy, entry, seeds, timeout)
+    finally:
+        copy.write_text(original)  # the next entry may import this file as a sibling
+
+
+def _profile(copy: Path, entry: Entry, seeds: int, timeout: int) -> Row:
     command = [str(ACCELOPT), "profile", str(copy), "--kernel", entry.kernel, "--json", "--seeds", str(seeds)]
     command += ["--timeout", str(timeout)]
     if entry.hardware:
@@ -100,8 +111,13 @@ def run_entry(folder: Path, entry: Entry, scratch: Path, seeds: int, timeout: in
     try:
         result = json.loads(done.stdout)
     except json.JSONDecodeError:
-        return Row(file=entry.file, kernel=entry.kernel, status="cli_error",
-                   message=shorten(done.stderr or done.stdout), seconds=seconds)
+        return Row(
+            file=entry.file,
+            kernel=entry.kernel,
+            status="cli_error",
+            message=shorten(done.stderr or done.stdout),
+            seconds=seconds,
+        )
     return Row(
         file=entry.file,
         kernel=entry.kernel,
@@ -129,7 +145,9 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--timeout", type=int, default=180)
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
-    parser.add_argument("--table", type=Path, default=None, help="reprint the rows a --json run wrote; run nothing")
+    parser.add_argument(
+        "--table", type=Path, default=None, help="reprint the rows a --json run wrote; run nothing"
+    )
     args = parser.parse_args()
     if args.table:
         summarize([Row.model_validate(r) for r in json.loads(args.table.read_text())])
@@ -140,6 +158,7 @@ def main() -> int:
         entries = [e for e in entries if any(o in e.file or o == e.kernel for o in args.only)]
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="public-kernels-") as scratch:
+        shutil.copytree(folder, scratch, dirs_exist_ok=True, ignore=shutil.ignore_patterns("kernels.json"))
         for entry in entries:
             row = run_entry(folder, entry, Path(scratch), args.seeds, args.timeout)
             rows.append(row)

@@ -14,7 +14,7 @@ from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.module_slice import slice_module
 from accelopt.profiling.simulator import SimulatorBackend
-from accelopt.profiling.task import task_for_kernel
+from accelopt.profiling.task import TaskError, task_for_kernel
 
 OPTIONS = EvaluationOptions(seeds=2, timeout_s=60)
 
@@ -85,11 +85,24 @@ def test_the_slice_keeps_what_the_kernel_reaches_on_its_own_lines():
     sliced = slice_module(HOST_FILE, "scale_kernel")
     original, kept = HOST_FILE.splitlines(), sliced.text.splitlines()
     assert len(kept) == len(original)
-    for fragment in ("import neuronxcc.nki.language as nl", "FACTOR = 2.0", "def _scaled", "def scale_kernel"):
+    for fragment in (
+        "import neuronxcc.nki.language as nl",
+        "FACTOR = 2.0",
+        "def _scaled",
+        "def scale_kernel",
+    ):
         number = line_of(HOST_FILE, fragment)
         assert kept[number - 1] == original[number - 1]
-    for fragment in ("import argparse", "import os", "import torch", "LOG_DIR", "def negate_kernel",
-                     "def check_against_torch", "__main__", "parser.parse_args"):
+    for fragment in (
+        "import argparse",
+        "import os",
+        "import torch",
+        "LOG_DIR",
+        "def negate_kernel",
+        "def check_against_torch",
+        "__main__",
+        "parser.parse_args",
+    ):
         assert fragment not in sliced.text
     note = sliced.note()
     assert note is not None
@@ -135,7 +148,9 @@ async def test_a_file_with_host_code_profiles_each_of_its_kernels(backend, tmp_p
 
 
 async def test_errors_keep_the_line_numbers_of_the_original_file(backend, tmp_path):
-    broken = HOST_FILE.replace("nl.store(out, value=_scaled(nl.load(x), FACTOR))", "nl.store(out, value=missing_name)")
+    broken = HOST_FILE.replace(
+        "nl.store(out, value=_scaled(nl.load(x), FACTOR))", "nl.store(out, value=missing_name)"
+    )
     kernel = KernelSource(text=broken, name="scale_kernel", path=str(tmp_path / "scaling.py"))
     evaluation = await backend.evaluate(kernel, task_for_kernel(kernel), OPTIONS)
     assert evaluation.status == "runtime_error" and "missing_name" in evaluation.message
@@ -143,7 +158,9 @@ async def test_errors_keep_the_line_numbers_of_the_original_file(backend, tmp_pa
 
 
 async def test_a_helper_that_needs_host_modules_is_refused_at_its_line(backend, tmp_path):
-    text = HOST_FILE.replace("    return nl.multiply(tile, factor)", "    os.getcwd()\n    return nl.multiply(tile, factor)")
+    text = HOST_FILE.replace(
+        "    return nl.multiply(tile, factor)", "    os.getcwd()\n    return nl.multiply(tile, factor)"
+    )
     kernel = KernelSource(text=text, name="scale_kernel", path=str(tmp_path / "scaling.py"))
     evaluation = await backend.evaluate(kernel, task_for_kernel(kernel), OPTIONS)
     assert evaluation.status == "rejected" and "import of 'os'" in evaluation.message
@@ -213,7 +230,7 @@ async def test_a_kernel_that_returns_a_result_still_may_not_write_its_inputs(bac
 
 # A helper module beside the kernel file, with host code of its own.
 TILING = textwrap.dedent(
-    '''
+    """
     import os
     import torch
     import neuronxcc.nki.language as nl
@@ -235,7 +252,7 @@ TILING = textwrap.dedent(
 
     if __name__ == "__main__":
         print(os.getcwd())
-    '''
+    """
 ).lstrip("\n")
 
 USES_SIBLING = textwrap.dedent(
@@ -287,7 +304,9 @@ async def test_helpers_imported_from_a_sibling_module_run_sliced(backend, tmp_pa
     path = tmp_path / "triple.py"
     path.write_text(USES_SIBLING, encoding="utf-8")
     kernel = KernelSource(text=USES_SIBLING, name="triple_kernel", path=str(path))
-    evaluation = await backend.evaluate(kernel, task_for_kernel(kernel, str(tmp_path / "triple_ref.py")), OPTIONS)
+    evaluation = await backend.evaluate(
+        kernel, task_for_kernel(kernel, str(tmp_path / "triple_ref.py")), OPTIONS
+    )
     assert evaluation.status == "ok", evaluation.message
     assert evaluation.max_error == 0.0
     assert any(note.startswith("in tiling.py:") and "import torch" in note for note in evaluation.notes)
@@ -311,9 +330,9 @@ async def test_a_candidate_may_not_import_a_file_the_users_kernel_does_not(backe
     (tmp_path / "secrets_store.py").write_text('TOKEN = "do-not-leak"\n', encoding="utf-8")
     path = tmp_path / "triple.py"
     path.write_text(USES_SIBLING, encoding="utf-8")
-    candidate = USES_SIBLING.replace("import tiling\n", "import tiling\nfrom secrets_store import TOKEN\n").replace(
-        "    copy_scaled(x, out)\n", "    copy_scaled(x, out)\n    assert TOKEN == 0, TOKEN\n"
-    )
+    candidate = USES_SIBLING.replace(
+        "import tiling\n", "import tiling\nfrom secrets_store import TOKEN\n"
+    ).replace("    copy_scaled(x, out)\n", "    copy_scaled(x, out)\n    assert TOKEN == 0, TOKEN\n")
     kernel = KernelSource(text=candidate, name="triple_kernel", path=str(path))
     baseline = KernelSource(text=USES_SIBLING, name="triple_kernel", path=str(path))
     evaluation = await backend.evaluate(kernel, task_for_kernel(baseline), OPTIONS)
@@ -385,16 +404,19 @@ async def test_relative_imports_stay_inside_the_package_and_the_users_own_import
     # A candidate may not reach a module of the package that the user's file does not import.
     path = write_package(tmp_path / "pkg")
     candidate = PACKAGED_KERNEL.replace(
-        "from ..utils.tiling import scaled_add\n", "from ..utils.tiling import scaled_add\nfrom ..utils.secrets_store import TOKEN\n"
+        "from ..utils.tiling import scaled_add\n",
+        "from ..utils.tiling import scaled_add\nfrom ..utils.secrets_store import TOKEN\n",
     ).replace("    scaled_add(x, out)\n", "    scaled_add(x, out)\n    assert TOKEN == 0, TOKEN\n")
     baseline = KernelSource(text=PACKAGED_KERNEL, name="packaged_kernel", path=str(path))
     evaluation = await backend.evaluate(
-        KernelSource(text=candidate, name="packaged_kernel", path=str(path)), task_for_kernel(baseline), OPTIONS
+        KernelSource(text=candidate, name="packaged_kernel", path=str(path)),
+        task_for_kernel(baseline),
+        OPTIONS,
     )
     assert evaluation.status == "rejected" and "do-not-leak" not in evaluation.message, evaluation.message
 
 
-SCALAR_ARGUMENTS = '''
+SCALAR_ARGUMENTS = """
 import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
 
@@ -409,7 +431,7 @@ def add_scalars(x, eps, repeat, negate):
         tile = nl.add(tile, eps)
     nl.store(out, value=nl.negative(tile) if negate else tile)
     return out
-'''
+"""
 
 
 async def test_scalar_arguments_declared_by_value_reach_the_kernel_as_python_values(backend, tmp_path):
@@ -417,3 +439,128 @@ async def test_scalar_arguments_declared_by_value_reach_the_kernel_as_python_val
     evaluation = await backend.evaluate(kernel, task_for_kernel(kernel), OPTIONS)
     assert evaluation.status == "ok", evaluation.message
     assert evaluation.profile is not None and evaluation.profile.instruction_count >= 5  # 3 adds ran
+
+
+TUPLE_ARGUMENT = """
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+
+# accelopt: inputs x=float32[4,12] split=(3,4)
+@nki.jit
+def regroup(x, split):
+    assert isinstance(split, tuple) and split == (3, 4)
+    rows, cols = split
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    tile = nl.load(x)
+    p, a, b = nl.mgrid[0:4, 0:rows, 0:cols]
+    moved = nl.ndarray((4, rows * cols), dtype=x.dtype)
+    moved[p, b * rows + a] = nl.copy(tile[p, a * cols + b])
+    nl.store(out, value=moved)
+    return out
+"""
+
+
+async def test_a_tuple_argument_declared_by_value_reaches_the_kernel_as_a_tuple(backend, tmp_path):
+    kernel = KernelSource(text=TUPLE_ARGUMENT, name="regroup", path=str(tmp_path / "regroup.py"))
+    evaluation = await backend.evaluate(kernel, task_for_kernel(kernel), OPTIONS)
+    assert evaluation.status == "ok", evaluation.message
+
+
+TORCH_NEURONX_DECORATED = """
+import neuronxcc.nki.language as nl
+from torch_neuronx import nki_jit
+
+
+# accelopt: inputs src=float32[128,256] dst=float32[128,256]
+@nki_jit
+def doubled_into(src, dst):
+    nl.store(dst, value=nl.multiply(nl.load(src), 2.0))
+"""
+
+
+async def test_torch_neuronx_nki_jit_decorated_kernels_run_and_nothing_else_of_torch_neuronx(
+    backend, tmp_path
+):
+    kernel = KernelSource(text=TORCH_NEURONX_DECORATED, name="doubled_into", path=str(tmp_path / "k.py"))
+    evaluation = await backend.evaluate(kernel, task_for_kernel(kernel), OPTIONS)
+    assert evaluation.status == "ok", evaluation.message
+    other = TORCH_NEURONX_DECORATED.replace("import nki_jit", "import nki_jit, trace")
+    kernel = KernelSource(text=other, name="doubled_into", path=str(tmp_path / "k2.py"))
+    evaluation = await backend.evaluate(kernel, task_for_kernel(kernel), OPTIONS)
+    assert evaluation.status != "ok" and "trace" in evaluation.message and evaluation.line == 3
+
+
+NO_ARGUMENTS = """
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+import neuronxcc.nki.isa as nisa
+
+
+@nki.jit
+def top8_of_noise():
+    top = nisa.max8(src=nl.rand((32, 128)))
+    out = nl.ndarray([32, 8], dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, value=top)
+    return out
+"""
+
+
+async def test_a_kernel_with_no_parameters_needs_no_declared_inputs(backend, tmp_path):
+    kernel = KernelSource(text=NO_ARGUMENTS, name="top8_of_noise", path=str(tmp_path / "noise.py"))
+    task = task_for_kernel(kernel)
+    assert task.kind == "baseline" and task.inputs == []
+    evaluation = await backend.evaluate(kernel, task, OPTIONS)
+    assert evaluation.status == "ok", evaluation.message
+    with_parameter = NO_ARGUMENTS.replace("def top8_of_noise():", "def top8_of_noise(x):")
+    with pytest.raises(TaskError, match="no way to get inputs"):
+        task_for_kernel(KernelSource(text=with_parameter, name="top8_of_noise", path=str(tmp_path / "n2.py")))
+
+
+GUARDED_DEFINITIONS = """
+import subprocess
+
+import torch
+
+try:
+    import nki
+    import nki.isa as nisa
+    import nki.language as nl
+except ImportError:
+    nki = None
+
+PMAX = 128
+
+
+def cores() -> int:
+    return int(subprocess.run(["neuron-ls"], capture_output=True).stdout or 1)
+
+
+if nki is not None:
+    def _double(dst, src):
+        nisa.tensor_scalar(dst=dst, data=src, op0=nl.multiply, operand0=2.0)
+
+    # accelopt: inputs x=float32[128,64]
+    @nki.jit
+    def doubled(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((PMAX, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        _double(t, t)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+
+_kernel = doubled[cores()] if nki is not None else None
+"""
+
+
+async def test_kernels_defined_under_a_top_level_if_run_and_the_host_code_around_them_does_not(
+    backend, tmp_path
+):
+    sliced = slice_module(GUARDED_DEFINITIONS, "doubled")
+    assert "doubled" in sliced.functions and "_double" in sliced.functions
+    assert "subprocess.run" not in sliced.text and "import torch" not in sliced.text
+    kernel = KernelSource(text=GUARDED_DEFINITIONS, name="doubled", path=str(tmp_path / "guarded.py"))
+    evaluation = await backend.evaluate(kernel, task_for_kernel(kernel), OPTIONS)
+    assert evaluation.status == "ok", evaluation.message

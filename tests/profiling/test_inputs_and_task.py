@@ -13,6 +13,7 @@ from accelopt.profiling.inputs import (
     parse_input_specs,
     point_reference_directive,
     suggest_inputs_directive,
+    tuple_arguments,
 )
 from accelopt.profiling.task import TaskError, task_for_kernel, transform_is_identity
 
@@ -195,9 +196,13 @@ def test_a_copy_in_another_folder_gets_a_reference_directive_that_resolves(tmp_p
     moved = point_reference_directive(text, "k", str(tmp_path / "silu_ref.py"), out)
     assert "# accelopt: reference ../../silu_ref.py\n@nki.jit" in moved
     directive = find_directive(moved, "k")
-    assert directive is not None and (out / directive.argument).resolve() == (tmp_path / "silu_ref.py").resolve()
+    assert (
+        directive is not None and (out / directive.argument).resolve() == (tmp_path / "silu_ref.py").resolve()
+    )
     # a kernel whose task came from --reference gets a directive added above it
-    added = point_reference_directive("@nki.jit\ndef k(x):\n    pass\n", "k", str(tmp_path / "silu_ref.py"), out)
+    added = point_reference_directive(
+        "@nki.jit\ndef k(x):\n    pass\n", "k", str(tmp_path / "silu_ref.py"), out
+    )
     assert added.startswith("# accelopt: reference ../../silu_ref.py\n@nki.jit")
     # an inputs directive is left alone
     declared = "# accelopt: inputs x=float32[128,512]\ndef k(x):\n    pass\n"
@@ -206,7 +211,12 @@ def test_a_copy_in_another_folder_gets_a_reference_directive_that_resolves(tmp_p
 
 def test_scalar_arguments_are_declared_by_value_and_passed_as_python_numbers():
     specs = parse_input_specs("x=float32[2,3] eps=1e-5 pool=2 causal=True shift=-0.5")
-    assert [(s.name, s.value) for s in specs[1:]] == [("eps", 1e-5), ("pool", 2), ("causal", True), ("shift", -0.5)]
+    assert [(s.name, s.value) for s in specs[1:]] == [
+        ("eps", 1e-5),
+        ("pool", 2),
+        ("causal", True),
+        ("shift", -0.5),
+    ]
     assert [s.text() for s in specs[1:]] == ["eps=1e-05", "pool=2", "causal=True", "shift=-0.5"]
     first, other = generate_inputs(specs, 1), generate_inputs(specs, 2)
     assert not np.array_equal(first[0], other[0])
@@ -218,8 +228,26 @@ def test_scalar_arguments_are_declared_by_value_and_passed_as_python_numbers():
         assert shift.item() == -0.5
     with pytest.raises(DirectiveError, match="declared twice"):
         parse_input_specs("eps=1 eps=2")
-    with pytest.raises(DirectiveError, match="or a scalar"):
-        parse_input_specs("shape=(3,4)")
+    with pytest.raises(DirectiveError, match="a tuple of them"):
+        parse_input_specs("shape=[3,4]")
+
+
+def test_tuple_arguments_are_declared_by_value_and_travel_beside_the_arrays():
+    specs = parse_input_specs("x=float32[5,12] shape2D=(3,4) one=(7,) none=() mixed=(1,2.5,True)")
+    assert [s.value for s in specs[1:]] == [(3, 4), (7,), (), (1, 2.5, True)]
+    assert [s.text() for s in specs[1:]] == ["shape2D=(3,4)", "one=(7,)", "none=()", "mixed=(1,2.5,True)"]
+    placeholders = generate_inputs(specs, 4)[1:]
+    assert all(p.shape == () and p.dtype == np.int64 for p in placeholders)  # scalars on every array path
+    assert [t.model_dump() for t in tuple_arguments(specs)] == [
+        {"position": 1, "items": [3, 4]},
+        {"position": 2, "items": [7]},
+        {"position": 3, "items": []},
+        {"position": 4, "items": [1, 2.5, True]},
+    ]
+    with pytest.raises(DirectiveError, match="declared twice"):
+        parse_input_specs("p=(1,2) p=3")
+    with pytest.raises(DirectiveError, match="cannot read input spec 'p=\\(1,x\\)'"):
+        parse_input_specs("p=(1,x)")
 
 
 @pytest.mark.parametrize("name", ["float8_e5m2", "float8_e4m3", "bfloat16"])

@@ -66,9 +66,17 @@ def k(v1):
         ("y = (1)._private", 1, "private or dunder attribute"),
         ("x = getattr(o, '__globals__')", 1, "getattr: access to private or dunder"),
         ("def __getattr__(name):\n    return 1", 1, "defining dunder"),
-        ("class A:\n    def __getattribute__(self, n):\n        pass", 2, "defining dunder '__getattribute__'"),
+        (
+            "class A:\n    def __getattribute__(self, n):\n        pass",
+            2,
+            "defining dunder '__getattribute__'",
+        ),
         ("class A(metaclass=type):\n    pass", 1, "metaclasses"),
-        ("class A:\n    def f(self, o):\n        return o._secret", 3, "private or dunder attribute '._secret'"),
+        (
+            "class A:\n    def f(self, o):\n        return o._secret",
+            3,
+            "private or dunder attribute '._secret'",
+        ),
         ("class A:\n    def f(self):\n        self = np\n        return self._core", 4, "'._core'"),
         ("match x:\n    case object(__class__=c):\n        pass", 2, "match pattern: access to private"),
         ("match x:\n    case C(_hidden=v):\n        pass", 2, "match pattern: access to private"),
@@ -106,8 +114,34 @@ def test_syntax_errors_are_not_policy_violations():
         check_source("def f(:\n", "kernel")
 
 
-
 def test_ordinary_python_of_nki_07_kernels_is_allowed():
     """Classes, methods, `self.x = ...`, a method's private state, generators, dataclasses,
     enums, NamedTuples, itertools/functools/typing and getattr of a public name."""
     assert check_source(NKI_07_STYLE, "kernel") is None
+
+
+def test_a_parameter_may_share_a_refused_builtin_name():
+    """A helper such as `def fold(op, input, start)` reads its own argument, not the builtin."""
+    helper = "def fold(input, start=1):\n    for v in input:\n        start = start * v\n    return start\n"
+    assert check_source(helper, "kernel") is None
+    closure = "def outer(input):\n    def inner():\n        return len(input)\n    return inner()\n"
+    assert check_source(closure, "kernel") is None
+    # outside the function that binds it, the name is the builtin again
+    after = helper + "x = input()\n"
+    assert (v := check_source(after, "kernel")) is not None and v.line == 5 and "'input'" in v.reason
+    # a default value is evaluated where the function is defined, so it still means the builtin
+    default = "def f(input=input):\n    return input\n"
+    assert (v := check_source(default, "kernel")) is not None and v.line == 1
+
+
+def test_pure_standard_library_helpers_of_public_kernels_are_allowed():
+    text = "from collections import deque\nfrom functools import reduce\nfrom operator import mul\n"
+    text += "def n_elts(shape):\n    return reduce(mul, shape, 1)\nq = deque([1])\n"
+    assert check_source(text, "kernel") is None
+    assert module_allowed("operator", "kernel") and module_allowed("collections", "kernel")
+
+
+def test_reading_getitem_is_subscripting_and_allowed_but_other_dunders_are_not():
+    argsort = "def argsort(seq):\n    return sorted(range(len(seq)), key=seq.__getitem__)\n"
+    assert check_source(argsort, "kernel") is None
+    assert check_source("def f(seq):\n    return seq.__getattribute__\n", "kernel") is not None

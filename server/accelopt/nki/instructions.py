@@ -260,6 +260,15 @@ def region_of(view: View, mask: MaskInfo | None) -> Region:
     if mask is None:
         return view._region()
     if view.shape == mask.shape:
+        if view._oob and not mask.exact_box:
+            # a mask coupling axes: checked element by element, then the region is the part of
+            # the (reached) box inside the tensor
+            check_bounds_under_mask(view, mask.ranges, lambda: mask.grid)
+            box = view._box(mask.ranges)
+            inside = tuple(
+                (max(lo, 0), min(hi, n)) for (lo, hi), n in zip(box, view._tensor.shape, strict=True)
+            )
+            return new_region(view._tensor._tid, inside)
         return view._region(mask.ranges)
     if len(view.shape) == len(mask.shape):
         ranges = [r if n == m else (0, n) for r, n, m in zip(mask.ranges, view.shape, mask.shape)]
@@ -270,7 +279,7 @@ def region_of(view: View, mask: MaskInfo | None) -> Region:
 def guard_bounds(ctx: KernelContext, view: View, mask: MaskInfo | None) -> None:
     """Views were bounds-checked when built unless a mask excuses out-of-range elements."""
     if mask is not None and view.shape == mask.shape:
-        check_bounds_under_mask(view, mask.ranges)
+        check_bounds_under_mask(view, mask.ranges, None if mask.exact_box else lambda: mask.grid)
 
 
 # --- tiles ---------------------------------------------------------------------------------

@@ -57,6 +57,7 @@ from accelopt.nki.tensor import View as _View
 from accelopt.nki.trace import Engine as _Engine
 from accelopt.nki.trace import Memory as _Memory
 from accelopt.nki.unsupported import module_getattr as _module_getattr
+from accelopt.nki.unsupported import not_supported as _not_supported
 
 _ANY = (_Engine.VECTOR, _Engine.SCALAR, _Engine.GPSIMD)
 _VECTOR_ONLY = (_Engine.VECTOR, _Engine.GPSIMD)
@@ -84,8 +85,6 @@ vector_engine = engine.vector
 scalar_engine = engine.scalar
 gpsimd_engine = engine.gpsimd
 unknown_engine = engine.unknown
-
-
 
 
 class reduce_cmd(_enum.Enum):
@@ -678,6 +677,60 @@ def reciprocal(data: Any, dtype: Any = None, mask: Any = None, engine: Any = Non
     )
 
 
+def _drop_draws(data: np.ndarray) -> np.ndarray:
+    """Uniform draws in [0, 1), one per element, for dropout. The hardware's random stream is not
+    public, so the emulator's is a fixed hash of each element's value and position: the same
+    tile always drops the same elements (a run, its verified re-run and its fast paths agree),
+    and no kernel-visible state is involved."""
+    bits = np.ascontiguousarray(data, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    position = np.arange(bits.size, dtype=np.uint64).reshape(bits.shape)
+    mixed = (
+        bits * np.uint64(0x9E3779B1) + position * np.uint64(0x85EBCA77) + np.uint64(0x27D4EB2F)
+    ) & np.uint64(0xFFFFFFFF)
+    mixed ^= mixed >> np.uint64(15)
+    mixed = (mixed * np.uint64(0x2C1B3C6D)) & np.uint64(0xFFFFFFFF)
+    mixed ^= mixed >> np.uint64(12)
+    return (mixed & np.uint64(0xFFFFFF)).astype(np.float64) / float(1 << 24)
+
+
+def _dropped(data: np.ndarray, prob: Any) -> np.ndarray:
+    """`data` with each element replaced by zero with probability `prob` (a scalar, or one
+    value per partition); the kept elements are not rescaled (nki.isa.dropout)."""
+    return np.where(_drop_draws(data) < np.asarray(prob, dtype=np.float64), 0.0, data)
+
+
+@_writes_dst
+def dropout(data: Any, prob: Any, mask: Any = None, dtype: Any = None, **_: Any) -> _Tensor:
+    """Zero each element of `data` with drop probability `prob` (a scalar, or a [P, 1] tile:
+    one probability per partition) on the Vector Engine (nki.isa.dropout)."""
+    return _dropout_on(_current(), "nisa.dropout", data, prob, mask, dtype)
+
+
+def _dropout_on(ctx: _KernelContext, api: str, data: Any, prob: Any, mask: Any, dtype: Any) -> _Tensor:
+    line = ctx.line()
+    if isinstance(prob, _TileOps):
+        view = _to_view(ctx, prob, line)
+        if len(view.shape) < 2 or int(np.prod(view.shape[1:])) != 1:
+            raise ctx.error(
+                "err_shape_mismatch",
+                f"{api}: prob is a scalar or a tile of one value per partition ([P, 1]); got {view.shape}",
+                line,
+            )
+    return _elementwise(
+        ctx,
+        line,
+        api=api,
+        opcode="dropout",
+        operands=(data, prob),
+        compute=_dropped,
+        engine=_Engine.VECTOR,
+        legal=(_Engine.VECTOR,),
+        dtype=dtype,
+        mask=mask,
+        extra={"op": "dropout"},
+    )
+
+
 def _memset_result(
     shape: Any, value: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any
 ) -> _Tensor:
@@ -893,7 +946,8 @@ def nc_matmul(*args: Any, **kwargs: Any) -> Any:
     if dst is None:
         if accumulate is not None:
             raise _current().error(
-                "err_unsupported_operand", "nisa.nc_matmul: accumulate= needs a dst PSUM tile to accumulate into"
+                "err_unsupported_operand",
+                "nisa.nc_matmul: accumulate= needs a dst PSUM tile to accumulate into",
             )
         return _nc_matmul_result(*args, **kwargs)
     target = _dst_view(dst)
@@ -951,7 +1005,88 @@ def _memset_into(dst: Any, value: Any, engine: Any = None, name: Any = None, **_
     return dst
 
 
-def _pattern_values(pattern: Any, offset: Any, channel_multiplier: Any, shape: tuple[int, ...], api: str) -> Any:
+def nc_stream_shuffle(*args: Any, **kwargs: Any) -> Any:
+    """Cross-partition move within each quadrant of 32 partitions on the Vector Engine: output
+    partition i of a quadrant copies input partition ``shuffle_mask[i]`` of the same quadrant
+    (255 leaves it unmodified); the same mask serves every quadrant (nki.isa.nc_stream_shuffle).
+    Legacy form ``(src, dst, shuffle_mask)``, nki.* form ``(dst, src, shuffle_mask)``; both
+    write `dst` in place."""
+    ctx = _current()
+    names = ("src", "dst", "shuffle_mask") if ctx.api.legacy else ("dst", "src", "shuffle_mask")
+    bound = dict(zip(names, args, strict=False))
+    for name in names:
+        if name in kwargs:
+            bound[name] = kwargs.pop(name)
+    missing = [n for n in names if n not in bound]
+    if missing:
+        raise ctx.error(
+            "err_invalid_argument", f"nisa.nc_stream_shuffle: missing argument(s) {', '.join(missing)}"
+        )
+    target = _to_view(ctx, bound["dst"], ctx.line())
+    _assign(target, _stream_shuffled(bound["src"], target, bound["shuffle_mask"], kwargs.get("mask")))
+    return bound["dst"]
+
+
+def _stream_shuffled(src: Any, target: _View, shuffle_mask: Any, mask: Any = None) -> _Tensor:
+    ctx = _current()
+    line = ctx.line()
+    api = "nisa.nc_stream_shuffle"
+    if mask is not None:
+        raise _not_supported(f"{api} with mask=")
+    view = _to_view(ctx, src, line)
+    sp, sf = _pf(view.shape)
+    dp, df = _pf(target.shape)
+    order = [int(_scalar_of(m)) for m in shuffle_mask]
+    if len(order) != 32 or any(not (0 <= m < 32 or m == 255) for m in order):
+        raise ctx.error(
+            "err_invalid_argument",
+            f"{api}: shuffle_mask is 32 partition numbers 0-31 (or 255: unmodified), got {order}",
+            line,
+        )
+    if sf != df or view._tensor.dtype != target._tensor.dtype:
+        raise ctx.error(
+            "err_shape_mismatch",
+            f"{api}: dst must have src's dtype and elements per partition; got src {view.shape} "
+            f"{_dname(view._tensor.dtype)} and dst {target.shape} {_dname(target._tensor.dtype)}",
+            line,
+        )
+    sources = []
+    for row in range(dp):
+        pick = order[row % 32]
+        source = -1 if pick == 255 else (row // 32) * 32 + pick
+        if source >= sp:
+            raise ctx.error(
+                "err_tensor_access_out_of_bound",
+                f"{api}: dst partition {row} copies src partition {source} (quadrant {row // 32}, "
+                f"shuffle_mask[{row % 32}]={pick}), but src has {sp} partitions",
+                line,
+            )
+        sources.append(source)
+    keeps = -1 in sources
+    values = None
+    if ctx.numerics:
+        data = _read_values(view, False).reshape(sp, sf)
+        old = _read_values(target, False).reshape(dp, df) if keeps else None
+        values = np.stack([old[r] if s < 0 and old is not None else data[s] for r, s in enumerate(sources)])
+        values = values.reshape(target.shape)
+    inputs = (view, target) if keeps else (view,)
+    return _emit_op(
+        ctx,
+        line,
+        api,
+        "stream_shuffle",
+        _Engine.VECTOR,
+        inputs,
+        tuple(target.shape),
+        target._tensor.dtype,
+        values,
+        dp * df,
+    )
+
+
+def _pattern_values(
+    pattern: Any, offset: Any, channel_multiplier: Any, shape: tuple[int, ...], api: str
+) -> Any:
     """``offset + p * channel_multiplier + sum(step * index)`` over a [[step, num], ...] pattern
     (nki.isa.iota / affine_select), shaped like the tile (numeric runs; None otherwise)."""
     ctx = _current()
@@ -1122,7 +1257,14 @@ def tensor_scalar_reduce(
     )
     if reduce_res is not None:
         _attach_reduce(
-            ctx, line, out, reduce_op, reduce_res, "nisa.tensor_scalar_reduce", negate=reduce_res_negate, opcode=None
+            ctx,
+            line,
+            out,
+            reduce_op,
+            reduce_res,
+            "nisa.tensor_scalar_reduce",
+            negate=reduce_res_negate,
+            opcode=None,
         )
     return out
 
@@ -1195,7 +1337,9 @@ def range_select(
     _check_reduce_cmd(reduce_cmd, "nisa.range_select")
     spec0 = _ops.resolve(comp_op0)
     spec1 = _ops.resolve(comp_op1)
-    fill = np.float32(_dt.fp32.min if on_false_value is None or on_false_value is Ellipsis else _scalar_of(on_false_value))
+    fill = np.float32(
+        _dt.fp32.min if on_false_value is None or on_false_value is Ellipsis else _scalar_of(on_false_value)
+    )
     start = float(_scalar_of(range_start))
     view = _to_view(ctx, on_true_tile, line)
     f = _pf(view.shape)[1]
@@ -1407,7 +1551,9 @@ def max8(src: Any, dtype: Any = None, **_: Any) -> _Tensor:
     p, f = _pf(view.shape)
     if not 8 <= f <= 16384:
         raise ctx.error(
-            "err_size_of_dimension_exceed_arch_limit", f"nisa.max8 reads 8 to 16384 elements per partition, got {f}", line
+            "err_size_of_dimension_exceed_arch_limit",
+            f"nisa.max8 reads 8 to 16384 elements per partition, got {f}",
+            line,
         )
     values = None
     if ctx.numerics:
@@ -1462,7 +1608,18 @@ def nc_find_index8(data: Any, vals: Any, dtype: Any = None, **_: Any) -> _Tensor
             _read_values(dview, False).reshape(p, f), _read_values(vview, False).reshape(p, 8), range(8)
         )
         values = np.where(found < 0, np.iinfo(out_dtype).max, found)
-    return _emit_op(ctx, line, "nisa.nc_find_index8", "find_index8", _Engine.VECTOR, (dview, vview), (p, 8), out_dtype, values, p * f)
+    return _emit_op(
+        ctx,
+        line,
+        "nisa.nc_find_index8",
+        "find_index8",
+        _Engine.VECTOR,
+        (dview, vview),
+        (p, 8),
+        out_dtype,
+        values,
+        p * f,
+    )
 
 
 @_writes_dst
@@ -1483,8 +1640,16 @@ def nc_match_replace8(data: Any, vals: Any, imm: Any, dst_idx: Any = None, **_: 
         values[rows, positions[rows, cols]] = fill
         values = values.reshape(dview.shape)
     out = _emit_op(
-        ctx, line, "nisa.nc_match_replace8", "match_replace8", _Engine.VECTOR, (dview, vview), dview.shape,
-        dview._tensor.dtype, values, p * f,
+        ctx,
+        line,
+        "nisa.nc_match_replace8",
+        "match_replace8",
+        _Engine.VECTOR,
+        (dview, vview),
+        dview.shape,
+        dview._tensor.dtype,
+        values,
+        p * f,
     )
     if dst_idx is not None:
         index_view = _to_view(ctx, dst_idx, line)
@@ -1499,14 +1664,18 @@ def nc_match_replace8(data: Any, vals: Any, imm: Any, dst_idx: Any = None, **_: 
     return out
 
 
-def _gather_free(ctx: _KernelContext, line: int, api: str, data: Any, indices: Any, dtype: Any, engine: _Engine) -> _Tensor:
+def _gather_free(
+    ctx: _KernelContext, line: int, api: str, data: Any, indices: Any, dtype: Any, engine: _Engine
+) -> _Tensor:
     """``out[p, i...] = data[p].flat[indices[p, i...]]``: a gather within each partition."""
     dview = _to_view(ctx, data, line)
     iview = _to_view(ctx, indices, line)
     p, f = _pf(dview.shape)
     if iview.shape[0] != p:
         raise ctx.error(
-            "err_num_partition_mismatch", f"{api}: data has {p} partitions but indices have {iview.shape[0]}", line
+            "err_num_partition_mismatch",
+            f"{api}: data has {p} partitions but indices have {iview.shape[0]}",
+            line,
         )
     values = None
     if ctx.numerics:
@@ -1521,7 +1690,9 @@ def _gather_free(ctx: _KernelContext, line: int, api: str, data: Any, indices: A
         values = np.take_along_axis(flat, idx, axis=1).reshape(iview.shape)
     out_dtype = _dt.as_dtype(dtype) if dtype is not None else dview._tensor.dtype
     n = int(np.prod(iview.shape))
-    return _emit_op(ctx, line, api, "gather", engine, (dview, iview), tuple(iview.shape), out_dtype, values, n)
+    return _emit_op(
+        ctx, line, api, "gather", engine, (dview, iview), tuple(iview.shape), out_dtype, values, n
+    )
 
 
 @_writes_dst
@@ -1532,7 +1703,9 @@ def nc_n_gather(data: Any, indices: Any, dtype: Any = None, **_: Any) -> _Tensor
     return _gather_free(ctx, ctx.line(), "nisa.nc_n_gather", data, indices, dtype, _Engine.GPSIMD)
 
 
-def _tensor_copy_predicated_into(dst: Any, src: Any, predicate: Any, reverse_pred: bool = False, **_: Any) -> Any:
+def _tensor_copy_predicated_into(
+    dst: Any, src: Any, predicate: Any, reverse_pred: bool = False, **_: Any
+) -> Any:
     ctx = _current()
     line = ctx.line()
     target = _dst_view(dst)
@@ -1588,12 +1761,16 @@ def tensor_scalar_cumulative(
     line = ctx.line()
     command = getattr(reduce_cmd, "name", "reset_reduce") if reduce_cmd is not None else "reset_reduce"
     if command not in ("reset_reduce", "load_reduce"):
-        refuse("nisa.tensor_scalar_cumulative", f"reduce_cmd={command}: an accumulator kept across instructions")
+        refuse(
+            "nisa.tensor_scalar_cumulative", f"reduce_cmd={command}: an accumulator kept across instructions"
+        )
     spec0 = _ops.resolve(op0)
     spec1 = _ops.resolve(op1)
     identities = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}
     if command == "reset_reduce" and spec1.name not in identities:
-        raise ctx.error("err_unsupported_op", f"nisa.tensor_scalar_cumulative: {spec1.name} cannot accumulate", line)
+        raise ctx.error(
+            "err_unsupported_op", f"nisa.tensor_scalar_cumulative: {spec1.name} cannot accumulate", line
+        )
     view = _to_view(ctx, src, line)
     operands: list[Any] = [view, imm0 if isinstance(imm0, _TileOps) else _scalar_of(imm0)]
     if command == "load_reduce":
@@ -1603,7 +1780,9 @@ def tensor_scalar_cumulative(
         p = x.shape[0]
         flat = np.asarray(spec0.fn(x, a), dtype=np.float32).reshape(p, -1)
         reg = np.broadcast_to(
-            np.asarray(identities.get(spec1.name, 0.0) if start is None else start, dtype=np.float32).reshape(-1),
+            np.asarray(identities.get(spec1.name, 0.0) if start is None else start, dtype=np.float32).reshape(
+                -1
+            ),
             (p,),
         ).copy()
         out = np.empty_like(flat)
@@ -1643,6 +1822,7 @@ _replay.make_replayable(
         "tensor_reduce",
         "tensor_copy",
         "reciprocal",
+        "dropout",
         "_memset_result",
         "_iota_result",
         "_affine_select_result",
@@ -1671,4 +1851,6 @@ tensor_copy_predicated = _predicated
 
 # Numeric runs to be verified log these dispatchers as one call each (calllog.py); what they run
 # inside is not logged again.
-_calllog.logged(globals(), ("nc_matmul", "memset", "iota", "affine_select", "tensor_copy_predicated"))
+_calllog.logged(
+    globals(), ("nc_matmul", "memset", "iota", "affine_select", "tensor_copy_predicated", "nc_stream_shuffle")
+)

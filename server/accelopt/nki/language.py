@@ -7,6 +7,7 @@ Engine, tile-tile arithmetic and reductions on the Vector Engine, matmuls on the
 from __future__ import annotations
 
 import builtins as _builtins
+import sys as _sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -117,6 +118,17 @@ class tile_size:
     bn_stats_fmax = 512
     psum_max_size = 2048
     total_available_sbuf_size = 180224
+    # The nki.* names of the same limits (NKI API reference, nki.language.tile_size, 2.30-2.33):
+    # a PSUM bank per partition is 2 KiB = 512 fp32, 8 banks; the largest SBUF tile free size is
+    # the usable bytes of a partition (as total_available_sbuf_size); sbuf_size_bytes is all 128
+    # partitions (24 MiB, Trainium1, as the figure above).
+    psum_fmax_bytes = 2048
+    psum_bank_fmax = 512
+    psum_bank_fmax_bytes = 2048
+    psum_num_banks = 8
+    sbuf_fmax_bytes = total_available_sbuf_size
+    sbuf_fmax = total_available_sbuf_size // 4
+    sbuf_size_bytes = 128 * 192 * 1024
 
 
 # --- SPMD ----------------------------------------------------------------------------------
@@ -220,7 +232,24 @@ def full(
     return tensor
 
 
-def _memset_record(ctx: _KernelContext, tensor: _Tensor, value: Any, line: int) -> None:
+def rand(shape: Any, dtype: Any = float32, buffer: Any = None, name: str = "", **_: Any) -> _Tensor:
+    """A new tile of values drawn uniformly from [0, 1) (nki.language.rand). The hardware's
+    generator is not public: the emulator's draws are a fixed hash of the instruction's place in
+    the trace and each element's position, so a run and its verified re-run agree."""
+    ctx = _current()
+    line = ctx.line()
+    tensor = _allocate(shape, dtype, buffer, 0.0, line, name)
+    if ctx.numerics and tensor._data is not None:
+        salt = np.full(tensor.shape, len(ctx.trace.records), dtype=np.float32)
+        draws = _sys.modules["accelopt.nki.isa"]._drop_draws(salt)
+        tensor._data[...] = draws.astype(tensor.dtype)
+    _memset_record(ctx, tensor, 0.0, line, opcode="rand")
+    return tensor
+
+
+def _memset_record(
+    ctx: _KernelContext, tensor: _Tensor, value: Any, line: int, opcode: str = "memset"
+) -> None:
     memory = tensor.memory
     legal: tuple[_Engine, ...]
     if memory is _Memory.HBM:
@@ -235,7 +264,7 @@ def _memset_record(ctx: _KernelContext, tensor: _Tensor, value: Any, line: int) 
     region = tensor._full_region()
     ctx.emit(
         engine,
-        "memset",
+        opcode,
         partitions,
         free,
         _dname(tensor.dtype),
@@ -564,6 +593,14 @@ def _make_binary(name: str) -> Any:
     fn.__doc__ = f"Elementwise {name} of two tiles (or a tile and a scalar)."
     _ops.register(fn, name)
     return fn
+
+
+def dropout(x: Any, rate: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> _Tensor:
+    """Zero each element of `x` with probability `rate` (nki.language.dropout: the same
+    instruction as nki.isa.dropout; a tile `rate` holds one value per partition)."""
+    isa = _sys.modules["accelopt.nki.isa"]  # isa imports this module: resolved late
+    result: _Tensor = isa._dropout_on(_current(), "nl.dropout", x, rate, mask, dtype)
+    return result
 
 
 exp = _make_unary("exp")
@@ -1178,7 +1215,9 @@ def atomic_rmw(dst: Any, value: Any, op: Any, mask: Any = None, **_: Any) -> Non
         raise ctx.error("err_unsupported_memory", "nl.atomic_rmw updates HBM from an on-chip tile", line)
     if _prod(dview.shape) != _prod(sview.shape):
         raise ctx.error(
-            "err_shape_mismatch", f"nl.atomic_rmw: a tile of shape {sview.shape} for a region of shape {dview.shape}", line
+            "err_shape_mismatch",
+            f"nl.atomic_rmw: a tile of shape {sview.shape} for a region of shape {dview.shape}",
+            line,
         )
     minfo = _resolve_mask(ctx, mask, dview.shape)
     region = _region_of(dview, minfo)
@@ -1255,3 +1294,4 @@ _calllog.logged(globals(), ("loop_reduce", "shared_constant", "reshape", "_apply
 
 # Numeric runs to be verified log these as one call each (calllog.py).
 _calllog.logged(globals(), ("shared_identity_matrix", "gather_flattened", "rms_norm", "atomic_rmw"))
+_calllog.logged(globals(), ("dropout", "rand"))

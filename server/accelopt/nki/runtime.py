@@ -73,6 +73,10 @@ def install_aliases() -> None:
         neuronxcc.__path__ = []
         neuronxcc.__accelopt_emulator__ = True  # type: ignore[attr-defined]
     neuronxcc.nki = facade  # type: ignore[attr-defined]
+    # The first NKI kernels were decorated with torch-neuronx's `nki_jit` (`from torch_neuronx
+    # import nki_jit`; outputs passed as arguments): the alias holds that one name, the same jit.
+    torch_neuronx = types.ModuleType("torch_neuronx", "AccelOpt NKI emulator alias: nki_jit only")
+    torch_neuronx.nki_jit = jit  # type: ignore[attr-defined]
     isa.constants = isa_constants  # `import nki.isa.constants as c` finds the module as an attribute
     sys.modules.update(
         {
@@ -91,6 +95,7 @@ def install_aliases() -> None:
             "nki.isa.constants": isa_constants,
             "nki.isa": isa,
             "nki.typing": nki_typing,
+            "torch_neuronx": torch_neuronx,
         }
     )
 

@@ -98,7 +98,6 @@ def _views() -> Any:
 # reference, class NkiTensor): refused as not supported yet rather than unknown
 _NKI_TENSOR_METHODS = frozenset(
     {
-        "broadcast",
         "indirect",
         "rearrange",
         "reinterpret_cast",
@@ -222,6 +221,9 @@ class TileOps:
 
     def squeeze_dim(self, dim: int) -> View:
         return _views().squeeze_dim_view(self, dim)
+
+    def broadcast(self, dim: int, size: int) -> View:
+        return _views().broadcast_view(self, dim, size)
 
     def view(self, dtype: Any) -> Tensor:
         return _views().dtype_view(self, dtype)
@@ -667,8 +669,11 @@ class View(TileOps):
             values = values.reshape(self._np_shape) if values.ndim else values
         if accumulate:
             current = data[idx]
-            if dtype == np.float32 and values.dtype == np.float32 and current.base is not None and (
-                idx.__class__ is tuple and all(i.__class__ is int or i.__class__ is slice for i in idx)
+            if (
+                dtype == np.float32
+                and values.dtype == np.float32
+                and current.base is not None
+                and (idx.__class__ is tuple and all(i.__class__ is int or i.__class__ is slice for i in idx))
             ):
                 # a basic index: `current` is the tile's memory itself; fp32 + fp32 in place
                 # rounds exactly as the sum of copies did (no temporaries: 8x faster per tile)
@@ -880,8 +885,37 @@ def _check_box(view: View, box: tuple[tuple[int, int], ...]) -> None:
             )
 
 
-def check_bounds_under_mask(view: View, ranges: list[tuple[int, int]]) -> None:
-    _check_box(view, view._box(ranges))
+def check_bounds_under_mask(view: View, ranges: list[tuple[int, int]], grid: Any = None) -> None:
+    """Raise unless every element the mask selects is inside the tensor. The axis `ranges` bound
+    the selection; a mask coupling axes (``stride*i + k - pad >= 0``, a padded pooling window)
+    selects less than their box, so when the box reaches outside, the mask's boolean `grid`
+    (a callable giving it, built only then) decides element by element."""
+    box = view._box(ranges)
+    tshape = view._tensor.shape
+    if (
+        grid is None
+        or view._arrays is not None
+        or all(hi <= lo or (lo >= 0 and hi <= tshape[d]) for d, (lo, hi) in enumerate(box))
+    ):
+        _check_box(view, box)
+        return
+    selected = np.broadcast_to(grid(), view.shape)
+    axes = [
+        np.arange(n).reshape([-1 if a == i else 1 for a in range(len(view.shape))])
+        for i, n in enumerate(view.shape)
+    ]
+    for d, (offset, terms) in enumerate(zip(view._offsets, view._terms, strict=True)):
+        index = np.full(view.shape, offset, dtype=np.int64)
+        for axis, coef in terms:
+            index = index + coef * axes[axis]
+        reached = index[selected]
+        if reached.size and (reached.min() < 0 or reached.max() >= tshape[d]):
+            lo, hi = int(reached.min()), int(reached.max()) + 1
+            raise _error(
+                "err_tensor_access_out_of_bound",
+                f"index [{lo}, {hi}) is out of bounds for dimension {d} of size {tshape[d]} "
+                f"(tensor shape {tshape}), in elements the mask selects",
+            )
 
 
 def _basic(shape: tuple[int, ...], key: tuple[Any, ...]):

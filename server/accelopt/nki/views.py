@@ -44,7 +44,9 @@ def _tensor_of(x: Any) -> Tensor:
 def _check_dim(x: Any, dim: int, api: str) -> int:
     ndim = len(x.shape)
     if not isinstance(dim, (int, np.integer)) or not -ndim <= int(dim) < ndim:
-        raise current().error("err_invalid_dimension", f"{api}: dimension {dim} is not one of a {ndim}-D tensor")
+        raise current().error(
+            "err_invalid_dimension", f"{api}: dimension {dim} is not one of a {ndim}-D tensor"
+        )
     return int(dim) % ndim
 
 
@@ -89,10 +91,13 @@ def permute_view(x: Any, dims: Any) -> View:
     ndim = len(x.shape)
     ctx = current()
     if sorted(order) != list(range(ndim)):
-        raise ctx.error("err_invalid_dimension", f"NkiTensor.permute: {order} is not a permutation of {ndim} axes")
+        raise ctx.error(
+            "err_invalid_dimension", f"NkiTensor.permute: {order} is not a permutation of {ndim} axes"
+        )
     if _on_chip(x) and order[0] != 0:
         raise ctx.error(
-            "err_unsupported_permute", "NkiTensor.permute: on-chip tensors keep the partition axis (dims[0] must be 0)"
+            "err_unsupported_permute",
+            "NkiTensor.permute: on-chip tensors keep the partition axis (dims[0] must be 0)",
         )
     view = _as_view(x)
     if view._arrays is not None:
@@ -105,17 +110,55 @@ def expand_dim_view(x: Any, dim: int) -> View:
     ndim = len(x.shape)
     d = int(dim) % (ndim + 1)
     if _on_chip(x) and d == 0:
-        raise current().error("err_invalid_dimension", "NkiTensor.expand_dim: on-chip tensors keep the partition axis first")
+        raise current().error(
+            "err_invalid_dimension", "NkiTensor.expand_dim: on-chip tensors keep the partition axis first"
+        )
     view = _as_view(x)
     shape = (*view.shape[:d], 1, *view.shape[d:])
     return _renumbered(view, shape, {a: a + (1 if a >= d else 0) for a in range(ndim)})
+
+
+def broadcast_view(x: Any, dim: int, size: int) -> View:
+    """``t.broadcast(dim, size)``: a size-1 dimension read `size` times (stride 0, no copy).
+    On chip the partition dimension cannot be broadcast this way (NKI 0.7 reference, NkiTensor:
+    views keep dimension 0 of SBUF/PSUM tensors); an HBM source can, as a DMA reads it."""
+    d = _check_dim(x, dim, "NkiTensor.broadcast")
+    ctx = current()
+    if x.shape[d] != 1:
+        raise ctx.error(
+            "err_invalid_dimension",
+            f"NkiTensor.broadcast: dimension {d} has size {x.shape[d]}; only a size-1 one expands",
+        )
+    if not isinstance(size, (int, np.integer)) or int(size) < 1:
+        raise ctx.error(
+            "err_invalid_argument", f"NkiTensor.broadcast: size must be a positive int, got {size!r}"
+        )
+    if _on_chip(x) and d == 0:
+        raise ctx.error(
+            "err_invalid_dimension",
+            "NkiTensor.broadcast: the partition dimension of an on-chip tensor cannot be broadcast",
+        )
+    view = _as_view(x)
+    if view._arrays is not None:
+        refuse("NkiTensor.broadcast", "of an indirect view")
+    # the axis reads the same element every time: a stride-0 term on a tensor dimension the
+    # view already addresses (its own, when the size-1 axis had one)
+    terms = [[(a, c) for a, c in dim_terms if a != d] for dim_terms in view._terms]
+    home = next((t for t, dim_terms in enumerate(view._terms) if any(a == d for a, _ in dim_terms)), None)
+    terms[home if home is not None else 0].append((d, 0))
+    shape = (*view.shape[:d], int(size), *view.shape[d + 1 :])
+    out = View(view._tensor, shape, view._offsets, tuple(tuple(t) for t in terms), None)
+    out._oob = view._oob
+    return out
 
 
 def squeeze_dim_view(x: Any, dim: int) -> View:
     """``t.squeeze_dim(dim)``: drop an axis of size 1."""
     d = _check_dim(x, dim, "NkiTensor.squeeze_dim")
     if x.shape[d] != 1:
-        raise current().error("err_invalid_dimension", f"NkiTensor.squeeze_dim: dimension {d} has size {x.shape[d]}, not 1")
+        raise current().error(
+            "err_invalid_dimension", f"NkiTensor.squeeze_dim: dimension {d} has size {x.shape[d]}, not 1"
+        )
     view = _as_view(x)
     shape = (*view.shape[:d], *view.shape[d + 1 :])
     return _renumbered(view, shape, {a: a - (1 if a > d else 0) for a in range(len(view.shape)) if a != d})
@@ -130,7 +173,12 @@ def reshape_view(x: Any, shape: Any) -> Any:
         return language.reshape(x, dims)
     tensor = x._tensor
     full = tensor._full_view()
-    if x.shape == tensor.shape and x._offsets == full._offsets and x._terms == full._terms and x._arrays is None:
+    if (
+        x.shape == tensor.shape
+        and x._offsets == full._offsets
+        and x._terms == full._terms
+        and x._arrays is None
+    ):
         return language.reshape(tensor, dims)
     refuse("NkiTensor.reshape", "of a strided or partial view; reshape the whole tensor")
 
@@ -148,7 +196,8 @@ def dtype_view(x: Any, dtype: Any) -> Tensor:
     last = x.shape[-1] * old.itemsize
     if last % new.itemsize:
         raise ctx.error(
-            "err_shape_mismatch", f"NkiTensor.view: {last} bytes in the last dimension do not divide into {new.name}"
+            "err_shape_mismatch",
+            f"NkiTensor.view: {last} bytes in the last dimension do not divide into {new.name}",
         )
     shape = (*x.shape[:-1], last // new.itemsize)
     data = None
@@ -196,7 +245,10 @@ def ap_view(
     strides = _row_major_strides(tensor.shape)
     offsets = _split_offset(int(offset), tensor.shape, strides)
     if offsets is None:
-        raise ctx.error("err_tensor_access_out_of_bound", f"NkiTensor.ap: offset {offset} is outside tensor {tensor.shape}")
+        raise ctx.error(
+            "err_tensor_access_out_of_bound",
+            f"NkiTensor.ap: offset {offset} is outside tensor {tensor.shape}",
+        )
     terms: list[list[tuple[int, int]]] = [[] for _ in tensor.shape]
     indirect = vector_offset is not None
     for axis, (stride, count) in enumerate(steps):
@@ -400,10 +452,13 @@ def reshape_dim_view(x: Any, dim: int, shape: Any) -> View:
         total *= s
     if total != x.shape[d]:
         raise ctx.error(
-            "err_shape_mismatch", f"NkiTensor.reshape_dim: {tuple(sizes)} does not split a dimension of {x.shape[d]}"
+            "err_shape_mismatch",
+            f"NkiTensor.reshape_dim: {tuple(sizes)} does not split a dimension of {x.shape[d]}",
         )
     if _on_chip(x) and d == 0 and len(sizes) > 1:
-        raise ctx.error("err_invalid_dimension", "NkiTensor.reshape_dim: on-chip tensors keep the partition axis")
+        raise ctx.error(
+            "err_invalid_dimension", "NkiTensor.reshape_dim: on-chip tensors keep the partition axis"
+        )
     view = _as_view(x)
     if view._arrays is not None:
         refuse("NkiTensor.reshape_dim", "of an indirect view")

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from accelopt.nki.python_source import parse_module
 from accelopt.profiling.arrays import resolve_dtype
 from accelopt.profiling.evaluation import KernelSource
+from accelopt.profiling.worker_protocol import TupleArgument
 
 DirectiveKind = Literal["reference", "inputs"]
 _DIRECTIVE_KINDS: dict[str, DirectiveKind] = {"reference": "reference", "inputs": "inputs"}
@@ -34,7 +35,12 @@ _SPEC = re.compile(
     r"(?:~(?P<dist>[a-z]+)\((?P<args>[^)]*)\))?$"
 )
 # a scalar argument (an epsilon, a pool size, a flag): `eps=1e-5`, `pool=2`, `causal=True`
-_CONSTANT = re.compile(r"^(?P<name>[A-Za-z_]\w*)=(?P<value>True|False|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)$")
+_CONSTANT = re.compile(
+    r"^(?P<name>[A-Za-z_]\w*)=(?P<value>True|False|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)$"
+)
+# a tuple argument (a shape, a permutation): `shape2D=(3,4)`, `perm=(0,2,1)`, `one=(5,)`, `none=()`
+_NUMBER = r"(?:True|False|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+_TUPLE = re.compile(rf"^(?P<name>[A-Za-z_]\w*)=\((?P<items>(?:{_NUMBER}(?:,{_NUMBER})*,?)?)\)$")
 _DISTRIBUTIONS = {"normal": 2, "uniform": 2}
 _INTEGER_DEFAULT_RANGE = (0, 100)
 
@@ -57,22 +63,29 @@ class Directive(BaseModel):
 class InputSpec(BaseModel):
     """One declared kernel input: `name=dtype[d0,d1,...]` with an optional `~dist(a,b)`, or a
     scalar argument `name=value` (a number or True/False, the same on every seed; the kernel
-    gets it as that Python value)."""
+    gets it as that Python value), or a tuple of such values `name=(3,4)`."""
 
     name: str
     dtype: str = "float32"
     shape: tuple[int, ...]
     distribution: Literal["normal", "uniform"] = "normal"
     params: tuple[float, float] = (0.0, 1.0)
-    value: bool | int | float | None = None
+    value: bool | int | float | tuple[bool | int | float, ...] | None = None
 
     def constant(self) -> np.ndarray:
         """A scalar argument as the 0-d array the sandbox passes (float64/int64/bool: the kernel
-        receives the Python number back)."""
+        receives the Python number back). A tuple argument travels as a 0-d int64 placeholder
+        (every array path treats it as a scalar) and its items in the job
+        (`WorkerJob.tuple_arguments`), which the worker puts in its place."""
         assert self.value is not None
+        if isinstance(self.value, tuple):
+            return np.asarray(len(self.value), dtype=np.int64)
         return np.asarray(self.value, dtype=np.dtype(self.dtype))
 
     def text(self) -> str:
+        if isinstance(self.value, tuple):
+            items = ",".join(repr(v) for v in self.value)
+            return f"{self.name}=({items}{',' if len(self.value) == 1 else ''})"
         if self.value is not None:
             return f"{self.name}={self.value!r}"
         dims = ",".join(str(d) for d in self.shape)
@@ -137,7 +150,9 @@ def find_directive(text: str, kernel_name: str) -> Directive | None:
     return best
 
 
-def point_reference_directive(text: str, kernel_name: str, reference_path: str, folder: os.PathLike | str) -> str:
+def point_reference_directive(
+    text: str, kernel_name: str, reference_path: str, folder: os.PathLike | str
+) -> str:
     """`text` with the kernel's `# accelopt: reference` directive naming `reference_path` as
     seen from `folder` (where the text is about to be written, e.g. `best.py` in an output
     folder): a directive is resolved against the kernel file's own folder, so a copy elsewhere
@@ -201,6 +216,13 @@ def parse_input_specs(argument: str, line: int | None = None) -> list[InputSpec]
     for token in argument.split():
         match = _SPEC.match(token)
         constant = _CONSTANT.match(token) if match is None else None
+        items = _TUPLE.match(token) if match is None and constant is None else None
+        if items is not None:
+            if any(s.name == items["name"] for s in specs):
+                raise DirectiveError(f"input '{items['name']}' is declared twice", line)
+            values = tuple(_scalar_value(t) for t in items["items"].split(",") if t)
+            specs.append(InputSpec(name=items["name"], dtype="int64", shape=(), value=values))
+            continue
         if constant is not None:
             if any(s.name == constant["name"] for s in specs):
                 raise DirectiveError(f"input '{constant['name']}' is declared twice", line)
@@ -209,8 +231,8 @@ def parse_input_specs(argument: str, line: int | None = None) -> list[InputSpec]
         if match is None:
             raise DirectiveError(
                 f"cannot read input spec '{token}': expected name=dtype[d0,d1,...] "
-                "optionally followed by ~normal(mean,std) or ~uniform(low,high), or a scalar "
-                "name=number (or True/False)",
+                "optionally followed by ~normal(mean,std) or ~uniform(low,high), a scalar "
+                "name=number (or True/False), or a tuple of them name=(3,4)",
                 line,
             )
         try:
@@ -236,15 +258,27 @@ def parse_input_specs(argument: str, line: int | None = None) -> list[InputSpec]
     return specs
 
 
-def _constant_spec(name: str, text: str) -> InputSpec:
-    value: bool | int | float
+def _scalar_value(text: str) -> bool | int | float:
     if text in ("True", "False"):
-        value, dtype = text == "True", "bool"
-    elif re.fullmatch(r"[-+]?\d+", text):
-        value, dtype = int(text), "int64"
-    else:
-        value, dtype = float(text), "float64"
+        return text == "True"
+    if re.fullmatch(r"[-+]?\d+", text):
+        return int(text)
+    return float(text)
+
+
+def _constant_spec(name: str, text: str) -> InputSpec:
+    value = _scalar_value(text)
+    dtype = "bool" if isinstance(value, bool) else "int64" if isinstance(value, int) else "float64"
     return InputSpec(name=name, dtype=dtype, shape=(), value=value)
+
+
+def tuple_arguments(specs: list[InputSpec]) -> list[TupleArgument]:
+    """The tuple arguments of a declared input list, by position, as the worker job carries them."""
+    return [
+        TupleArgument(position=i, items=list(spec.value))
+        for i, spec in enumerate(specs)
+        if isinstance(spec.value, tuple)
+    ]
 
 
 def _with_distribution(spec: InputSpec, dist: str, args: str, token: str, line: int | None) -> InputSpec:
@@ -314,6 +348,21 @@ def suggest_inputs_directive(kernel: KernelSource) -> str:
                 shape.append(sizes[dim])
         specs.append(f"{name}=float32[{','.join(str(d) for d in shape)}]")
     return "# accelopt: inputs " + " ".join(specs)
+
+
+def takes_no_arguments(kernel: KernelSource) -> bool:
+    """Whether the kernel's `def` has no parameters without defaults (`def k():`, as the
+    examples that make their data with nl.rand / nisa.iota are): it needs no declared inputs."""
+    try:
+        tree = parse_module(kernel.text)
+    except SyntaxError:
+        return False
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == kernel.name), None)
+    if fn is None:
+        return False
+    positional = [*fn.args.posonlyargs, *fn.args.args]
+    required_keywords = [a for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True) if d is None]
+    return len(positional) == len(fn.args.defaults) and not required_keywords
 
 
 def _kernel_signature(kernel: KernelSource) -> tuple[list[str], dict[str, list[str]]]:

@@ -103,9 +103,13 @@ def slice_module(text: str, entry: str | Iterable[str], siblings: Collection[str
     not parse (callers report it with its line)."""
     tree = parse_module(text)
     statements = tree.body
-    scopes = {(t.get_name(), t.get_lineno()): t for t in symtable.symtable(text, "<kernel>", "exec").get_children()}
+    scopes = {
+        (t.get_name(), t.get_lineno()): t for t in symtable.symtable(text, "<kernel>", "exec").get_children()
+    }
     lazy_annotations = any(
-        isinstance(n, ast.ImportFrom) and n.module == "__future__" and any(a.name == "annotations" for a in n.names)
+        isinstance(n, ast.ImportFrom)
+        and n.module == "__future__"
+        and any(a.name == "annotations" for a in n.names)
         for n in statements
     )
     facts = [_Statement.of(node, scopes, lazy_annotations) for node in statements]
@@ -131,13 +135,28 @@ def slice_module(text: str, entry: str | Iterable[str], siblings: Collection[str
             for i, node in enumerate(statements)
             if not keep[i] and not facts[i].docstring
         ],
-        functions=tuple(
-            n.name for n in statements if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-        ),
+        functions=tuple(_module_functions(statements)),
         sibling_imports=tuple(imports),
         sibling_names=names,
         bound_names=frozenset(name for fact, k in zip(facts, keep) if k for name in fact.binds),
     )
+
+
+def _module_functions(statements: list[ast.stmt]) -> list[str]:
+    """The functions a module defines at its top level, including inside top-level `if`, `try`
+    and `with` blocks (`if nki is not None:` around the kernels of a file that also runs
+    without NKI); not the functions nested in other functions or classes."""
+    names: list[str] = []
+    for node in statements:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.append(node.name)
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            blocks = [node.body, getattr(node, "orelse", [])]
+            if isinstance(node, ast.Try):
+                blocks += [node.finalbody, *(h.body for h in node.handlers)]
+            for block in blocks:
+                names.extend(_module_functions(block))
+    return names
 
 
 def spelled_module(node: ast.ImportFrom) -> str:
@@ -162,7 +181,11 @@ def _is_sibling_import(node: ast.stmt, siblings: Collection[str]) -> bool:
     if isinstance(node, ast.Import):
         return all(a.name in siblings for a in node.names)
     if isinstance(node, ast.ImportFrom):
-        return node.module is not None and spelled_module(node) in siblings and all(a.name != "*" for a in node.names)
+        return (
+            node.module is not None
+            and spelled_module(node) in siblings
+            and all(a.name != "*" for a in node.names)
+        )
     return False
 
 
@@ -216,10 +239,18 @@ class _Statement:
             return cls(frozenset(_bound_names(node)), frozenset(), _label(node), always=True)
         if _is_main_guard(node):
             return cls(frozenset(), frozenset(), 'the `if __name__ == "__main__":` block', host_only=True)
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+        if (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
             return cls(frozenset(), frozenset(), "docstring", docstring=True)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            return cls(frozenset({node.name}), frozenset(_definition_uses(node, scopes, lazy_annotations)), _label(node))
+            return cls(
+                frozenset({node.name}),
+                frozenset(_definition_uses(node, scopes, lazy_annotations)),
+                _label(node),
+            )
         loaded = frozenset(_loaded_names(node))
         if isinstance(node, ast.Expr):  # a top-level call (`main()`, `print(...)`): host code
             return cls(frozenset(), loaded, f"`{_one_line(node)}`")

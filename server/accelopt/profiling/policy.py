@@ -23,10 +23,13 @@ PolicyName = Literal["kernel", "reference"]
 # Top-level modules a kernel may import. `neuronxcc` and `nki` are the NKI names the emulator
 # aliases; `__future__` is a compiler directive, not a module load. The pure standard-library
 # helpers are what NKI 0.7 kernels use while they are traced (tile-size classes, loops over
-# `itertools.product`, cached helpers): none of them reaches files, processes or the network.
+# `itertools.product`, cached helpers; `operator.mul` folded over a shape, `collections.deque`
+# in a permutation helper): none of them reaches files, processes or the network.
 KERNEL_MODULES = frozenset(
     {"numpy", "math", "neuronxcc", "nki", "__future__"}
-    | {"typing", "itertools", "functools", "dataclasses", "enum"}
+    | {"typing", "itertools", "functools", "dataclasses", "enum", "operator", "collections"}
+    # the emulator's alias of torch-neuronx holds `nki_jit` alone (the first kernels' decorator)
+    | {"torch_neuronx"}
 )
 # A reference module is the user's own numpy code (never a model's); it may also use ml_dtypes.
 REFERENCE_MODULES = KERNEL_MODULES | frozenset({"ml_dtypes"})
@@ -166,6 +169,9 @@ ALLOWED_SPECIAL_METHODS = frozenset(
 )  # fmt: skip
 # ... and may call on `super()` (a dataclass or subclass delegating to its parent).
 SUPER_METHODS = frozenset({"__init__", "__post_init__", "__new__", "__repr__", "__eq__", "__hash__"})
+# Dunder methods a kernel may read off any object because calling them does only what the
+# allowed syntax already does (`seq.__getitem__` is `seq[i]`, as a key function for `sorted`).
+SYNTAX_DUNDERS = frozenset({"__getitem__"})
 
 
 @dataclass(frozen=True)
@@ -212,6 +218,10 @@ class _PolicyChecker(ast.NodeVisitor):
         # The instance parameter (`self`, `cls`) of each method being visited, innermost last;
         # None for a function that is not a method.
         self.instances: list[str | None] = []
+        # The parameter names of each function being visited, innermost last: a parameter named
+        # like a refused builtin (`def reduce(op, input, initial)`) is the caller's value there,
+        # not the builtin, so reading it is allowed.
+        self.parameters: list[frozenset[str]] = []
         self.class_depth = 0
 
     def _refuse(self, node: ast.AST, reason: str) -> None:
@@ -264,7 +274,7 @@ class _PolicyChecker(ast.NodeVisitor):
     # --- names and attributes -----------------------------------------------------------
 
     def visit_Name(self, node: ast.Name) -> None:
-        if node.id in DENIED_NAMES:
+        if node.id in DENIED_NAMES and not any(node.id in names for names in self.parameters):
             self._refuse(node, f"'{node.id}' is not allowed in sandboxed code")
         elif node.id.startswith("__") and not (
             self.policy == "reference" and node.id in REFERENCE_DUNDER_NAMES
@@ -287,7 +297,7 @@ class _PolicyChecker(ast.NodeVisitor):
     def _attribute_refusal(self, attr: str, base: ast.expr | None) -> str | None:
         """Why reading `attr` (of `base`, when known) is refused, or None."""
         if attr.startswith("__") and attr.endswith("__"):
-            if attr in SUPER_METHODS and _is_super_call(base):
+            if (attr in SUPER_METHODS and _is_super_call(base)) or attr in SYNTAX_DUNDERS:
                 return None
             return f"access to private or dunder attribute '.{attr}' is not allowed"
         if attr.startswith("_"):
@@ -338,12 +348,21 @@ class _PolicyChecker(ast.NodeVisitor):
                 instance = None
         if instance is not None and _rebinds(node, instance):
             instance = None
+        # defaults and decorators run in the enclosing scope, where the parameters are not bound yet
+        for outer in [*node.args.defaults, *node.args.kw_defaults, *node.decorator_list]:
+            if outer is not None:
+                self.visit(outer)
         self.instances.append(instance)
+        arguments = [*positional, *node.args.kwonlyargs, node.args.vararg, node.args.kwarg]
+        self.parameters.append(
+            frozenset(a.arg for a in arguments if a is not None and not a.arg.startswith("__"))
+        )
         directly, self._directly_in_class = self._directly_in_class, False
         try:
             self.generic_visit(node)
         finally:
             self.instances.pop()
+            self.parameters.pop()
             self._directly_in_class = directly
 
     _directly_in_class = False

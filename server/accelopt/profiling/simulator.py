@@ -54,7 +54,7 @@ from accelopt.profiling.backend import EvaluationOptions, assumed, resolved_hard
 from accelopt.profiling.compare import compare_outputs
 from accelopt.profiling.deadline import DeadlineExceeded, within
 from accelopt.profiling.evaluation import EvalStatus, Evaluation, KernelSource
-from accelopt.profiling.inputs import DirectiveError, find_grid, generate_inputs
+from accelopt.profiling.inputs import DirectiveError, find_grid, generate_inputs, tuple_arguments
 from accelopt.profiling.metrics import profile_trace
 from accelopt.profiling.module_slice import ModuleSlice
 from accelopt.profiling.plausibility import implausibility
@@ -231,13 +231,19 @@ class SimulatorBackend:
         except _Failed as failed:
             checked = SimulatedRun(failed.evaluation)
         if not checked.evaluation.ok:
-            checked.evaluation.notes.append(f"checked at the {split.check.size} size (it would be timed at {split.timed.size})")
+            checked.evaluation.notes.append(
+                f"checked at the {split.check.size} size (it would be timed at {split.timed.size})"
+            )
             return checked
         try:
-            timed = await self._evaluate(kernel, split.timed, options.model_copy(update={"check_correctness": False}))
+            timed = await self._evaluate(
+                kernel, split.timed, options.model_copy(update={"check_correctness": False})
+            )
         except _Failed as failed:
             timed = SimulatedRun(failed.evaluation)
-        evaluation = real_size.combined(split, checked.evaluation, checked.trace, timed.evaluation, timed.trace)
+        evaluation = real_size.combined(
+            split, checked.evaluation, checked.trace, timed.evaluation, timed.trace
+        )
         return SimulatedRun(evaluation, timed.trace, timed.timeline)
 
     async def _evaluate(self, kernel: KernelSource, task: Task, options: EvaluationOptions) -> SimulatedRun:
@@ -286,7 +292,7 @@ class SimulatorBackend:
         per_set = (cache.footprint() or 0) >= self._batch_bytes
         kernel_timeout_s = options.timeout_s * (len(input_sets) if per_set else 1)
         outcome, plan = await self._run_kernel(
-            _kernel_job(runnable, numerics=check, hardware=hardware, grid=task.grid),
+            _kernel_job(runnable, numerics=check, hardware=hardware, grid=task.grid, task=task),
             kernel_timeout_s,
             input_sets,
             plan,
@@ -335,7 +341,9 @@ class SimulatorBackend:
         if profile is not None and trace is not None:
             reason = implausibility(profile, trace)
             if reason is not None:
-                raise _Failed(Evaluation(status="rejected", message=f"implausible profile: {reason}", seeds=seeds))
+                raise _Failed(
+                    Evaluation(status="rejected", message=f"implausible profile: {reason}", seeds=seeds)
+                )
         message = "" if profile is not None else "the worker returned no instruction trace to time"
         evaluation = Evaluation(
             status="ok",
@@ -365,7 +373,11 @@ class SimulatorBackend:
     def _kernel_plan(self, cache: _TaskCache, numerics: bool) -> MemoryPlan:
         footprint = cache.footprint() if numerics else cache.input_bytes
         return kernel_plan(
-            self.sandbox.limits.memory_bytes, footprint, 1, workers=self._max_workers, big_bytes=self._batch_bytes
+            self.sandbox.limits.memory_bytes,
+            footprint,
+            1,
+            workers=self._max_workers,
+            big_bytes=self._batch_bytes,
         )
 
     async def _run_kernel(
@@ -434,7 +446,11 @@ class SimulatorBackend:
             structure: OutputStructure = "single" if rerun_run.single else "tuple"
             batch.append((rerun_run.outputs, structure, verification[1], verification[0]))
         pairs = await self._pairs(
-            task, [b[0] for b in batch], [b[1] for b in batch], [b[2] for b in batch], [b[3] for b in batch],
+            task,
+            [b[0] for b in batch],
+            [b[1] for b in batch],
+            [b[2] for b in batch],
+            [b[3] for b in batch],
             options.timeout_s,
         )
         if is_baseline_itself:
@@ -507,7 +523,9 @@ class SimulatorBackend:
             cache.verification_seed = seed
         return cache.verification_seed
 
-    async def _hidden_size_reference(self, task: Task, timeout_s: float, hardware: str = "trn1") -> _Hidden | None:
+    async def _hidden_size_reference(
+        self, task: Task, timeout_s: float, hardware: str = "trn1"
+    ) -> _Hidden | None:
         """Inputs and reference outputs at a size the reference module offers besides the
         task's, drawn secretly by this process (None if the module offers no other size small
         enough to check numerically; see `task.hidden_sizes`)."""
@@ -555,9 +573,13 @@ class SimulatorBackend:
                 # A reference worker stops once its arrays pass the batch budget: small tasks
                 # need one run for every seed, big ones one run per seed.
                 if task.kind == "reference":
-                    done = await self._run_reference_module(task, cache, missing, need_outputs, timeout_s, need_values)
+                    done = await self._run_reference_module(
+                        task, cache, missing, need_outputs, timeout_s, need_values
+                    )
                 else:
-                    await self._run_baseline(task, cache, missing, need_outputs, timeout_s, hardware, need_values)
+                    await self._run_baseline(
+                        task, cache, missing, need_outputs, timeout_s, hardware, need_values
+                    )
                     done = len(missing)
                 missing = missing[done:]
             found = {s: cache.seeds[s] for s in seeds}
@@ -656,7 +678,9 @@ class SimulatorBackend:
         assert task.baseline is not None
         plan = self._kernel_plan(cache, True)
         outcome, plan = await self._run_kernel(
-            _kernel_job(_runnable(task.baseline), numerics=True, hardware=hardware, grid=task.grid),
+            _kernel_job(
+                _runnable(task.baseline), numerics=True, hardware=hardware, grid=task.grid, task=task
+            ),
             timeout_s,
             [generated[s] for s in seeds],
             plan,
@@ -717,7 +741,9 @@ class SimulatorBackend:
             kernel_structures=structures,
             reference_outputs=ref_refs,
         )
-        result = await self._run(job, timeout_s, bundle=bundle, memory=reference_plan(self.sandbox.limits.memory_bytes))
+        result = await self._run(
+            job, timeout_s, bundle=bundle, memory=reference_plan(self.sandbox.limits.memory_bytes)
+        )
         failure = _outcome_failure(result, seeds, who="reference module's transform_nki_outputs")
         if failure is not None:
             if result.result is not None and result.result.failure is not None:
@@ -764,7 +790,9 @@ class SimulatorBackend:
     ) -> WorkerOutcome:
         """One sandboxed worker run, holding one of the backend's worker slots. `input_sets` are
         the kernel's inputs, one list per run (seed)."""
-        if job.numerics and any(isinstance(a, arrays.ShapeOnly) for inputs in input_sets or [] for a in inputs):
+        if job.numerics and any(
+            isinstance(a, arrays.ShapeOnly) for inputs in input_sets or [] for a in inputs
+        ):
             raise ValueError("a numeric run needs its inputs' values, not their shapes only")
         arrays_in = {
             f"s{i}_{j}": a for i, inputs in enumerate(input_sets or []) for j, a in enumerate(inputs)
@@ -802,7 +830,9 @@ class _Runnable:
 
 
 def _bindings(sliced: ModuleSlice) -> list[ModuleBinding]:
-    return [ModuleBinding(target=i.target, module=i.module, attribute=i.attribute) for i in sliced.sibling_imports]
+    return [
+        ModuleBinding(target=i.target, module=i.module, attribute=i.attribute) for i in sliced.sibling_imports
+    ]
 
 
 def _runnable(kernel: KernelSource) -> _Runnable:
@@ -824,15 +854,23 @@ def _runnable(kernel: KernelSource) -> _Runnable:
         try:
             violation = check_source(module.sliced.text, "kernel")
         except SyntaxError as exc:  # parsed once already: only a slice bug could get here
-            raise _Failed(Evaluation(status="syntax_error", message=f"{module.path}:{exc.lineno}: {exc.msg}")) from None
+            raise _Failed(
+                Evaluation(status="syntax_error", message=f"{module.path}:{exc.lineno}: {exc.msg}")
+            ) from None
         if violation is not None:
             raise _Failed(
                 Evaluation(
-                    status="rejected", message=f"sandbox policy: {module.path}:{violation.line}: {violation.reason}"
+                    status="rejected",
+                    message=f"sandbox policy: {module.path}:{violation.line}: {violation.reason}",
                 )
             )
         modules.append(
-            SiblingSource(name=module.name, path=module.path, source=module.sliced.text, bindings=_bindings(module.sliced))
+            SiblingSource(
+                name=module.name,
+                path=module.path,
+                source=module.sliced.text,
+                bindings=_bindings(module.sliced),
+            )
         )
     if not sliced.defines(kernel.name):
         where = kernel.path or _KERNEL_PLACEHOLDER_PATH
@@ -861,7 +899,9 @@ def _static_check(kernel: KernelSource) -> None:
         )
 
 
-def _kernel_job(runnable: _Runnable, *, numerics: bool, hardware: str, grid: str | None = None) -> WorkerJob:
+def _kernel_job(
+    runnable: _Runnable, *, numerics: bool, hardware: str, grid: str | None = None, task: Task | None = None
+) -> WorkerJob:
     """A kernel run in a worker; the kernel's own `# accelopt: grid` wins over the task's `grid`
     (read from the file as written: the slice that runs keeps no comments)."""
     kernel = runnable.kernel
@@ -881,6 +921,7 @@ def _kernel_job(runnable: _Runnable, *, numerics: bool, hardware: str, grid: str
         grid=grid,
         modules=runnable.modules,
         bindings=runnable.bindings,
+        tuple_arguments=tuple_arguments(task.inputs) if task is not None else [],
     )
 
 
@@ -939,7 +980,10 @@ def _outcome_failure(
 def _shapes_of(inputs: list[np.ndarray]) -> list[np.ndarray]:
     """What a trace-only run gets of its inputs: their shapes and dtypes (it reads no values),
     with 0-d inputs (scalars, which a kernel may branch on) as they are."""
-    return [a if a.ndim == 0 or isinstance(a, arrays.ShapeOnly) else arrays.shape_only(a.shape, a.dtype) for a in inputs]
+    return [
+        a if a.ndim == 0 or isinstance(a, arrays.ShapeOnly) else arrays.shape_only(a.shape, a.dtype)
+        for a in inputs
+    ]
 
 
 def _check_inputs_untouched(outcome: WorkerOutcome, inputs: list[list[np.ndarray]], seeds: list[int]) -> None:

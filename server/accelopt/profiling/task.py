@@ -33,6 +33,7 @@ from accelopt.profiling.inputs import (
     kernel_def_line,
     parse_input_specs,
     suggest_inputs_directive,
+    takes_no_arguments,
 )
 from accelopt.profiling.worker_protocol import SizeArgument
 
@@ -118,6 +119,15 @@ def _task_for_kernel(kernel: KernelSource, reference: str | None, size: Size) ->
         directive = find_directive(kernel.text, kernel.name)
     except DirectiveError as exc:
         raise TaskError(exc.message, kernel.path, exc.line) from None
+    if directive is None and takes_no_arguments(kernel):
+        # nothing to feed it: the kernel is its own oracle on no inputs
+        return Task(
+            name=kernel.name,
+            kind="baseline",
+            kernel_name=kernel.name,
+            size=size,
+            baseline=kernel.model_copy(),
+        )
     if directive is None:
         raise TaskError(
             "no way to get inputs for kernel "
@@ -221,7 +231,7 @@ def _size_argument(get_inputs: ast.FunctionDef, path: str) -> SizeArgument:
     required = len(positional) - len(args.defaults)
     if required > 1 or any(d is None for d in args.kw_defaults):
         raise TaskError(
-            "get_inputs must take no argument or only the size (e.g. `def get_inputs(size=\"full\")`)",
+            'get_inputs must take no argument or only the size (e.g. `def get_inputs(size="full")`)',
             path,
             get_inputs.lineno,
         )

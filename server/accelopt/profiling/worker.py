@@ -307,7 +307,9 @@ def _save_group(
 def _bound(bindings: list[dict[str, Any]], modules: dict[str, Any]) -> dict[str, Any]:
     """The names a module's sibling imports would have bound, from the modules already run."""
     return {
-        b["target"]: modules[b["module"]] if b["attribute"] is None else vars(modules[b["module"]])[b["attribute"]]
+        b["target"]: modules[b["module"]]
+        if b["attribute"] is None
+        else vars(modules[b["module"]])[b["attribute"]]
         for b in bindings
     }
 
@@ -333,13 +335,16 @@ def _run_kernel(
         modules[sibling["name"]] = runtime.load_module(
             sibling["source"], sibling["path"], _bound(sibling["bindings"], modules)
         )
-    fn = runtime.load_kernel(job["source"], name, job["source_path"], _bound(job.get("bindings", []), modules))
+    fn = runtime.load_kernel(
+        job["source"], name, job["source_path"], _bound(job.get("bindings", []), modules)
+    )
+    tuples = {t["position"]: tuple(t["items"]) for t in job.get("tuple_arguments", [])}
     trace = None
     for i, load_inputs in enumerate(runs_inputs):
         inputs = load_inputs()
         run = runtime.run_kernel(
             fn,
-            [_kernel_argument(a) for a in inputs],
+            [tuples[i] if i in tuples else _kernel_argument(a) for i, a in enumerate(inputs)],
             numerics=job["numerics"],
             kernel_name=name,
             source_path=job["source_path"],

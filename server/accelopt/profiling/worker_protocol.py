@@ -65,6 +65,13 @@ class ModuleBinding(BaseModel):
     attribute: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+class TupleArgument(BaseModel):
+    """A kernel argument that is a tuple of numbers, at `position` in the inputs."""
+
+    position: int = Field(ge=0)
+    items: list[bool | int | float]
+
+
 class SiblingSource(BaseModel):
     """A module beside the kernel file, as it runs (its slice), dependencies first."""
 
@@ -83,6 +90,9 @@ class WorkerJob(BaseModel):
     # kernel mode: the modules beside the kernel file it imports, and the names they bind in it
     modules: list[SiblingSource] = Field(default_factory=list)
     bindings: list[ModuleBinding] = Field(default_factory=list)
+    # kernel mode: tuple arguments (`# accelopt: inputs shape2D=(3,4)`): their inputs travel as
+    # 0-d placeholders, and the worker passes these items, as a tuple, in their place
+    tuple_arguments: list[TupleArgument] = Field(default_factory=list)
     numerics: bool = True
     # kernel mode: the hardware the run is for (nisa.get_nc_version) and the SPMD launch grid
     # (`# accelopt: grid ...` text, read by accelopt.nki.spmd.parse_grid; None: no grid)
@@ -136,7 +146,8 @@ class RunResult(BaseModel):
     structure: OutputStructure = "single"
     input_fingerprints: list[str] = Field(default_factory=list)
     output_arguments: bool = Field(
-        False, description="kernel mode: the kernel returned nothing; its outputs are the arguments it stored into"
+        False,
+        description="kernel mode: the kernel returned nothing; its outputs are the arguments it stored into",
     )
 
 
