@@ -3,7 +3,8 @@
 Prints, for each kernel, the simulated latency, the spill volume (saved / reloaded) and the
 engines' busy fractions under the current spill model and under the previous one (spill
 transfers held to program order, every save repeated, multi-buffering dropped for the whole
-kernel once anything overflows), so the effect of each `ModelOptions` spill switch shows:
+kernel once anything overflows) and with evictions making room for the arriving buffer only
+(`ModelOptions(spill_rotation=0)`, "no-room"), so the effect of each spill switch shows:
 
 - the Fused Mamba tutorial's v2 and v3 over its published seq_len sweep (general/nki/
   tutorials/fused_mamba, the table "mamba_v2 / mamba_v3 Measured Latency"; C = 4096, 16
@@ -37,7 +38,7 @@ from calibration import MAMBA_SWEEP  # a script beside this one: its folder is o
 
 HERE = Path(__file__).resolve().parent
 PREVIOUS = ModelOptions(multibuffer_fitting=False, prefetch_spills=False, save_once=False)
-MODELS = {"current": ModelOptions(), "previous": PREVIOUS}
+MODELS = {"current": ModelOptions(), "previous": PREVIOUS, "no-room": ModelOptions(spill_rotation=0)}
 
 
 def _trace(path: Path, kernel: str, inputs: list[np.ndarray]) -> Trace:

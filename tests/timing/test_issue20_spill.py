@@ -173,3 +173,18 @@ def test_the_tutorials_own_mamba_v2_starts_to_spill_where_the_hardware_does() ->
     assert spills("mamba_v2_du_per_state", 6144) == 0
     assert spills("mamba_v2_du_per_state", 7168) > 0
     assert spills("mamba_v2", 7168) == 0
+
+
+def test_spill_rotation_sets_how_much_room_an_eviction_makes() -> None:
+    """`ModelOptions.spill_rotation`: an eviction makes room for the arriving buffer and that
+    many more of its size (default `sbuf_buffers - 1`); with 0 the tutorial's own v2 source
+    spills less than with the default at seq_len 7168 (a third at C = 4096, the issue-20 note)."""
+    from .test_real_kernels import _calibration_trace, _mamba_inputs
+
+    trace, _ = _calibration_trace("mamba.py", "mamba_v2_du_per_state", _mamba_inputs(256, 7168))
+    default = profile_trace(trace)[1]
+    explicit = profile_trace(trace, options=ModelOptions(spill_rotation=2))[1]
+    no_room = profile_trace(trace, options=ModelOptions(spill_rotation=0))[1]
+    assert explicit.spill_save_bytes == default.spill_save_bytes
+    assert 0 < no_room.spill_save_bytes < default.spill_save_bytes
+    assert no_room.total_time < default.total_time
