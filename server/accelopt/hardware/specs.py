@@ -292,6 +292,13 @@ TRN2 = HardwareSpec(
     # the load sits at 21,000-21,500 ns) and ≈33 µs (A[128, 128]: trigger at 33,300 ns) after
     # the trace starts. *inferred*: that start is part of every profiled execution; we charge
     # the smaller figure. (Trainium1: no public trace gives it, so TRN1 charges none.)
+    # Not settled: the nrtpy tutorial ("Tutorial: Validate, benchmark, and trace a kernel with
+    # nrtpy", /en/latest/neuron-runtime/nrtpy/tutorial-validate-benchmark.html) shows a
+    # device-side benchmark ("measures only NeuronCore execution") of a [4, 3] fp16 add at a
+    # 3.2 µs mean (3.0 min): no such start in that measurement. The Fused Mamba tutorial (trn1)
+    # says "every NEFF execution involves certain start-up and tear-down overhead" without a
+    # figure. So the start belongs to profiler-trace totals (what Neuron Explorer's total_time
+    # reports), and probably not to a device-side benchmark; the model charges it always.
     kernel_start_s=21e-6,
 )
 
