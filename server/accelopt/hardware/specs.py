@@ -269,10 +269,11 @@ TRN2 = HardwareSpec(
     # same figure), against the ≈1.3 µs of a software-set-up transfer ([DMA-BW]).
     dma_fixed_latency_s=0.6e-6,
     # [DGE]: two hardware DGE instances per TRN2 NeuronCore, each instruction ≈600 ns on one of
-    # them: at most 2 DMA instructions start per 600 ns (timeline._Scheduler). *inferred*: the
-    # default `unknown` mode picks hwdge for the static copies our kernels make (the only mode
-    # [DGE] recommends "without GpSimd contention"); with `--disable-dge` (mode `none`) the
-    # descriptors are ready-made and the cap does not apply, a case the model does not yet tell.
+    # them: at most 2 DMA instructions start per 600 ns (timeline._Scheduler), when descriptors
+    # are generated on the device (ModelOptions.hardware_dge). Off by default: the product's
+    # hardware backend compiles with `--disable-dge` ([DGE] mode `none`, descriptors pre-computed
+    # on the host). Not settled: what fixed cost per transfer replaces the 600 ns in that mode
+    # ([DGE] says only "lowest per-transfer latency"); the model keeps `dma_fixed_latency_s`.
     dge_instances=2,
     dma_chunk_efficiency=_CHUNK_EFFICIENCY_DGE,
     dma_transpose_efficiency=0.1,  # nl.load_transpose2d (element-granular), as Trainium1

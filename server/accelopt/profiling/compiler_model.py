@@ -103,6 +103,13 @@ class ModelOptions:
     # compute instructions whose inputs are ready fill idle stretches their engine left earlier
     # (the compiler's scheduler reorders independent instructions; timeline._Slots)
     reorder_compute: bool = True
+    # DMA descriptors made on the device by the hardware generators (trn2/trn3, [DGE] in
+    # hardware/specs.py): each DMA instruction then holds one of `HardwareSpec.dge_instances`
+    # for its ≈600 ns. Off by default because the product's hardware backend compiles with
+    # `--disable-dge` (profiling/neuron.py COMPILE_OPTIONS; NKI_NOTES §8): descriptors are then
+    # pre-computed on the host ([DGE] mode `none`, "lowest per-transfer latency"), no generator
+    # caps the issue rate, and the simulator should time what that backend would measure.
+    hardware_dge: bool = False
 
 
 @dataclass(slots=True)

@@ -387,7 +387,8 @@ class _Scheduler:
         # the hardware descriptor generators ([DGE] in hardware/specs.py): each DMA instruction
         # holds one for `dma_fixed_latency_s` from its start, so a burst of small transfers is
         # issued at most `dge_instances` per that time; none where descriptors come ready-made
-        self.dge = [_Slots(0.0) for _ in range(hw.dge_instances)]
+        # (Trainium1, or `--disable-dge`: ModelOptions.hardware_dge off, the default)
+        self.dge = [_Slots(0.0) for _ in range(hw.dge_instances if options.hardware_dge else 0)]
         self.table: dict[int, _Accesses] = {}
         self.pending: list[tuple[_BoxMap, Box, list[Box]]] = []  # see _producers
         self.issue_front = 0.0  # latest start of a compute instruction placed so far
