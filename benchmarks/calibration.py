@@ -78,7 +78,9 @@ def _dma_inputs(row_bytes: int) -> Callable[[], list[np.ndarray]]:
 MAMBA_SWEEP = {
     1024: (4.4, 3.3),
     2048: (8.9, 6.6),
+    3072: (13.1, 10.1),
     4096: (17.6, 13.3),
+    5120: (23.7, 17.3),
     6144: (27.5, 19.6),
     7168: (41.3, 24.2),
     8192: (52.2, 27.8),
@@ -125,10 +127,22 @@ CASES = [
     # (general/nki/tutorials/fused_mamba: 92.16% for v1 with 4K channels, 99.63% for v2,
     # 58.93% for v2 at seq_len 8192 while it spills, 94.85% for v3)
     Case(
-        "mamba C4096 L512", "mamba.py", "mamba_v1", "v1", 2.34, _mamba_inputs(4096, 512), published_busy={"vector": 0.9216}
+        "mamba C4096 L512",
+        "mamba.py",
+        "mamba_v1",
+        "v1",
+        2.34,
+        _mamba_inputs(4096, 512),
+        published_busy={"vector": 0.9216},
     ),
     Case(
-        "mamba C4096 L512", "mamba.py", "mamba_v2", "v2", 1.61, _mamba_inputs(4096, 512), published_busy={"vector": 0.9963}
+        "mamba C4096 L512",
+        "mamba.py",
+        "mamba_v2",
+        "v2",
+        1.61,
+        _mamba_inputs(4096, 512),
+        published_busy={"vector": 0.9963},
     ),
     Case(
         "mamba C4096 L8192",
@@ -336,7 +350,9 @@ def dma_sweep(hardware: str) -> list[tuple[int, float]]:
 DMA_SINGLE_POINTS = ((4, 4096, 1, 1416.0, None), (128, 128, 16, 97.0, 468.0))
 
 
-def dma_single_transfers(hardware: str = "trn2") -> list[tuple[str, int, int, float, float, float | None, float | None]]:
+def dma_single_transfers(
+    hardware: str = "trn2",
+) -> list[tuple[str, int, int, float, float, float | None, float | None]]:
     """(shape, engines published, engines simulated, ns per engine published / simulated, ns
     of the whole load published / simulated) for the DMA overview's profiled loads."""
     path = KERNELS / "dma_single.py"
@@ -448,13 +464,27 @@ def main(argv: list[str] | None = None) -> int:
             if args.hardware and hardware != args.hardware:
                 continue
             dma_rows[hardware] = dma_sweep(hardware)
-            print(f"\nDMA stream on {hardware}: payload per partition -> simulated GB/s (share of the guide's peak)")
+            print(
+                f"\nDMA stream on {hardware}: payload per partition -> simulated GB/s (share of the guide's peak)"
+            )
             for payload, gbs in dma_rows[hardware]:
                 band = DMA_BANDS.get(payload, "saturates")
-                print(f"  {payload:5d} B  {gbs:7.1f} GB/s  {gbs * 1e9 / DMA_PEAK[hardware]:5.2f}  guide: {band}")
+                print(
+                    f"  {payload:5d} B  {gbs:7.1f} GB/s  {gbs * 1e9 / DMA_PEAK[hardware]:5.2f}  guide: {band}"
+                )
     if (not args.only or "dma" in args.only) and args.hardware in (None, "trn2"):
-        print("\nDMA overview's profiled loads on trn2 (engines busy, ns per engine, ns per load; published / simulated):")
-        for shape, engines, sim_engines, engine_ns, sim_engine_ns, load_ns, sim_load_ns in dma_single_transfers():
+        print(
+            "\nDMA overview's profiled loads on trn2 (engines busy, ns per engine, ns per load; published / simulated):"
+        )
+        for (
+            shape,
+            engines,
+            sim_engines,
+            engine_ns,
+            sim_engine_ns,
+            load_ns,
+            sim_load_ns,
+        ) in dma_single_transfers():
             whole = f"  load {load_ns:6.0f} / {sim_load_ns:6.0f} ns" if load_ns is not None else ""
             print(
                 f"  {shape:14s} engines {engines:2d} / {sim_engines:2d}  per engine {engine_ns:6.0f} /"
@@ -475,8 +505,16 @@ def main(argv: list[str] | None = None) -> int:
             for engine, published in r.published_busy.items()
         ]
         if errors or busy:
-            latency = f"median |error| {statistics.median(errors):.1%} over {len(errors)} latencies" if errors else ""
-            engines = f"median busy error {100 * statistics.median(busy):.0f} points over {len(busy)}" if busy else ""
+            latency = (
+                f"median |error| {statistics.median(errors):.1%} over {len(errors)} latencies"
+                if errors
+                else ""
+            )
+            engines = (
+                f"median busy error {100 * statistics.median(busy):.0f} points over {len(busy)}"
+                if busy
+                else ""
+            )
             print(f"\n{hardware}: " + "; ".join(part for part in (latency, engines) if part))
     print(
         f"\norderings right: {orderings}; worst ratio error {worst_ratio:.1%} (target 25%);"

@@ -3,12 +3,15 @@
 Prints, for each kernel, the simulated latency, the spill volume (saved / reloaded) and the
 engines' busy fractions under the current spill model and under the previous one (spill
 transfers held to program order, every save repeated, multi-buffering dropped for the whole
-kernel once anything overflows), so the effect of each `ModelOptions` spill switch shows:
+kernel once anything overflows) and with evictions making room for the arriving buffer only
+(`ModelOptions(spill_rotation=0)`, "no-room"), so the effect of each spill switch shows:
 
 - the Fused Mamba tutorial's v2 and v3 over its published seq_len sweep (general/nki/
   tutorials/fused_mamba, the table "mamba_v2 / mamba_v3 Measured Latency"; C = 4096, 16
   states), simulated against the published latency: v2 starts to spill on hardware between
-  seq_len 6144 and 7168;
+  seq_len 6144 and 7168. v2 twice: with delta*u computed once per channel tile (`mamba_v2`,
+  the calibration kernel) and recomputed in every state iteration as the tutorial's own source
+  does (`mamba_v2_du_per_state`): only the second spills where the hardware starts to;
 - our batched matmul followed by a softmax whose score blocks exceed SBUF
   (benchmarks/spill_kernels/, legacy and NKI 0.7, at the NKIBench bmm_softmax shape B16 K64
   M4096 N4096, fp32), with no published figure: its whole DMA traffic divided by the DMA's
@@ -35,13 +38,14 @@ from calibration import MAMBA_SWEEP  # a script beside this one: its folder is o
 
 HERE = Path(__file__).resolve().parent
 PREVIOUS = ModelOptions(multibuffer_fitting=False, prefetch_spills=False, save_once=False)
-MODELS = {"current": ModelOptions(), "previous": PREVIOUS}
-
+MODELS = {"current": ModelOptions(), "previous": PREVIOUS, "no-room": ModelOptions(spill_rotation=0)}
 
 
 def _trace(path: Path, kernel: str, inputs: list[np.ndarray]) -> Trace:
     text = path.read_text()
-    return run_kernel(load_kernel(text, kernel, str(path)), inputs, numerics=False, source_path=str(path)).trace
+    return run_kernel(
+        load_kernel(text, kernel, str(path)), inputs, numerics=False, source_path=str(path)
+    ).trace
 
 
 def _row(label: str, trace: Trace, hardware: str, published_ms: float | None = None) -> None:
@@ -49,11 +53,14 @@ def _row(label: str, trace: Trace, hardware: str, published_ms: float | None = N
         started = time.perf_counter()
         profile, timeline = profile_trace(trace, hardware, options=options)
         busy = " ".join(
-            f"{engine[:3]} {seconds / timeline.total_time:.2f}" for engine, seconds in timeline.engine_busy.items()
+            f"{engine[:3]} {seconds / timeline.total_time:.2f}"
+            for engine, seconds in timeline.engine_busy.items()
         )
         versus = ""
         if published_ms is not None:
-            versus = f"  pub {published_ms:7.2f} ms  err {100 * (profile.latency_ms / published_ms - 1):+6.1f}%"
+            versus = (
+                f"  pub {published_ms:7.2f} ms  err {100 * (profile.latency_ms / published_ms - 1):+6.1f}%"
+            )
         print(
             f"{hardware} {label:28s} {name:9s} sim {profile.latency_ms:8.3f} ms{versus}"
             f"  spill {timeline.spill_save_bytes / 2**20:6.0f} / {timeline.spill_reload_bytes / 2**20:6.0f} MiB"
@@ -68,13 +75,18 @@ def mamba() -> None:
         inputs = [np.zeros((4096, seq), f), np.zeros((4096, seq), f), np.zeros((4096, 16), f)]
         inputs += [np.zeros((16, seq), f), np.zeros((16, seq), f)]
         _row(f"mamba v2 L{seq}", _trace(path, "mamba_v2", inputs), "trn1", v2_ms)
+        # the tutorial's own v2 source recomputes delta*u per state: one live tile more
+        _row(f"mamba v2 du/state L{seq}", _trace(path, "mamba_v2_du_per_state", inputs), "trn1", v2_ms)
         if seq >= 6144:
             _row(f"mamba v3 L{seq}", _trace(path, "mamba_v3", inputs), "trn1", v3_ms)
 
 
 def bmm() -> None:
     inputs = [np.zeros((16, 64, 4096), np.float32), np.zeros((16, 64, 4096), np.float32)]
-    kernels = [("bmm_softmax_spill.py", "bmm_softmax_spill"), ("bmm_softmax_spill_nki07.py", "bmm_softmax_spill07")]
+    kernels = [
+        ("bmm_softmax_spill.py", "bmm_softmax_spill"),
+        ("bmm_softmax_spill_nki07.py", "bmm_softmax_spill07"),
+    ]
     for file, kernel in kernels:
         trace = _trace(HERE / "spill_kernels" / file, kernel, inputs)
         for hardware in ("trn1", "trn2"):
@@ -87,7 +99,9 @@ def bmm() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--only", choices=["mamba", "bmm"])
     args = parser.parse_args()
     if args.only in (None, "mamba"):

@@ -63,6 +63,37 @@ def mamba_v2(delta, u, A, B, C):
 
 
 @nki.jit
+def mamba_v2_du_per_state(delta, u, A, B, C):
+    """v2 as the tutorial's own source writes it (nki-samples, fused_mamba/mamba_nki_kernels.py):
+    delta*u is recomputed in every state iteration, so u stays live across the whole state loop
+    (one [128, seq] tile more than `mamba_v2`, and one more tensor_tensor per state). Whether the
+    compiler hoists that loop-invariant multiply is not public, and the published figures
+    disagree: the spill onset (7168, not 6144) fits this version, the 1.61 ms at seq_len 512
+    (Vector 99.63%: about 7 N Vector cycles per state) fits `mamba_v2` (this one: +34%).
+    benchmarks/spill_study.py prints both."""
+    channels, seq = delta.shape
+    states = A.shape[1]
+    out = nl.ndarray((channels, seq), dtype=delta.dtype, buffer=nl.shared_hbm)
+    for ct in nl.affine_range(channels // P):
+        c0 = ct * P
+        acc = nl.zeros((P, seq), dtype=nl.float32)
+        d = nl.load(delta[c0 : c0 + P, 0:seq])
+        x = nl.load(u[c0 : c0 + P, 0:seq])
+        for s in nl.affine_range(states):
+            a = nl.load(A[c0 : c0 + P, s : s + 1])
+            decay = nisa.activation(op=nl.exp, data=d, scale=a)
+            b_row = nl.load(B[s : s + 1, 0:seq])
+            du = nisa.tensor_tensor(d, x, op=nl.multiply)
+            drive = nisa.tensor_tensor(du, b_row.broadcast_to((P, seq)), op=nl.multiply)
+            h = nisa.tensor_tensor_scan(decay, drive, initial=0.0, op0=np.multiply, op1=np.add)
+            c_row = nl.load(C[s : s + 1, 0:seq])
+            y = nisa.tensor_tensor(h, c_row.broadcast_to((P, seq)), op=nl.multiply)
+            acc += y
+        nl.store(out[c0 : c0 + P, 0:seq], value=acc)
+    return out
+
+
+@nki.jit
 def mamba_v3(delta, u, A, B, C):
     """v3: v2 with the sequence tiled by 512 (a sequential loop carrying each state's last h),
     so the working set stays small."""

@@ -29,6 +29,11 @@ Documents cited below (AWS Neuron SDK documentation, awsdocs-neuron.readthedocs-
 - [TRN-ARCH] "Trainium/Inferentia2 Architecture Guide for NKI", "Tensor Engine" (pipelined
   MultiplyMoving, background and fast LoadStationary), /en/latest/nki/guides/architecture/trainium_inferentia2_arch.html
 - [DMA-OV] "Introduction to Direct Memory Access (DMA) with NKI", /en/latest/nki/about/nki-dma-overview.html
+- [DGE] "Descriptor Generation Engine (DGE) Reference", /en/latest/nki/deep-dives/nki-dge.html: the
+  modes `none` (descriptors pre-computed on the host and stored in HBM, "lowest per-transfer
+  latency"), `swdge` (GpSimd makes them at run time), `hwdge` ("Each TRN2 NeuronCore has two DGE
+  instances"; "Each hardware-DGE DMA instruction takes approximately 600 ns to execute"; NeuronCore-v3
+  on) and `unknown` (the default: the compiler chooses)
 
 Trainium3 (`TRN3`) is data from those specs only: nothing about it was measured, and every
 figure the product shows for it says "from specs, not calibrated" (`calibrated` below).
@@ -111,6 +116,9 @@ class HardwareSpec:
     # Time from the start of a kernel's execution on the device to its first instruction, which
     # the profiler's total_time includes (see TRN2 below); 0 where nothing public gives it.
     kernel_start_s: float = 0.0
+    # Hardware descriptor generators (DGE) per NeuronCore; each DMA instruction holds one for
+    # `dma_fixed_latency_s` ([DGE]). 0: descriptors are made before the kernel runs (Trainium1).
+    dge_instances: int = 0
     # Whether the numbers were checked against measurements; False = "from specs, not calibrated".
     calibrated: bool = True
 
@@ -188,7 +196,14 @@ TRN1 = HardwareSpec(
     # §3; [DMA-OV]: "each DMA engine is typically responsible for moving data for eight SBUF
     # partitions", and its profiled A[4, 4096] load keeps a single engine busy
     partitions_per_dma_engine=8,
-    dma_engine_bytes_per_s=17e9,  # §3: ≈17 B/ns per engine
+    # §3; [DMA-BW]'s table: 17 B/ns per engine (272 GB/s over 16) is what "large contiguous
+    # payloads (≥4 KiB per partition) ... allow each engine to sustain". [DMA-OV] gives 27.2 GB/s
+    # per engine, but as the *theoretical* bandwidth and the same for NeuronCore-v2 and -v3, where
+    # [DMA-BW] sustains 17 and 23 B/ns: a link rate, not a streaming rate. The sustained figure is
+    # the one the model needs, and it agrees with the counters of real trn1 kernels (NKI_NOTES §3,
+    # §7: large transfers and DMA-bound kernels sustain 225-295 GB/s; 16 x 27.2 = 435 GB/s would
+    # also exceed the core's 410 GB/s HBM share). Decided on what each document measures.
+    dma_engine_bytes_per_s=17e9,
     hbm_bytes_per_s=410e9,  # §3: 820 GB/s per chip shared by 2 cores
     dma_fixed_latency_s=_DMA_FIXED_LATENCY_S,  # [DMA-BW]; NKI_NOTES §4: ≈1–1.5 µs
     dma_chunk_efficiency=_CHUNK_EFFICIENCY,
@@ -250,9 +265,16 @@ TRN2 = HardwareSpec(
     dma_engine_bytes_per_s=23e9,  # §3; [DMA-BW]: 23 B/ns per engine, 368 GB/s aggregate
     hbm_bytes_per_s=2.9e12 / 8,  # §3: 2.9 TB/s per chip shared by 8 cores
     # [TRN2-ARCH] "Descriptor Generation Engine": "Each DGE-based DMA instruction takes about
-    # 600 ns to execute on NeuronCore-v3" (descriptors made on demand by hardware), against the
-    # ≈1.3 µs of a software-set-up transfer ([DMA-BW]).
+    # 600 ns to execute on NeuronCore-v3" (descriptors made on demand by hardware; [DGE] gives the
+    # same figure), against the ≈1.3 µs of a software-set-up transfer ([DMA-BW]).
     dma_fixed_latency_s=0.6e-6,
+    # [DGE]: two hardware DGE instances per TRN2 NeuronCore, each instruction ≈600 ns on one of
+    # them: at most 2 DMA instructions start per 600 ns (timeline._Scheduler), when descriptors
+    # are generated on the device (ModelOptions.hardware_dge). Off by default: the product's
+    # hardware backend compiles with `--disable-dge` ([DGE] mode `none`, descriptors pre-computed
+    # on the host). Not settled: what fixed cost per transfer replaces the 600 ns in that mode
+    # ([DGE] says only "lowest per-transfer latency"); the model keeps `dma_fixed_latency_s`.
+    dge_instances=2,
     dma_chunk_efficiency=_CHUNK_EFFICIENCY_DGE,
     dma_transpose_efficiency=0.1,  # nl.load_transpose2d (element-granular), as Trainium1
     # [TRN2-ARCH] "DMA Transpose": HBM->SBUF transpose reaches up to 90% of a copy's throughput.
@@ -271,6 +293,13 @@ TRN2 = HardwareSpec(
     # the load sits at 21,000-21,500 ns) and ≈33 µs (A[128, 128]: trigger at 33,300 ns) after
     # the trace starts. *inferred*: that start is part of every profiled execution; we charge
     # the smaller figure. (Trainium1: no public trace gives it, so TRN1 charges none.)
+    # Not settled: the nrtpy tutorial ("Tutorial: Validate, benchmark, and trace a kernel with
+    # nrtpy", /en/latest/neuron-runtime/nrtpy/tutorial-validate-benchmark.html) shows a
+    # device-side benchmark ("measures only NeuronCore execution") of a [4, 3] fp16 add at a
+    # 3.2 µs mean (3.0 min): no such start in that measurement. The Fused Mamba tutorial (trn1)
+    # says "every NEFF execution involves certain start-up and tear-down overhead" without a
+    # figure. So the start belongs to profiler-trace totals (what Neuron Explorer's total_time
+    # reports), and probably not to a device-side benchmark; the model charges it always.
     kernel_start_s=21e-6,
 )
 
@@ -307,6 +336,7 @@ TRN3 = HardwareSpec(
     dma_engine_bytes_per_s=33e9,  # [DMA-BW]: 33 B/ns per engine, 528 GB/s aggregate
     hbm_bytes_per_s=4.7e12 / 8,  # [TRN3-ARCH]: 4.7 TB/s per chip, 8 NeuronCores
     dma_fixed_latency_s=0.6e-6,  # *inferred*: hardware descriptor generation as NeuronCore-v3
+    dge_instances=2,  # *inferred*: [DGE]'s two instances per NeuronCore-v3 core are kept
     dma_chunk_efficiency=_CHUNK_EFFICIENCY_DGE,
     dma_transpose_efficiency=0.1,
     dma_hw_transpose_efficiency=0.9,  # *inferred*: as NeuronCore-v3

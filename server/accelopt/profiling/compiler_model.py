@@ -88,6 +88,11 @@ class ModelOptions:
     # are placed like any DMA, as early as their data and landing space allow, instead of in
     # program order (see `_SpillPlanner`)
     prefetch_spills: bool = True
+    # With prefetch_spills: how many more arrivals of its size an eviction makes room for
+    # (None: `sbuf_buffers - 1`, the default). benchmarks/spill_study.py prints 0 beside it: on
+    # the Fused Mamba tutorial's own v2 source the default makes room the hardware does not
+    # seem to (3x the spill traffic, +41% at seq_len 8192, where 0 is +10%; issue-20 note).
+    spill_rotation: int | None = None
     # A buffer whose spill copy is current is evicted without saving it again, as register
     # allocators do. Off by default: every public spilling point is closer with each eviction
     # saving (Fused Mamba v2 at seq_len 8192: +4% against -9% of 53.33 ms, Vector 0.56 against
@@ -98,6 +103,13 @@ class ModelOptions:
     # compute instructions whose inputs are ready fill idle stretches their engine left earlier
     # (the compiler's scheduler reorders independent instructions; timeline._Slots)
     reorder_compute: bool = True
+    # DMA descriptors made on the device by the hardware generators (trn2/trn3, [DGE] in
+    # hardware/specs.py): each DMA instruction then holds one of `HardwareSpec.dge_instances`
+    # for its ≈600 ns. Off by default because the product's hardware backend compiles with
+    # `--disable-dge` (profiling/neuron.py COMPILE_OPTIONS; NKI_NOTES §8): descriptors are then
+    # pre-computed on the host ([DGE] mode `none`, "lowest per-transfer latency"), no generator
+    # caps the issue rate, and the simulator should time what that backend would measure.
+    hardware_dge: bool = False
 
 
 @dataclass(slots=True)
@@ -410,9 +422,7 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
                     # group takes the zero-fill's place (its "start accumulation" flag);
                     # overwriting (NKI 0.7's default accumulate=None after a memset, or
                     # accumulate=False), it makes the zero-fill dead wherever it covers it.
-                    consumed = tensor_write and (
-                        rec.accumulate or _contains(box, zero_box[(pending, lid)])
-                    )
+                    consumed = tensor_write and (rec.accumulate or _contains(box, zero_box[(pending, lid)]))
                     if consumed:
                         left.discard(lid)
                         if not left and pending not in kept_zeroing:
@@ -451,7 +461,9 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
                 lb.accesses.append(idx)
             lb.last = idx
 
-    slot_of = _assign_slots(logical, options.buffer_reuse, hw, options.sbuf_buffers, options.multibuffer_fitting)
+    slot_of = _assign_slots(
+        logical, options.buffer_reuse, hw, options.sbuf_buffers, options.multibuffer_fitting
+    )
     physical = _Interner()
     phys_of = [
         physical(("hbm", lid))
@@ -588,7 +600,11 @@ def _buffer_multipliers(
 
 
 def _assign_slots(
-    logical: list[_Logical], reuse: bool, hw: HardwareSpec, sbuf_buffers: int, multibuffer_fitting: bool = True
+    logical: list[_Logical],
+    reuse: bool,
+    hw: HardwareSpec,
+    sbuf_buffers: int,
+    multibuffer_fitting: bool = True,
 ) -> list[int]:
     """Physical buffer of every logical buffer: a FIFO pool per allocation site.
 
@@ -687,7 +703,8 @@ class _SpillPlanner:
         self.phys = phys
         self.physical = physical
         self.prefetch = options.prefetch_spills
-        self.rotation = max(0, options.sbuf_buffers - 1) if options.prefetch_spills else 0
+        rotation = options.sbuf_buffers - 1 if options.spill_rotation is None else options.spill_rotation
+        self.rotation = max(0, rotation) if options.prefetch_spills else 0
         self.save_once = options.save_once
         # keyed by the memory's name: str hashes are cached, enum hashes run Python code
         self.resident: dict[str, dict[int, int]] = {"sbuf": {}, "psum": {}, "hbm": {}}
@@ -755,7 +772,11 @@ class _SpillPlanner:
         return PlannedOp(-1, kind, [spill_slot], [home], nbytes, lb.partitions, cause)
 
     def before(
-        self, idx: int, reads: list[tuple[int, Box]], writes: list[tuple[int, Box]], extra_writes: list[Access]
+        self,
+        idx: int,
+        reads: list[tuple[int, Box]],
+        writes: list[tuple[int, Box]],
+        extra_writes: list[Access],
     ) -> list[PlannedOp]:
         ops: list[PlannedOp] = []
         logical = self.logical

@@ -349,6 +349,7 @@ def _contains(outer: Box, inner: Box) -> bool:
 # A sequential loop's instance: its id and the frames of the loops around it.
 LoopInstance = tuple[int, tuple[LoopFrame, ...]]
 
+
 def _union_length(intervals: list[tuple[float, float]]) -> float:
     total = 0.0
     current: tuple[float, float] | None = None  # the union's run being extended
@@ -383,6 +384,11 @@ class _Scheduler:
         self.queues = [shared] * hw.dma_engines  # copy-on-write, see _share_groups
         self.sharers: dict[int, set[int]] = {id(shared): set(range(hw.dma_engines))}
         self.keep = [shared]  # every list ever made stays alive, so ids stay unique
+        # the hardware descriptor generators ([DGE] in hardware/specs.py): each DMA instruction
+        # holds one for `dma_fixed_latency_s` from its start, so a burst of small transfers is
+        # issued at most `dge_instances` per that time; none where descriptors come ready-made
+        # (Trainium1, or `--disable-dge`: ModelOptions.hardware_dge off, the default)
+        self.dge = [_Slots(0.0) for _ in range(hw.dge_instances if options.hardware_dge else 0)]
         self.table: dict[int, _Accesses] = {}
         self.pending: list[tuple[_BoxMap, Box, list[Box]]] = []  # see _producers
         self.issue_front = 0.0  # latest start of a compute instruction placed so far
@@ -552,6 +558,8 @@ class _Scheduler:
             work = self._lower_dma(rec)
             line = rec.line
             self._count_on_chip(rec)
+        if self.dge:
+            ready = self._generate_descriptors(ready)
         pieces = []
         start = float("inf")
         finish = ready
@@ -573,6 +581,16 @@ class _Scheduler:
         self.counters["dma"] += 1
         self._record(op, end, _DMA, op_id)
         self.ops.append(ScheduledOp(op.record, op.kind, _DMA, start, end, busy, line, tuple(pieces)))
+
+    def _generate_descriptors(self, ready: float) -> float:
+        """Hold the descriptor generator free soonest from `ready` on for one instruction's
+        generation time; the transfer starts when it starts generating (descriptors stream to
+        the engines as they are made), and its fixed latency stays in `DmaWork.latency_s`."""
+        duration = self.hw.dma_fixed_latency_s
+        unit = min(self.dge, key=lambda slots: slots.fit(ready, duration))
+        start = unit.fit(ready, duration)
+        unit.occupy(start, start + duration)
+        return start
 
     def _share_groups(
         self, pieces: tuple[tuple[int, float], ...]
@@ -679,7 +697,9 @@ class _Scheduler:
                 lanes.append("psum")
         return lanes
 
-    def _fit(self, engine: str, ready: float, duration: float, touches_sbuf: bool, touches_psum: bool) -> float:
+    def _fit(
+        self, engine: str, ready: float, duration: float, touches_sbuf: bool, touches_psum: bool
+    ) -> float:
         """Earliest start at or after `ready` at which the engine and its shared ports are all
         free for `duration`."""
         lanes = [self.slots[lane] for lane in self._lanes(engine, touches_sbuf, touches_psum)]
