@@ -231,14 +231,38 @@ class SimulatorBackend:
         except _Failed as failed:
             checked = SimulatedRun(failed.evaluation)
         if not checked.evaluation.ok:
-            checked.evaluation.notes.append(f"checked at the {split.check.size} size (it would be timed at {split.timed.size})")
+            checked.evaluation.notes.append(
+                f"checked at the {split.check.size} size (it would be timed at {split.timed.size})"
+            )
             return checked
-        try:
-            timed = await self._evaluate(kernel, split.timed, options.model_copy(update={"check_correctness": False}))
-        except _Failed as failed:
-            timed = SimulatedRun(failed.evaluation)
-        evaluation = real_size.combined(split, checked.evaluation, checked.trace, timed.evaluation, timed.trace)
+        trace_only = options.model_copy(update={"check_correctness": False})
+        # The timing run and its mirror at the check size (the same kind of run, in its own worker)
+        # side by side: the mirror's trace must be the verified one (real_size.py, 3.).
+        # (With one worker slot they queue anyway: one after the other, and no waiting on the slot.)
+        timing = self._evaluate_or_failure(kernel, split.timed, trace_only)
+        mirroring = self._evaluate_or_failure(kernel, split.check, trace_only)
+        if self._max_workers > 1:
+            timed, mirror = await asyncio.gather(timing, mirroring)
+        else:
+            timed, mirror = await timing, await mirroring
+        evaluation = real_size.combined(
+            split,
+            checked.evaluation,
+            checked.trace,
+            timed.evaluation,
+            timed.trace,
+            mirror.evaluation,
+            mirror.trace,
+        )
         return SimulatedRun(evaluation, timed.trace, timed.timeline)
+
+    async def _evaluate_or_failure(
+        self, kernel: KernelSource, task: Task, options: EvaluationOptions
+    ) -> SimulatedRun:
+        try:
+            return await self._evaluate(kernel, task, options)
+        except _Failed as failed:
+            return SimulatedRun(failed.evaluation)
 
     async def _evaluate(self, kernel: KernelSource, task: Task, options: EvaluationOptions) -> SimulatedRun:
         runnable = _runnable(kernel)
@@ -335,7 +359,9 @@ class SimulatorBackend:
         if profile is not None and trace is not None:
             reason = implausibility(profile, trace)
             if reason is not None:
-                raise _Failed(Evaluation(status="rejected", message=f"implausible profile: {reason}", seeds=seeds))
+                raise _Failed(
+                    Evaluation(status="rejected", message=f"implausible profile: {reason}", seeds=seeds)
+                )
         message = "" if profile is not None else "the worker returned no instruction trace to time"
         evaluation = Evaluation(
             status="ok",
@@ -365,7 +391,11 @@ class SimulatorBackend:
     def _kernel_plan(self, cache: _TaskCache, numerics: bool) -> MemoryPlan:
         footprint = cache.footprint() if numerics else cache.input_bytes
         return kernel_plan(
-            self.sandbox.limits.memory_bytes, footprint, 1, workers=self._max_workers, big_bytes=self._batch_bytes
+            self.sandbox.limits.memory_bytes,
+            footprint,
+            1,
+            workers=self._max_workers,
+            big_bytes=self._batch_bytes,
         )
 
     async def _run_kernel(
@@ -434,7 +464,11 @@ class SimulatorBackend:
             structure: OutputStructure = "single" if rerun_run.single else "tuple"
             batch.append((rerun_run.outputs, structure, verification[1], verification[0]))
         pairs = await self._pairs(
-            task, [b[0] for b in batch], [b[1] for b in batch], [b[2] for b in batch], [b[3] for b in batch],
+            task,
+            [b[0] for b in batch],
+            [b[1] for b in batch],
+            [b[2] for b in batch],
+            [b[3] for b in batch],
             options.timeout_s,
         )
         if is_baseline_itself:
@@ -507,7 +541,9 @@ class SimulatorBackend:
             cache.verification_seed = seed
         return cache.verification_seed
 
-    async def _hidden_size_reference(self, task: Task, timeout_s: float, hardware: str = "trn1") -> _Hidden | None:
+    async def _hidden_size_reference(
+        self, task: Task, timeout_s: float, hardware: str = "trn1"
+    ) -> _Hidden | None:
         """Inputs and reference outputs at a size the reference module offers besides the
         task's, drawn secretly by this process (None if the module offers no other size small
         enough to check numerically; see `task.hidden_sizes`)."""
@@ -555,9 +591,13 @@ class SimulatorBackend:
                 # A reference worker stops once its arrays pass the batch budget: small tasks
                 # need one run for every seed, big ones one run per seed.
                 if task.kind == "reference":
-                    done = await self._run_reference_module(task, cache, missing, need_outputs, timeout_s, need_values)
+                    done = await self._run_reference_module(
+                        task, cache, missing, need_outputs, timeout_s, need_values
+                    )
                 else:
-                    await self._run_baseline(task, cache, missing, need_outputs, timeout_s, hardware, need_values)
+                    await self._run_baseline(
+                        task, cache, missing, need_outputs, timeout_s, hardware, need_values
+                    )
                     done = len(missing)
                 missing = missing[done:]
             found = {s: cache.seeds[s] for s in seeds}
@@ -717,7 +757,9 @@ class SimulatorBackend:
             kernel_structures=structures,
             reference_outputs=ref_refs,
         )
-        result = await self._run(job, timeout_s, bundle=bundle, memory=reference_plan(self.sandbox.limits.memory_bytes))
+        result = await self._run(
+            job, timeout_s, bundle=bundle, memory=reference_plan(self.sandbox.limits.memory_bytes)
+        )
         failure = _outcome_failure(result, seeds, who="reference module's transform_nki_outputs")
         if failure is not None:
             if result.result is not None and result.result.failure is not None:
@@ -764,7 +806,9 @@ class SimulatorBackend:
     ) -> WorkerOutcome:
         """One sandboxed worker run, holding one of the backend's worker slots. `input_sets` are
         the kernel's inputs, one list per run (seed)."""
-        if job.numerics and any(isinstance(a, arrays.ShapeOnly) for inputs in input_sets or [] for a in inputs):
+        if job.numerics and any(
+            isinstance(a, arrays.ShapeOnly) for inputs in input_sets or [] for a in inputs
+        ):
             raise ValueError("a numeric run needs its inputs' values, not their shapes only")
         arrays_in = {
             f"s{i}_{j}": a for i, inputs in enumerate(input_sets or []) for j, a in enumerate(inputs)
@@ -802,7 +846,9 @@ class _Runnable:
 
 
 def _bindings(sliced: ModuleSlice) -> list[ModuleBinding]:
-    return [ModuleBinding(target=i.target, module=i.module, attribute=i.attribute) for i in sliced.sibling_imports]
+    return [
+        ModuleBinding(target=i.target, module=i.module, attribute=i.attribute) for i in sliced.sibling_imports
+    ]
 
 
 def _runnable(kernel: KernelSource) -> _Runnable:
@@ -824,15 +870,23 @@ def _runnable(kernel: KernelSource) -> _Runnable:
         try:
             violation = check_source(module.sliced.text, "kernel")
         except SyntaxError as exc:  # parsed once already: only a slice bug could get here
-            raise _Failed(Evaluation(status="syntax_error", message=f"{module.path}:{exc.lineno}: {exc.msg}")) from None
+            raise _Failed(
+                Evaluation(status="syntax_error", message=f"{module.path}:{exc.lineno}: {exc.msg}")
+            ) from None
         if violation is not None:
             raise _Failed(
                 Evaluation(
-                    status="rejected", message=f"sandbox policy: {module.path}:{violation.line}: {violation.reason}"
+                    status="rejected",
+                    message=f"sandbox policy: {module.path}:{violation.line}: {violation.reason}",
                 )
             )
         modules.append(
-            SiblingSource(name=module.name, path=module.path, source=module.sliced.text, bindings=_bindings(module.sliced))
+            SiblingSource(
+                name=module.name,
+                path=module.path,
+                source=module.sliced.text,
+                bindings=_bindings(module.sliced),
+            )
         )
     if not sliced.defines(kernel.name):
         where = kernel.path or _KERNEL_PLACEHOLDER_PATH
@@ -939,7 +993,10 @@ def _outcome_failure(
 def _shapes_of(inputs: list[np.ndarray]) -> list[np.ndarray]:
     """What a trace-only run gets of its inputs: their shapes and dtypes (it reads no values),
     with 0-d inputs (scalars, which a kernel may branch on) as they are."""
-    return [a if a.ndim == 0 or isinstance(a, arrays.ShapeOnly) else arrays.shape_only(a.shape, a.dtype) for a in inputs]
+    return [
+        a if a.ndim == 0 or isinstance(a, arrays.ShapeOnly) else arrays.shape_only(a.shape, a.dtype)
+        for a in inputs
+    ]
 
 
 def _check_inputs_untouched(outcome: WorkerOutcome, inputs: list[list[np.ndarray]], seeds: list[int]) -> None:
