@@ -358,6 +358,8 @@ def _load_arrays(path: Path, result: WorkerResult, shapes_only: bool = False) ->
     Each must be an uncompressed member whose `.npy` header says the declared shape, and what it
     holds must fit the member: a deflated member (a few KiB that inflate to gigabytes in this
     process) or a header promising more than the file has is refused before any data is read."""
+    declared = sum(len(refs) for run in result.runs for refs in run.groups.values())
+    _check_directory(path, declared)
     loaded: dict[str, np.ndarray] = {}
     with zipfile.ZipFile(path) as archive, parse_lock():  # numpy parses each header
         for run in result.runs:
@@ -374,6 +376,43 @@ def _load_arrays(path: Path, result: WorkerResult, shapes_only: bool = False) ->
                         raise KeyError(f"array {ref.name} is missing") from None
                     loaded[ref.name] = _read_member(archive, member, ref)
     return loaded
+
+
+# What one member's entry in the archive's central directory may take: its fixed part (46 bytes),
+# a name like `r12_out_3.npy` and the zip64 extra field the worker's writer adds.
+_DIRECTORY_BYTES_PER_MEMBER = 512
+
+
+def _check_directory(path: Path, declared: int) -> None:
+    """Refuse an archive whose central directory is bigger than its declared arrays need, before
+    `zipfile` reads it: it reads the whole directory into memory and makes an object per entry,
+    so millions of empty entries would be gigabytes in this process. The worker's writer ends the
+    archive with the plain end record (no comment), preceded by a zip64 locator when it has one."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size < 22:
+            raise ValueError("the array archive is not a zip archive")
+        f.seek(size - 22)
+        end = f.read(22)
+        if end[:4] != b"PK\x05\x06":
+            raise ValueError("the array archive does not end with a zip directory record")
+        entries, directory = int.from_bytes(end[10:12], "little"), int.from_bytes(end[12:16], "little")
+        if size >= 42:
+            f.seek(size - 42)
+            locator = f.read(20)
+            if locator[:4] == b"PK\x06\x07":  # zip64: the real figures are in the zip64 record
+                f.seek(int.from_bytes(locator[8:16], "little"))
+                record = f.read(56)
+                if record[:4] != b"PK\x06\x06":
+                    raise ValueError("the array archive's zip64 directory record is missing")
+                entries, directory = (
+                    int.from_bytes(record[32:40], "little"),
+                    int.from_bytes(record[40:48], "little"),
+                )
+    if entries > declared or directory > _DIRECTORY_BYTES_PER_MEMBER * max(entries, 1):
+        raise ValueError(
+            f"the array archive lists {entries} members in a {directory}-byte directory; the result declares {declared}"
+        )
 
 
 def _read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, ref: ArrayRef) -> np.ndarray:
