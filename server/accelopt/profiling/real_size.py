@@ -11,7 +11,14 @@ lets an evaluation at the full size be split in two runs of the same kernel text
    not checked, and its trace is not re-run. It must still be plausible for the full-size work
    (`plausibility.py`, applied by the backend to every profile), and it may only issue
    instructions the verified check run issued too (same source line, same opcode): a kernel that
-   runs other code at the size it is timed at than at the size it is checked at is rejected.
+   runs other code at the size it is timed at than at the size it is checked at is rejected;
+3. the *mirror run*: the timing run's kind of run (trace-only, values unknown, a fresh worker) at
+   the check size, beside the timing run. Its trace must be exactly the verified trace of the
+   check run. A kernel can tell a trace-only run from a numeric one (a register loaded from a
+   tile has no value there, storage is not allocated), and so could compute honestly where it is
+   checked and skip work where it is timed; the mirror run shows that difference at a size where
+   the honest trace is known. Only the shape then remains for a kernel to tell the timing run
+   from the mirror run by (SECURITY.md "Real sizes").
 
 The evaluation says which size was checked and which was timed (`Evaluation.checked_size`,
 `timed_size`) and, in a note, what was verified where (SECURITY.md "Real sizes").
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from accelopt.nki.rerun import compare_traces
 from accelopt.nki.trace import Trace
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import Evaluation
@@ -103,8 +111,20 @@ def timing_note(split: SizeSplit, trace: Trace | None) -> str:
     return (
         f"timed at {_at(split.timed.size, trace)} by a trace-only run: outputs not computed there, "
         "trace not re-run; checked to be plausible for the full work and to issue only instructions "
-        "the verified run issued"
+        "the verified run issued, and the same kind of run at the checked size to emit the verified trace"
     )
+
+
+def mirror_mismatch(checked_trace: Trace, mirror_trace: Trace) -> str | None:
+    """None if the trace-only run at the check size emitted the verified trace; else the first
+    difference, in words."""
+    if len(mirror_trace.records) != len(checked_trace.records):
+        return (
+            f"it issues {len(mirror_trace.records)} instructions there, its verified run "
+            f"{len(checked_trace.records)}"
+        )
+    difference = compare_traces(mirror_trace, checked_trace)
+    return None if difference is None else difference.replace("the re-run's", "the verified run's")
 
 
 def combined(
@@ -113,19 +133,45 @@ def combined(
     checked_trace: Trace | None,
     timed: Evaluation,
     timed_trace: Trace | None,
+    mirror: Evaluation | None = None,
+    mirror_trace: Trace | None = None,
 ) -> Evaluation:
     """The evaluation of a split run: the check run's verdict and error, the timing run's
-    profile; rejected when the timing run issued instructions the verified run did not."""
+    profile; rejected when the timing run issued instructions the verified run did not, or when
+    the trace-only run at the check size (`mirror`) is not the verified run's trace."""
     notes = [*checked.notes, *(n for n in timed.notes if n not in checked.notes)]
     sizes: dict[str, object] = {"checked_size": split.check.size, "timed_size": split.timed.size}
     if not timed.ok:
         message = f"at the {split.timed.size} size it is timed at (trace-only run): {timed.message}"
-        return timed.model_copy(update={"message": message, "notes": notes, "max_error": checked.max_error, **sizes})
-    if checked_trace is None or timed_trace is None:
+        return timed.model_copy(
+            update={"message": message, "notes": notes, "max_error": checked.max_error, **sizes}
+        )
+    if mirror is not None and not mirror.ok:
+        message = (
+            f"a trace-only run at the {split.check.size} size, like the one it is timed by, fails where "
+            f"its checked run did not: {mirror.message}"
+        )
+        return mirror.model_copy(
+            update={"status": "rejected", "message": message, "profile": None, "notes": notes, **sizes}
+        )
+    if checked_trace is None or timed_trace is None or mirror is None or mirror_trace is None:
         return timed.model_copy(
             update={
                 "status": "rejected",
                 "message": "the timing run cannot be compared with the verified run: a trace is missing",
+                "profile": None,
+                "notes": notes,
+                **sizes,
+            }
+        )
+    difference = mirror_mismatch(checked_trace, mirror_trace)
+    if difference is not None:
+        return timed.model_copy(
+            update={
+                "status": "rejected",
+                "message": f"at the {split.check.size} size a trace-only run (the kind of run it is timed by) "
+                f"does other work than its verified run: {difference}; a kernel must do the same work whether "
+                "or not its outputs are computed",
                 "profile": None,
                 "notes": notes,
                 **sizes,

@@ -36,6 +36,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -62,6 +63,9 @@ _NOBODY = isolation.NOBODY
 _STDERR_TAIL = 1200
 # A trace larger than this is refused unread: parsing and timing it could outlast the timeout.
 DEFAULT_MAX_TRACE_BYTES = 32 << 20  # the largest NKIBench baseline (gqa_full, full size) records 25 MiB
+# The status file is a few KiB (runs, array names, fingerprints, a probe's environment); a worker
+# that pads it to its file-size limit (gigabytes) must not make the parent read it all.
+MAX_STATUS_BYTES = 4 << 20
 _ACCELOPT_ROOT = Path(accelopt.__file__).resolve().parent.parent
 
 
@@ -81,7 +85,9 @@ class WorkerOutcome:
         assert self.result is not None
         refs = self.result.runs[run].groups.get(name, [])
         return [
-            arrays.from_transport(self.arrays[r.name], r.dtype) if r.stored else arrays.shape_only(r.shape, r.dtype)
+            arrays.from_transport(self.arrays[r.name], r.dtype)
+            if r.stored
+            else arrays.shape_only(r.shape, r.dtype)
             for r in refs
         ]
 
@@ -115,8 +121,10 @@ class Sandbox:
         self.isolate_network = isolate_network
         self.python = python
         self.max_trace_bytes = max_trace_bytes
-        self.isolation = isolation.detect(python) if os_isolation else isolation.Isolation(
-            "process", missing="disabled by the caller"
+        self.isolation = (
+            isolation.detect(python)
+            if os_isolation
+            else isolation.Isolation("process", missing="disabled by the caller")
         )
         namespaced = self.isolation.kernel_enforced
         # As root, run workers as `nobody`, if `nobody` can run this interpreter at all (it cannot
@@ -180,7 +188,9 @@ class Sandbox:
     def input_ref(name: str, array: np.ndarray) -> ArrayRef:
         """Where `prepare` puts input `name`; a `ShapeOnly` input travels as its shape alone."""
         stored = not isinstance(array, arrays.ShapeOnly)
-        return ArrayRef(name=f"in/{name}.npy", dtype=arrays.dtype_name(array), shape=array.shape, stored=stored)
+        return ArrayRef(
+            name=f"in/{name}.npy", dtype=arrays.dtype_name(array), shape=array.shape, stored=stored
+        )
 
     # --- running it ------------------------------------------------------------------------
 
@@ -270,7 +280,9 @@ class Sandbox:
     def live_pids(self) -> list[int]:
         return [p.pid for p in self._live]
 
-    def _command(self, root: Path, filter_fd: int = -1, scratch_bytes: int = DEFAULT_SCRATCH_BYTES) -> list[str]:
+    def _command(
+        self, root: Path, filter_fd: int = -1, scratch_bytes: int = DEFAULT_SCRATCH_BYTES
+    ) -> list[str]:
         bootstrap = isolation.worker_prelude(self.isolation) + _BOOTSTRAP
         worker = [self.python, "-I", "-B", "-c", bootstrap, str(_ACCELOPT_ROOT), str(root)]
         if self.isolation.kernel_enforced:
@@ -300,7 +312,9 @@ class Sandbox:
 
     # --- reading the results ----------------------------------------------------------------
 
-    def _collect(self, root: Path, returncode: int | None, wall: float, shapes_only: bool = False) -> WorkerOutcome:
+    def _collect(
+        self, root: Path, returncode: int | None, wall: float, shapes_only: bool = False
+    ) -> WorkerOutcome:
         """The outcome of a finished worker; `shapes_only`: the job asked for its arrays' shapes
         only (any other job's result must store every array it names)."""
         if self.isolation.kernel_enforced and returncode is not None and 128 < returncode < 128 + 65:
@@ -310,8 +324,18 @@ class Sandbox:
         if returncode != 0:
             return WorkerOutcome("crashed", message=_crash_reason(returncode, root), wall_time_s=wall)
         try:
-            result = WorkerResult.model_validate_json((root / "out" / "status.json").read_bytes())
-        except (OSError, ValidationError, ValueError) as exc:
+            status = _read_bounded(root / "out" / "status.json", MAX_STATUS_BYTES, "status file")
+        except _TooLarge as exc:
+            return WorkerOutcome(
+                "crashed", message=f"the worker's result is invalid: {exc}", wall_time_s=wall
+            )
+        except (OSError, ValueError) as exc:
+            return WorkerOutcome(
+                "crashed", message=f"the worker left no valid result ({type(exc).__name__})", wall_time_s=wall
+            )
+        try:
+            result = WorkerResult.model_validate_json(status)
+        except (ValidationError, ValueError) as exc:
             return WorkerOutcome(
                 "crashed", message=f"the worker left no valid result ({type(exc).__name__})", wall_time_s=wall
             )
@@ -322,7 +346,7 @@ class Sandbox:
             outcome.arrays = _load_arrays(root / "out" / "arrays.npz", result, shapes_only)
             if result.has_trace:
                 outcome.trace_json = _read_bounded(root / "out" / "trace.json", self.max_trace_bytes)
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
             return WorkerOutcome(
                 "crashed", message=f"the worker's result files are invalid: {exc}", wall_time_s=wall
             )
@@ -330,23 +354,84 @@ class Sandbox:
 
 
 def _load_arrays(path: Path, result: WorkerResult, shapes_only: bool = False) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as data, parse_lock():  # numpy parses each header
-        loaded = {key: data[key] for key in data.files}
-    for run in result.runs:
-        for group, refs in run.groups.items():
-            for ref in refs:
-                if not ref.stored:
-                    if not (shapes_only and group == "inputs" and ref.shape):
-                        raise ValueError(f"array {ref.name} was not stored")
+    """The arrays `result` declares, read from the worker's archive; nothing else in it is read.
+    Each must be an uncompressed member whose `.npy` header says the declared shape, and what it
+    holds must fit the member: a deflated member (a few KiB that inflate to gigabytes in this
+    process) or a header promising more than the file has is refused before any data is read."""
+    declared = sum(len(refs) for run in result.runs for refs in run.groups.values())
+    _check_directory(path, declared)
+    loaded: dict[str, np.ndarray] = {}
+    with zipfile.ZipFile(path) as archive, parse_lock():  # numpy parses each header
+        for run in result.runs:
+            for group, refs in run.groups.items():
+                for ref in refs:
                     arrays.resolve_dtype(ref.dtype)
-                    continue
-                array = loaded.get(ref.name)
-                if array is None:
-                    raise KeyError(f"array {ref.name} is missing")
-                if tuple(array.shape) != tuple(ref.shape):
-                    raise ValueError(f"array {ref.name} has shape {array.shape}, declared {ref.shape}")
-                arrays.resolve_dtype(ref.dtype)
+                    if not ref.stored:
+                        if not (shapes_only and group == "inputs" and ref.shape):
+                            raise ValueError(f"array {ref.name} was not stored")
+                        continue
+                    try:
+                        member = archive.getinfo(f"{ref.name}.npy")
+                    except KeyError:
+                        raise KeyError(f"array {ref.name} is missing") from None
+                    loaded[ref.name] = _read_member(archive, member, ref)
     return loaded
+
+
+# What one member's entry in the archive's central directory may take: its fixed part (46 bytes),
+# a name like `r12_out_3.npy` and the zip64 extra field the worker's writer adds.
+_DIRECTORY_BYTES_PER_MEMBER = 512
+
+
+def _check_directory(path: Path, declared: int) -> None:
+    """Refuse an archive whose central directory is bigger than its declared arrays need, before
+    `zipfile` reads it: it reads the whole directory into memory and makes an object per entry,
+    so millions of empty entries would be gigabytes in this process. The worker's writer ends the
+    archive with the plain end record (no comment), preceded by a zip64 locator when it has one."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size < 22:
+            raise ValueError("the array archive is not a zip archive")
+        f.seek(size - 22)
+        end = f.read(22)
+        if end[:4] != b"PK\x05\x06":
+            raise ValueError("the array archive does not end with a zip directory record")
+        entries, directory = int.from_bytes(end[10:12], "little"), int.from_bytes(end[12:16], "little")
+        if size >= 42:
+            f.seek(size - 42)
+            locator = f.read(20)
+            if locator[:4] == b"PK\x06\x07":  # zip64: the real figures are in the zip64 record
+                f.seek(int.from_bytes(locator[8:16], "little"))
+                record = f.read(56)
+                if record[:4] != b"PK\x06\x06":
+                    raise ValueError("the array archive's zip64 directory record is missing")
+                entries, directory = (
+                    int.from_bytes(record[32:40], "little"),
+                    int.from_bytes(record[40:48], "little"),
+                )
+    if entries > declared or directory > _DIRECTORY_BYTES_PER_MEMBER * max(entries, 1):
+        raise ValueError(
+            f"the array archive lists {entries} members in a {directory}-byte directory; the result declares {declared}"
+        )
+
+
+def _read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, ref: ArrayRef) -> np.ndarray:
+    if member.compress_type != zipfile.ZIP_STORED or member.compress_size != member.file_size:
+        raise ValueError(f"array {ref.name} is stored compressed; the worker writes arrays uncompressed")
+    with archive.open(member) as stream:
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
+        else:
+            raise ValueError(f"array {ref.name} has an .npy header of version {version}")
+        if tuple(shape) != tuple(ref.shape):
+            raise ValueError(f"array {ref.name} has shape {shape}, declared {ref.shape}")
+        if dtype.hasobject or math.prod(shape) * dtype.itemsize > member.file_size:
+            raise ValueError(f"array {ref.name} holds less data than its header says")
+    with archive.open(member) as stream:
+        return np.lib.format.read_array(stream, allow_pickle=False)
 
 
 def _crash_reason(returncode: int | None, root: Path) -> str:
@@ -368,10 +453,14 @@ def _crash_reason(returncode: int | None, root: Path) -> str:
     return f"the worker {reason}" + (f": {tail}" if tail else "")
 
 
-def _read_bounded(path: Path, limit: int) -> str:
+class _TooLarge(ValueError):
+    """A result file bigger than the parent reads."""
+
+
+def _read_bounded(path: Path, limit: int, what: str = "trace") -> str:
     size = path.stat().st_size
     if size > limit:
-        raise ValueError(f"the trace is {size >> 20} MiB, more than the {limit >> 20} MiB the parent reads")
+        raise _TooLarge(f"the {what} is {size >> 20} MiB, more than the {limit >> 20} MiB the parent reads")
     return path.read_text(encoding="utf-8")
 
 
