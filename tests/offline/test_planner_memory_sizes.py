@@ -125,3 +125,15 @@ async def test_a_preload_that_did_not_pay_on_a_small_block_counts_half_against_o
     lost = [await preload_of_w(0.8)]
     small, large = gain_of_keys_preload(lost, SCORES_SMALL), gain_of_keys_preload(lost, SCORES_FITS_LARGE)
     assert small < large < 0
+
+
+def test_a_block_of_a_16_bit_input_takes_half_the_share_of_the_same_block_in_fp32():
+    """The size facts read each input's element type from the evaluation (`x.dtype` is not in the
+    source); with none given, 4 bytes per element are assumed."""
+    site = next(
+        s for s in all_sites(SCORES.text, SCORES.name) if s.rewrite == "preload_operand" and "keys" in s.title
+    )
+    assumed = sbuf_share(SCORES.text, SCORES.name, site, SCORES_FITS_LARGE, "trn1")
+    fp32 = sbuf_share(SCORES.text, SCORES.name, site, SCORES_FITS_LARGE, "trn1", {"keys": "float32"})
+    bf16 = sbuf_share(SCORES.text, SCORES.name, site, SCORES_FITS_LARGE, "trn1", {"keys": "bfloat16"})
+    assert assumed is not None and fp32 == assumed and bf16 == assumed / 2

@@ -49,8 +49,13 @@ def test_which_size_is_checked_and_which_is_timed():
     assert split_for(task, OPTIONS.model_copy(update={"check_correctness": False})) is None  # profile only
     assert split_for(task_for_kernel(silu(), size="small"), OPTIONS) is None
     assert split_for(task.model_copy(update={"check_size": "full"}), OPTIONS) is None
-    declared = silu().model_copy(update={"text": silu().text.replace(
-        "# accelopt: reference silu_ref.py", "# accelopt: inputs x=float32[256,1024]")})
+    declared = silu().model_copy(
+        update={
+            "text": silu().text.replace(
+                "# accelopt: reference silu_ref.py", "# accelopt: inputs x=float32[256,1024]"
+            )
+        }
+    )
     assert split_for(task_for_kernel(declared), OPTIONS) is None  # no sizes: one size for both
 
 
@@ -66,9 +71,10 @@ def test_a_full_size_evaluation_is_checked_small_and_timed_full(backend):
     assert "correctness checked at the small size (256x1024)" in notes
     assert "timed at the full size (512x2048) by a trace-only run" in notes
     assert real.timed_input_shapes == {"x": [512, 2048]}  # what the agents' size facts read
+    assert real.timed_input_dtypes == {"x": "float32"}  # and the bytes of each element
     small = asyncio.run(backend.evaluate(kernel, task_for_kernel(kernel, size="small"), OPTIONS))
     assert (small.checked_size, small.timed_size, small.verified) == ("small", "small", True)
-    assert small.timed_input_shapes == {}  # one size for both: no size facts, as before
+    assert small.timed_input_shapes == {} and small.timed_input_dtypes == {}  # one size: no size facts
     assert small.profile is not None and SMALL_BYTES <= small.profile.hbm_read_bytes < FULL_BYTES
     assert real.profile.latency_ms > small.profile.latency_ms
 
@@ -94,7 +100,9 @@ def test_a_kernel_that_runs_other_code_at_the_full_size_is_rejected(backend):
     task = task_for_kernel(branching, size="full").model_copy(update={"name": "silu_branching"})
     evaluation = asyncio.run(backend.evaluate(branching, task, OPTIONS))
     assert evaluation.status == "rejected", evaluation.message
-    assert "the kernel issues instructions its verified run at the small size never issued" in evaluation.message
+    assert (
+        "the kernel issues instructions its verified run at the small size never issued" in evaluation.message
+    )
     assert evaluation.profile is None and evaluation.line is not None
     assert "nl.multiply(gate, tile)" in branching.text.splitlines()[evaluation.line - 1]
 
@@ -117,8 +125,13 @@ def test_the_search_report_says_which_size_was_checked_and_which_timed():
         evaluation_notes=["timed at the full size (512x2048) by a trace-only run"],
     )
     started = Started(
-        search_id="s", kernel_name="silu_kernel", backend="simulator", hardware="trn1", agents="offline",
-        baseline=baseline, config=SearchConfig(),
+        search_id="s",
+        kernel_name="silu_kernel",
+        backend="simulator",
+        hardware="trn1",
+        agents="offline",
+        baseline=baseline,
+        config=SearchConfig(),
     )
     report = build_report([started])
     assert "outputs checked at the small size, latencies timed at the full size" in report
@@ -128,8 +141,13 @@ def test_the_search_report_says_which_size_was_checked_and_which_timed():
 def _trace_only_job(kernel: KernelSource, inputs: list) -> WorkerJob:
     refs = [Sandbox.input_ref(f"s0_{j}", a) for j, a in enumerate(inputs)]
     return WorkerJob(
-        mode="kernel", policy="kernel", source=kernel.text, source_path=kernel.path or "<kernel>",
-        kernel_name=kernel.name, numerics=False, inputs=[refs],
+        mode="kernel",
+        policy="kernel",
+        source=kernel.text,
+        source_path=kernel.path or "<kernel>",
+        kernel_name=kernel.name,
+        numerics=False,
+        inputs=[refs],
     )
 
 
@@ -171,7 +189,9 @@ def test_a_timed_only_run_writes_no_full_size_array_file(tmp_path):
     def spy_prepare(job, inputs=None, bundle=None, **kwargs):
         files = prepare(job, inputs, bundle, **kwargs)
         refs = [(tuple(r.shape), r.stored) for rs in files.job.inputs for r in rs]
-        files_in.append((job.mode, job.numerics, refs, [p.stat().st_size for p in (files.root / "in").rglob("*.npy")]))
+        files_in.append(
+            (job.mode, job.numerics, refs, [p.stat().st_size for p in (files.root / "in").rglob("*.npy")])
+        )
         return files
 
     async def spy_run(files, timeout_s):

@@ -84,6 +84,11 @@ def input_shapes_by_name(trace: Trace) -> dict[str, list[int]]:
     return {info.name: list(info.shape) for info in trace.tensors.values() if info.is_input}
 
 
+def input_dtypes_by_name(trace: Trace) -> dict[str, str]:
+    """The kernel's array inputs' element types as a trace declares them: parameter name -> dtype."""
+    return {info.name: info.dtype for info in trace.tensors.values() if info.is_input and info.shape}
+
+
 def _at(size: str, trace: Trace | None) -> str:
     shapes = input_shapes(trace)
     return f"the {size} size ({shapes})" if shapes else f"the {size} size"
@@ -120,7 +125,9 @@ def combined(
     sizes: dict[str, object] = {"checked_size": split.check.size, "timed_size": split.timed.size}
     if not timed.ok:
         message = f"at the {split.timed.size} size it is timed at (trace-only run): {timed.message}"
-        return timed.model_copy(update={"message": message, "notes": notes, "max_error": checked.max_error, **sizes})
+        return timed.model_copy(
+            update={"message": message, "notes": notes, "max_error": checked.max_error, **sizes}
+        )
     if checked_trace is None or timed_trace is None:
         return timed.model_copy(
             update={
@@ -159,4 +166,5 @@ def combined(
         checked_size=split.check.size,
         timed_size=split.timed.size,
         timed_input_shapes=input_shapes_by_name(timed_trace),
+        timed_input_dtypes=input_dtypes_by_name(timed_trace),
     )
