@@ -74,33 +74,6 @@ def test_selection_prefers_relevant_and_recent_and_mixes_outcomes(tmp_path: Path
         assert memory.select_for_prompt(kernel, limit=0) == []
 
 
-MATMUL_LIKE = (
-    "def {name}(a, b):\n    t = nl.load(a)\n    u = nl.load(b)\n    return nisa.nc_matmul(t, u)  # {tail}\n"
-)
-
-
-def test_selection_hears_from_several_similar_kernels_not_only_the_closest_one(tmp_path: Path):
-    """Four lessons from the search of the kernel most like this one, one from another similar
-    kernel: a prompt of three hears from both searches; the kernel's own family pays no penalty."""
-    kernel = KernelSource(text=MATMUL_LIKE.format(name="proj_kernel", tail="x"), name="proj_kernel")
-    closest = MATMUL_LIKE.format(name="gemm_kernel", tail="x")  # same text but for its name
-    other = MATMUL_LIKE.format(name="scores_kernel", tail="y")  # a little less alike
-    with Memory(tmp_path / "m.sqlite") as memory:
-        for i in range(4):
-            memory.add(experience(f"gemm move {i}", family="gemm", slow=closest))
-        memory.add(experience("scores move", family="scores", slow=other))
-        titles = [e.lesson.title for e in memory.select_for_prompt(kernel, limit=3)]
-        assert "scores move" in titles and len([t for t in titles if t.startswith("gemm")]) == 2
-        # The search's own earlier lessons (same family) are all taken before another kernel's.
-        for i in range(3):
-            memory.add(experience(f"own move {i}", family="proj", slow=closest))
-        assert [e.lesson.title for e in memory.select_for_prompt(kernel, limit=3)] == [
-            "own move 2",
-            "own move 1",
-            "own move 0",
-        ]
-
-
 def _writer(path: str, worker: int, count: int) -> None:
     with Memory(path, busy_timeout_s=30) as memory:
         for i in range(count):

@@ -20,7 +20,6 @@ import shutil
 import sqlite3
 import threading
 import warnings
-from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -38,9 +37,6 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 IN_MEMORY = ":memory:"
 SELECTION_WINDOW = 2000  # the newest experiences considered when choosing the prompt's lessons
-# What each lesson already chosen from one source kernel takes off the relevance of the next one
-# from it (relevance: about 1.2-1.5 between kernels of one kind, 2 more for the same family).
-REPEAT_PENALTY = 0.1
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS experiences (
@@ -261,13 +257,7 @@ class Memory:
         kernels use (a matmul-with-norm kernel learns from other matmul-with-norm kernels,
         whatever their variable names), token overlap between the kernel and the experience's
         slow kernel, same roofline bound, same hardware, and recency (half-life of 30 days).
-        Positive and negative lessons are interleaved so neither crowds the other out, and within
-        each kind every lesson already chosen from the same source kernel (another kernel's
-        search) costs the next one REPEAT_PENALTY: one search's lessons are about its own few
-        moves, and a kernel a little more like this one would otherwise fill the prompt with
-        them (at full size a matmul's 16 lessons were all from four kernels, and none of the
-        preloads that paid on the others was among them). Lessons of the kernel's own family (its
-        own search's earlier iterations) are the most specific there are and pay no penalty.
+        Positive and negative lessons are interleaved so neither crowds the other out.
         """
         if limit <= 0:
             return []
@@ -288,16 +278,13 @@ class Memory:
             score += 0.5 * math.exp(-age_days * math.log(2) / 30)
             scored.append((score, exp))
         scored.sort(key=lambda pair: (-pair[0], -(pair[1].id or 0)))
-        positives = [pair for pair in scored if pair[1].positive]
-        negatives = [pair for pair in scored if not pair[1].positive]
+        positives = [exp for _, exp in scored if exp.positive]
+        negatives = [exp for _, exp in scored if not exp.positive]
         chosen: list[Experience] = []
-        heard: dict[str, int] = defaultdict(int)  # source kernel -> lessons chosen from it so far
         while len(chosen) < limit and (positives or negatives):
             for pool in (positives, negatives):
                 if pool and len(chosen) < limit:
-                    exp = _next_from(pool, heard, family)
-                    heard[_source(exp)] += 1
-                    chosen.append(exp)
+                    chosen.append(pool.pop(0))
         return chosen
 
 
@@ -373,22 +360,6 @@ def _salvage(path: Path) -> list[Experience]:
 def _is_lock_error(exc: sqlite3.Error) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
-
-
-def _source(experience: Experience) -> str:
-    """The kernel whose search recorded a lesson: its task, else its family."""
-    return experience.task or experience.kernel_family
-
-
-def _next_from(pool: list[tuple[float, Experience]], heard: dict[str, int], family: str) -> Experience:
-    """Take the most relevant lesson of `pool` after the repeat penalty (ties: the pool's order)."""
-
-    def adjusted(index: int) -> float:
-        score, exp = pool[index]
-        return score - (0.0 if exp.kernel_family == family else REPEAT_PENALTY * heard[_source(exp)])
-
-    best = max(range(len(pool)), key=lambda i: (adjusted(i), -i))
-    return pool.pop(best)[1]
 
 
 def _jaccard(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:
