@@ -62,6 +62,11 @@ shared 2-core machine; a smaller budget that still lets the beam grow:
     .venv/bin/python benchmarks/search_quality.py --modes beam --save-memory beam.sqlite --json beam.json
     .venv/bin/python benchmarks/search_quality.py --modes beam+memory --protocol leave-one-out \
         --warmup-memory beam.sqlite --json loo.json
+
+`--evaluation-store FILE` keeps every evaluation in a SQLite file and answers a kernel judged in
+an earlier run from it (evaluation_store.py): re-running beam+memory against a saved beam run
+then simulates only the kernels the beam run did not write. Evaluations are still counted as
+distinct kernels written, so the figures do not change; only the wall time does.
 """
 
 from __future__ import annotations
@@ -85,6 +90,7 @@ from accelopt.search.candidate import Candidate
 from accelopt.search.config import Budget, SearchConfig
 from accelopt.search.events import CandidateEvent, Finished, IterationEvent, Started
 from accelopt.search.memory import Memory
+from evaluation_store import StoredEvaluations  # a script beside this one: its folder is on sys.path
 
 MODES = ("beam+memory", "beam", "sampling")
 # A speedup within this fraction of the common target, for the second (lenient) reach figure.
@@ -270,7 +276,9 @@ def print_reach_table(results: dict[str, dict[str, TaskResult]]) -> None:
         return
     print("\n== evaluations to reach the common final speedup (min of the two beam runs) ==")
     protocols = sorted({r.memory_protocol for r in results["beam+memory"].values()})
-    print(f"memory protocol: {'; '.join(p for p in protocols if p) or 'sequential (not recorded in this file)'}")
+    print(
+        f"memory protocol: {'; '.join(p for p in protocols if p) or 'sequential (not recorded in this file)'}"
+    )
     header = "".join(f"{m:>14}" for m in MODES if m in results)
     print(f"{'task':24} {'target':>8}{header}")
     totals = {m: 0 for m in results}
@@ -408,17 +416,24 @@ async def main(args: argparse.Namespace) -> int:
         f"{args.iterations} iterations"
     )
     results: dict[str, dict[str, TaskResult]] = {}
-    backend = backend_for("simulator", max_workers=args.workers, ray=args.ray)
+    backend: Backend = backend_for("simulator", max_workers=args.workers, ray=args.ray)
+    if args.evaluation_store:
+        backend = StoredEvaluations(backend, args.evaluation_store)
 
     def save() -> None:  # after every task: a long run that is stopped keeps what it measured
         if args.json:
             Path(args.json).write_text(
-                json.dumps({m: {t: asdict(r) for t, r in rows.items()} for m, rows in results.items()}, indent=1)
+                json.dumps(
+                    {m: {t: asdict(r) for t, r in rows.items()} for m, rows in results.items()}, indent=1
+                )
             )
 
     if args.protocol == "leave-one-out" and "beam+memory" in modes:
         if args.warmup_memory is None and "beam" not in modes:
-            print("--protocol leave-one-out learns from the beam run: add the beam mode or --warmup-memory", file=sys.stderr)
+            print(
+                "--protocol leave-one-out learns from the beam run: add the beam mode or --warmup-memory",
+                file=sys.stderr,
+            )
             return 2
         # The beam run (no memory in the prompt) is the warm-up: it runs first and records lessons.
         modes = [m for m in modes if m != "beam+memory"]
@@ -435,7 +450,9 @@ async def main(args: argparse.Namespace) -> int:
                 shared: Memory | None = None
                 if mode == "beam+memory" and args.protocol == "sequential":
                     shared = Memory(Path(scratch) / "memory.sqlite")
-                elif mode == "beam" and (args.save_memory or (args.protocol == "leave-one-out" and not args.warmup_memory)):
+                elif mode == "beam" and (
+                    args.save_memory or (args.protocol == "leave-one-out" and not args.warmup_memory)
+                ):
                     # Lessons recorded, never shown (memory_in_prompt=0): the search is the same.
                     shared = Memory(recorded)
                 results[mode] = {}
@@ -468,7 +485,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--size", choices=("small", "full"), default="small", help="the size kernels are timed at")
+    parser.add_argument(
+        "--size", choices=("small", "full"), default="small", help="the size kernels are timed at"
+    )
     parser.add_argument(
         "--check-size", choices=("small", "full"), help="the size outputs are checked at (default: small)"
     )
@@ -505,13 +524,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="what beam+memory learns from: the earlier tasks in suite order (sequential), or the "
         "lessons the beam run recorded on the other tasks (leave-one-out; runs beam first)",
     )
-    parser.add_argument("--save-memory", metavar="FILE", help="keep the lessons the beam run records in this file")
+    parser.add_argument(
+        "--save-memory", metavar="FILE", help="keep the lessons the beam run records in this file"
+    )
     parser.add_argument(
         "--warmup-memory",
         metavar="FILE",
         help="leave-one-out from this file (one written by --save-memory) instead of this run's beam mode",
     )
     parser.add_argument("--json", help="also write every result (with curves) to this file")
+    parser.add_argument(
+        "--evaluation-store",
+        metavar="FILE",
+        help="answer kernels already judged in an earlier run from this SQLite file (the figures are "
+        "the same, counted as distinct kernels; only the wall time changes: evaluation_store.py)",
+    )
     parser.add_argument(
         "--from-json",
         nargs="+",

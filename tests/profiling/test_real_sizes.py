@@ -71,9 +71,10 @@ def test_a_full_size_evaluation_is_checked_small_and_timed_full(backend):
     assert "correctness checked at the small size (256x1024)" in notes
     assert "timed at the full size (512x2048) by a trace-only run" in notes
     assert real.timed_input_shapes == {"x": [512, 2048]}  # what the agents' size facts read
+    assert real.timed_input_dtypes == {"x": "float32"}  # and the bytes of each element
     small = asyncio.run(backend.evaluate(kernel, task_for_kernel(kernel, size="small"), OPTIONS))
     assert (small.checked_size, small.timed_size, small.verified) == ("small", "small", True)
-    assert small.timed_input_shapes == {}  # one size for both: no size facts, as before
+    assert small.timed_input_shapes == {} and small.timed_input_dtypes == {}  # one size: no size facts
     assert small.profile is not None and SMALL_BYTES <= small.profile.hbm_read_bytes < FULL_BYTES
     assert real.profile.latency_ms > small.profile.latency_ms
 

@@ -65,6 +65,11 @@ class Evaluation(BaseModel):
         description="the kernel's inputs (parameter name -> shape, [] for a scalar) at the size it was "
         "timed at, when it was checked at one size and timed at another; empty otherwise",
     )
+    timed_input_dtypes: dict[str, str] = Field(
+        default_factory=dict,
+        description="the element type of each array input (parameter name -> dtype, e.g. 'bfloat16') at "
+        "the size it was timed at, beside timed_input_shapes (empty when those are)",
+    )
     wall_time_s: float = 0.0
     assumed: str | None = Field(
         None, description="the NKI rules and target the evaluation assumed, e.g. 'NKI 0.7 (nki.*) on trn2'"

@@ -92,6 +92,11 @@ def input_shapes_by_name(trace: Trace) -> dict[str, list[int]]:
     return {info.name: list(info.shape) for info in trace.tensors.values() if info.is_input}
 
 
+def input_dtypes_by_name(trace: Trace) -> dict[str, str]:
+    """The kernel's array inputs' element types as a trace declares them: parameter name -> dtype."""
+    return {info.name: info.dtype for info in trace.tensors.values() if info.is_input and info.shape}
+
+
 def _at(size: str, trace: Trace | None) -> str:
     shapes = input_shapes(trace)
     return f"the {size} size ({shapes})" if shapes else f"the {size} size"
@@ -205,4 +210,5 @@ def combined(
         checked_size=split.check.size,
         timed_size=split.timed.size,
         timed_input_shapes=input_shapes_by_name(timed_trace),
+        timed_input_dtypes=input_dtypes_by_name(timed_trace),
     )

@@ -332,7 +332,11 @@ class _Search:
         # evaluations come first under the budget).
         lookups = await asyncio.to_thread(lambda: [self._experiences_for(parent) for parent in beam])
         self._judged = sorted(
-            {c.kernel.normalized_hash() for c in self.candidates if c.status not in ("pending", "agent_error")}
+            {
+                c.kernel.normalized_hash()
+                for c in self.candidates
+                if c.status not in ("pending", "agent_error")
+            }
         )
         n = self.config.plans_per_kernel
         self._claims = IterationClaims(self.first_with_key, branches=len(beam) * n, first_proposal=n)
@@ -427,7 +431,9 @@ class _Search:
         # Samples the executor could not write (an LLM call failed) are recorded as failed
         # candidates; an executor that simply has fewer variants to offer is not at fault.
         missing = self.config.samples_per_plan - len(kernels) if written.error else 0
-        failures = [self._new_candidate(parent, plan, parent.kernel, iteration=iteration) for _ in range(missing)]
+        failures = [
+            self._new_candidate(parent, plan, parent.kernel, iteration=iteration) for _ in range(missing)
+        ]
         for failure in failures:
             self._fail(failure, f"executor: {written.error or 'no kernel in the reply'}", notes)
         if not kernels and not failures:
@@ -498,13 +504,17 @@ class _Search:
                 proposal=proposal,
                 judged=self._judged,
                 input_shapes=dict(parent.timed_input_shapes),
+                input_dtypes=dict(parent.timed_input_dtypes),
             ),
         )
         if planned.notice and (iteration, parent.id, planned.notice) not in self._notices:
             self._notices.add((iteration, parent.id, planned.notice))
             self._emit(
                 PlannerNotice(
-                    search_id=self.search_id, iteration=iteration, candidate_id=parent.id, message=planned.notice
+                    search_id=self.search_id,
+                    iteration=iteration,
+                    candidate_id=parent.id,
+                    message=planned.notice,
                 )
             )
         return planned
@@ -686,6 +696,7 @@ class _Search:
                     fast_profile=after.profile if outcome.failure is None else None,
                     failure=outcome.failure,
                     input_shapes=dict(before.timed_input_shapes),
+                    input_dtypes=dict(before.timed_input_dtypes),
                 ),
             )
         except _Stopped:
@@ -786,6 +797,7 @@ class _Search:
         candidate.checked_size, candidate.timed_size = evaluation.checked_size, evaluation.timed_size
         candidate.evaluation_notes = list(evaluation.notes)
         candidate.timed_input_shapes = dict(evaluation.timed_input_shapes)
+        candidate.timed_input_dtypes = dict(evaluation.timed_input_dtypes)
         if evaluation.ok and evaluation.profile is not None:
             candidate.latency_ms = evaluation.profile.latency_ms
             candidate.percent_of_peak = evaluation.profile.percent_of_peak

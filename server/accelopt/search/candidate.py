@@ -44,7 +44,9 @@ class Experience(BaseModel):
         "only orders it among negative lessons (see `failure`), never shown as a measurement"
     )
     lesson: Lesson
-    failure: str | None = Field(None, description="how the candidate failed, when it did (no speedup was measured)")
+    failure: str | None = Field(
+        None, description="how the candidate failed, when it did (no speedup was measured)"
+    )
     kernel_family: str = ""
     task: str = ""
     hardware: str = "trn1"
@@ -71,12 +73,19 @@ class Candidate(BaseModel):
     line: int | None = None
     latency_ms: float | None = None
     speedup: float | None = Field(None, description="baseline latency / this latency")
-    percent_of_peak: float | None = Field(None, description="roofline peak latency / latency, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %")
+    percent_of_peak: float | None = Field(
+        None,
+        description="roofline peak latency / latency, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %",
+    )
     profile: Profile | None = None
     checked_size: str | None = Field(None, description="the reference size its outputs were checked at")
     timed_size: str | None = Field(None, description="the reference size its latency was timed at")
     timed_input_shapes: dict[str, list[int]] = Field(
         default_factory=dict, description="its inputs' shapes at the timed size, when checked at another"
+    )
+    timed_input_dtypes: dict[str, str] = Field(
+        default_factory=dict,
+        description="its array inputs' element types at the timed size (beside the shapes)",
     )
     evaluation_notes: list[str] = Field(
         default_factory=list, description="the evaluation's notes: what was checked and timed where, warnings"

@@ -37,6 +37,11 @@ class PlanRequest(BaseModel):
         "its evaluation reported them: what decides whether a move that keeps data in SBUF fits. "
         "Empty: not known (then no size fact is used)",
     )
+    input_dtypes: dict[str, str] = Field(
+        default_factory=dict,
+        description="the element type of each array input at that size (parameter name -> dtype, e.g. "
+        "'bfloat16'): how many bytes a block of it takes. Empty or missing name: 4 bytes assumed",
+    )
 
 
 class ExecuteRequest(BaseModel):
@@ -78,6 +83,11 @@ class SummarizeRequest(BaseModel):
         description="the kernel's array inputs at the size it is timed at (parameter name -> shape), as "
         "its evaluation reported them: what decides whether a move that keeps data in SBUF fits. "
         "Empty: not known (then no size fact is used)",
+    )
+    input_dtypes: dict[str, str] = Field(
+        default_factory=dict,
+        description="the element type of each array input at that size (parameter name -> dtype, e.g. "
+        "'bfloat16'): how many bytes a block of it takes. Empty or missing name: 4 bytes assumed",
     )
 
 

@@ -20,9 +20,11 @@ An experience speaks about a site in proportion to two things:
 - *size*: for a move that keeps a block resident in SBUF (a preload), whether the lesson's block
   and the site's are in the same size class at the shapes each kernel is timed at (sizes.py):
   a preload that spilled on a 2 MB-per-partition block is no evidence against preloading a 16 KB
-  one, nor is one that paid on a small block evidence for a block that cannot fit. A lesson whose
-  class differs counts SIZE_MISMATCH of its weight (across the capacity, SIZE_ACROSS_CAPACITY:
-  nothing); one without a size (an older lesson, an LLM's, an unknown shape) counts fully, as before.
+  one, nor is one that paid on a small block evidence for a block that cannot fit. Across the
+  capacity a lesson counts SIZE_ACROSS_CAPACITY (nothing); between the two classes that fit, one
+  that paid counts fully and one that did not SIZE_MISMATCH (crowding SBUF is what differs there,
+  a reason to lose, not to gain: size_match); one without a size (an older lesson, an LLM's, an
+  unknown shape) counts fully, as before.
 
 Two readings come out:
 
@@ -82,9 +84,9 @@ LOOKALIKE_NEGATIVE = 1 / SAME_SITE
 # very same code; not a single no-gain step (about -0.03), not a loosely related failure.
 AVOID_BELOW = -0.05
 # How much a lesson says about a site whose resident block is in another size class (sizes.py):
-# both fit, one with room to spare and one crowding SBUF (half); one fits and the other spills
-# (nothing: another regime -- and even a twentieth of a 2.7x slowdown put a fitting preload
-# below AVOID_BELOW, out of the proposals).
+# both fit, one with room to spare and one crowding SBUF (half for a lesson that did not pay, full
+# for one that paid: size_match); one fits and the other spills (nothing: another regime -- and
+# even a twentieth of a 2.7x slowdown put a fitting preload below AVOID_BELOW, out of the proposals).
 SIZE_MISMATCH = 0.5
 SIZE_ACROSS_CAPACITY = 0.0
 
@@ -225,14 +227,23 @@ def removed_lines(before: str, after: str) -> frozenset[str]:
     return frozenset(s for line in before.splitlines() if (s := line.strip()) and s not in kept)
 
 
-def size_match(theirs: float | None, mine: float | None) -> float:
-    """How much a lesson's resident block says about a site's, by their size classes."""
+def size_match(theirs: float | None, mine: float | None, paid: bool = False) -> float:
+    """How much a lesson's resident block says about a site's, by their size classes. Across
+    the capacity (one fits, the other spills): nothing. Between the two classes that fit, a
+    lesson that paid counts fully: what a preload saves is the reloads it removes, whatever
+    share of SBUF the block takes while it fits, and the preload of w that fits in 0.73 of a
+    partition is the same bet as one of a 0.05 block (counted half, matmul_add_rmsnorm's small
+    x_t preload came before its 1.87x w preload on the strength of other kernels' small
+    blocks). What differs between them is crowding the rest of SBUF, a reason for a preload to
+    lose: a lesson that gave nothing or worse counts SIZE_MISMATCH there."""
     if theirs is None or mine is None:
         return 1.0
     a, b = size_class(theirs), size_class(mine)
     if a == b:
         return 1.0
-    return SIZE_ACROSS_CAPACITY if "exceeds" in (a, b) else SIZE_MISMATCH
+    if "exceeds" in (a, b):
+        return SIZE_ACROSS_CAPACITY
+    return 1.0 if paid else SIZE_MISMATCH
 
 
 def weigh(
@@ -255,7 +266,7 @@ def weigh(
         ids: list[int] = []
         for lesson in lessons:
             relevance = lesson.kinship * match(lesson, site, pattern)
-            relevance *= size_match(lesson.sbuf_share, (shares or {}).get(site.id))
+            relevance *= size_match(lesson.sbuf_share, (shares or {}).get(site.id), lesson.log_speedup > 0)
             if relevance <= 0:
                 continue
             if code and code in lesson.removed:

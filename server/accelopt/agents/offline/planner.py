@@ -130,7 +130,9 @@ class OfflinePlanner:
         bound = request.profile.bound if request.profile is not None else None
         lessons = read_lessons(request.kernel.name, text, bound, request.experiences)
         shares = _shares(request, sites) if lessons else {}
-        evidence = weigh(lessons, sites, patterns_of(text, request.kernel.name) if lessons else {}, text, shares)
+        evidence = weigh(
+            lessons, sites, patterns_of(text, request.kernel.name) if lessons else {}, text, shares
+        )
         scored: list[tuple[float, Site]] = []
         for site in sites:
             score = 1.0 + get_rewrite(site.rewrite).prior + profile_score(site, request.profile)
@@ -200,7 +202,9 @@ class OfflinePlanner:
                 f"{one_step}: plans now compose up to {MAX_COMPOSED_STEPS} catalogue rewrites, each "
                 "legal for its rewrite on the kernel the earlier ones wrote"
             )
-            plans = [plan_for(*everything[k]) for k in range(request.proposal, request.proposal + request.count)]
+            plans = [
+                plan_for(*everything[k]) for k in range(request.proposal, request.proposal + request.count)
+            ]
             return PlanResult(plans=plans, notice=notice)
         # Last: the engine moves the timing model expects to slow the kernel (left out so far),
         # alone and composed: they are legal kernels still, and the budget is there to measure them.
@@ -210,9 +214,7 @@ class OfflinePlanner:
         unfiltered = self._compositions.find(
             request.kernel,
             _unfiltered_options(all_sites(request.kernel.text, request.kernel.name), request.profile),
-            catalogue_options(
-                request.kernel.name, lambda sites: _unfiltered_options(sites, request.profile)
-            ),
+            catalogue_options(request.kernel.name, lambda sites: _unfiltered_options(sites, request.profile)),
             known,
             request.proposal + request.count - len(everything),
             first_new_depth=1,
@@ -224,7 +226,9 @@ class OfflinePlanner:
                 "the planner now proposes engine moves the timing model expects to slow the kernel "
                 "down, alone and composed (the only new legal kernels left)"
             )
-            plans = [plan_for(*everything[k]) for k in range(request.proposal, request.proposal + request.count)]
+            plans = [
+                plan_for(*everything[k]) for k in range(request.proposal, request.proposal + request.count)
+            ]
             return PlanResult(plans=plans, notice=notice)
         if found.complete and unfiltered.complete:
             why = (
@@ -280,7 +284,14 @@ def _shares(request: PlanRequest, sites: list[Site]) -> dict[str, float]:
     """site id -> the share of SBUF its resident block takes at the kernel's timed input shapes."""
     found: dict[str, float] = {}
     for site in sites:
-        share = sbuf_share(request.kernel.text, request.kernel.name, site, request.input_shapes, request.hardware)
+        share = sbuf_share(
+            request.kernel.text,
+            request.kernel.name,
+            site,
+            request.input_shapes,
+            request.hardware,
+            request.input_dtypes,
+        )
         if share is not None:
             found[site.id] = share
     return found

@@ -25,11 +25,23 @@ from accelopt.agents.offline.rewrites.base import Resident, Site
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.hardware.specs import get_hardware
 
-# Bytes per element by the dtype's name; an input's dtype is not in the source (`w.dtype`) and
-# the timing note gives shapes only, so an unknown dtype counts as 4 bytes (fp32: the NKIBench
-# tasks' dtype, and an upper bound for the 16- and 8-bit types).
-_ELEMENT_BYTES = {"float32": 4, "int32": 4, "uint32": 4, "tfloat32": 4, "bfloat16": 2, "float16": 2,
-                  "int16": 2, "uint16": 2, "float8": 1, "int8": 1, "uint8": 1, "bool": 1}
+# Bytes per element by the dtype's name. An input's dtype is not in the source (`w.dtype`): it
+# comes from the evaluation (Evaluation.timed_input_dtypes, from the timed trace); an unknown one
+# counts as 4 bytes (fp32, an upper bound for the 16- and 8-bit types).
+_ELEMENT_BYTES = {
+    "float32": 4,
+    "int32": 4,
+    "uint32": 4,
+    "tfloat32": 4,
+    "bfloat16": 2,
+    "float16": 2,
+    "int16": 2,
+    "uint16": 2,
+    "float8": 1,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+}
 DEFAULT_ELEMENT_BYTES = 4
 # Class bounds on the share of a partition's SBUF: up to a quarter the block leaves room for
 # everything else; up to the whole the block fits but crowds the rest; beyond it, it spills.
@@ -83,10 +95,13 @@ def shape_constants(view: KernelView, shapes: dict[str, list[int]]) -> dict[str,
     return env
 
 
-def resident_bytes(view: KernelView, resident: Resident, shapes: dict[str, list[int]]) -> int | None:
-    """Bytes per partition the block takes at the timed shapes (None: a factor is not known)."""
+def resident_bytes(
+    view: KernelView, resident: Resident, shapes: dict[str, list[int]], dtypes: dict[str, str] | None = None
+) -> int | None:
+    """Bytes per partition the block takes at the timed shapes (None: a factor is not known);
+    `dtypes`: the inputs' element types, for a block of `x.dtype`."""
     env = shape_constants(view, shapes)
-    total = element_bytes(resident.dtype)
+    total = element_bytes(resident.dtype, dtypes)
     for factor in resident.factors:
         value = view.eval_int(factor, env)
         if value is None or value <= 0:
@@ -96,7 +111,12 @@ def resident_bytes(view: KernelView, resident: Resident, shapes: dict[str, list[
 
 
 def sbuf_share(
-    text: str, kernel_name: str, site: Site, shapes: dict[str, list[int]], hardware: str
+    text: str,
+    kernel_name: str,
+    site: Site,
+    shapes: dict[str, list[int]],
+    hardware: str,
+    dtypes: dict[str, str] | None = None,
 ) -> float | None:
     """The site's resident block over the SBUF bytes a partition gives a kernel on `hardware`;
     None for a site that keeps nothing resident or whose size is not known."""
@@ -108,12 +128,18 @@ def sbuf_share(
     except (NotApplicable, KeyError, ValueError):
         return None
     with view.lock:
-        held = resident_bytes(view, site.resident, shapes)
+        held = resident_bytes(view, site.resident, shapes, dtypes)
     return None if held is None else held / capacity
 
 
-def element_bytes(dtype: str) -> int:
-    name = dtype.rsplit(".", 1)[-1].strip().strip("'\"")
+def element_bytes(dtype: str, inputs: dict[str, str] | None = None) -> int:
+    """Bytes per element of a dtype as the source writes it: `np.float32`, `nl.bfloat16`, or
+    `w.dtype` for an input w, whose type `inputs` gives (name -> dtype) when it is known."""
+    text = dtype.strip()
+    owner, _, attribute = text.rpartition(".")
+    if attribute == "dtype" and inputs and owner in inputs:
+        text = inputs[owner]
+    name = text.rsplit(".", 1)[-1].strip().strip("'\"")
     for key in sorted(_ELEMENT_BYTES, key=len, reverse=True):
         if name.startswith(key):
             return _ELEMENT_BYTES[key]

@@ -62,11 +62,15 @@ def _profile_delta(slow: Profile | None, fast: Profile | None) -> str:
 
 def _share_of_site(request: SummarizeRequest) -> float | None:
     """The share of SBUF the plan's resident block took at the slow kernel's timed size."""
-    site = next((s for s in all_sites(request.slow.text, request.slow.name) if s.id == request.plan.site), None)
+    site = next(
+        (s for s in all_sites(request.slow.text, request.slow.name) if s.id == request.plan.site), None
+    )
     if site is None or site.rewrite != request.plan.rewrite:
         return None
     hardware = request.slow_profile.hardware if request.slow_profile is not None else "trn1"
-    return sbuf_share(request.slow.text, request.slow.name, site, request.input_shapes, hardware)
+    return sbuf_share(
+        request.slow.text, request.slow.name, site, request.input_shapes, hardware, request.input_dtypes
+    )
 
 
 class OfflineSummarizer:
