@@ -95,8 +95,24 @@ def test_a_workers_arrays_are_read_under_the_lock_since_numpy_parses_each_header
 
     path = tmp_path / "arrays.npz"
     np.savez(path, a=np.zeros((2, 3)), b=np.ones(4, dtype=np.float32))
+    # the parent reads only the arrays the worker's result declares (sandbox.py)
+    declared = WorkerResult.model_validate(
+        {
+            "runs": [
+                {
+                    "structure": "list",
+                    "groups": {
+                        "inputs": [
+                            {"name": "a", "dtype": "float64", "shape": [2, 3]},
+                            {"name": "b", "dtype": "float32", "shape": [4]},
+                        ]
+                    },
+                }
+            ]
+        }
+    )
     with compiles() as seen:
-        loaded = threading_result(lambda: _load_arrays(path, WorkerResult()))
+        loaded = threading_result(lambda: _load_arrays(path, declared))
     assert sorted(loaded) == ["a", "b"]
     assert len(seen) >= 2 and all(locked for _, locked, _ in seen)  # one header per array
 
