@@ -100,3 +100,54 @@ def test_the_same_kernel_without_the_detector_is_accepted(backend):
     evaluation = asyncio.run(backend.evaluate(honest, task_for_kernel(honest, size="full"), OPTIONS))
     assert evaluation.status == "ok", evaluation.message
     assert any("the same kind of run at the checked size" in note for note in evaluation.notes)
+
+
+# A kernel can also tell the timed size from the checked ones by its shape alone. SiLU at a full
+# size 32x its small one (too big to be a hidden check size): past the threshold it computes
+# one column tile in four and stores the others as loaded, so every output byte is still written
+# and every input byte read, and the same instruction sites are issued at both sizes.
+THRESHOLD_SILU = """import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+
+# accelopt: reference silu_ref.py
+@nki.jit
+def silu_kernel(x):
+    rows, cols = x.shape
+    out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    stride = 4 if rows > 512 else 1
+    passed_through = cols // 512 if stride > 1 else 1
+    for i in nl.affine_range(rows // 128):
+        for j in nl.affine_range(passed_through):
+            raw = nl.load(x[i * 128 : i * 128 + 128, j * 512 : j * 512 + 512])
+            nl.store(out[i * 128 : i * 128 + 128, j * 512 : j * 512 + 512], value=raw)
+        for j in nl.affine_range(cols // 512 // stride):
+            c0 = j * stride * 512
+            tile = nl.load(x[i * 128 : i * 128 + 128, c0 : c0 + 512])
+            result = nl.multiply(tile, nl.sigmoid(tile))
+            nl.store(out[i * 128 : i * 128 + 128, c0 : c0 + 512], value=result)
+    return out
+"""
+
+
+def test_a_kernel_doing_less_work_past_a_size_threshold_is_rejected(tmp_path):
+    reference = (ROOT / "kernels_examples" / "silu_ref.py").read_text()
+    assert '"full": (512, 2048)' in reference
+    (tmp_path / "silu_ref.py").write_text(reference.replace('"full": (512, 2048)', '"full": (1024, 8192)'))
+    cheat = KernelSource(text=THRESHOLD_SILU, name="silu_kernel", path=str(tmp_path / "cheat.py"))
+    honest_text = (ROOT / "kernels_examples" / "silu.py").read_text()
+    honest = KernelSource(text=honest_text, name="silu_kernel", path=str(tmp_path / "silu.py"))
+    for source in (cheat, honest):
+        Path(source.path or "").write_text(source.text)
+    backend = SimulatorBackend(max_workers=2)
+    try:
+        judged = [
+            backend.evaluate_sync(k, task_for_kernel(k, size="full"), OPTIONS).evaluation
+            for k in (cheat, honest)
+        ]
+    finally:
+        asyncio.run(backend.aclose())
+    attack, control = judged
+    assert control.ok and control.timed_size == "full", control.message
+    assert attack.status == "rejected" and attack.profile is None, attack.message
+    assert "vector FLOPs grow" in attack.message and "25% of the work" in attack.message

@@ -13,7 +13,7 @@ from typing import Literal
 
 from accelopt.hardware.specs import HardwareSpec
 from accelopt.hardware.work import Work
-from accelopt.nki.trace import Engine, Memory, Trace
+from accelopt.nki.trace import Memory, Trace
 
 RooflineBound = Literal["vector", "tensor", "hbm"]
 
@@ -79,6 +79,22 @@ def _note_access(
         direct.setdefault(key, []).append(box)
 
 
+def compute_flops(trace: Trace) -> tuple[float, float, float]:
+    """(matmul FLOPs, the part of them at the full bf16/fp16/fp8/tf32 rate, vector FLOPs) of a
+    trace, counted as `work_from_trace` counts them."""
+    matmul = 0.0
+    full_rate = 0.0
+    vector = 0.0
+    for rec in trace.records:
+        if rec.matmul_kmn is not None and not rec.is_transpose and rec.opcode != "broadcast":
+            k, m, n = rec.matmul_kmn
+            matmul += 2.0 * k * m * n
+            if dtype_bytes(rec.dtype) < 4 or rec.dtype in ("tfloat32", "tf32"):
+                full_rate += 2.0 * k * m * n
+        vector += rec.vector_ops
+    return matmul, full_rate, vector
+
+
 def work_from_trace(trace: Trace) -> Work:
     """The roofline work a kernel's trace implies (AccelOpt's conventions, NKI_NOTES §6).
 
@@ -89,9 +105,7 @@ def work_from_trace(trace: Trace) -> Work:
     - HBM bytes: the unique bytes of kernel inputs read plus kernel outputs written, each byte
       once however often it is re-read, at the tensors' own dtype sizes.
     """
-    matmul = 0.0
-    full_rate = 0.0
-    vector = 0.0
+    matmul, full_rate, vector = compute_flops(trace)
     read_boxes: dict[int, list[tuple[tuple[int, int], ...]]] = {}
     write_boxes: dict[int, list[tuple[tuple[int, int], ...]]] = {}
     # an indirect DMA's region is the whole indexed dimension (the rows are data): its tensor
@@ -99,26 +113,23 @@ def work_from_trace(trace: Trace) -> Work:
     direct: dict[tuple[str, int], list[tuple[tuple[int, int], ...]]] = {}
     indirect_bytes: dict[tuple[str, int], int] = {}
     for rec in trace.records:
-        if rec.engine is Engine.TENSOR or rec.matmul_kmn is not None:
-            if rec.matmul_kmn is not None and not rec.is_transpose and rec.opcode != "broadcast":
-                k, m, n = rec.matmul_kmn
-                matmul += 2.0 * k * m * n
-                if dtype_bytes(rec.dtype) < 4 or rec.dtype in ("tfloat32", "tf32"):
-                    full_rate += 2.0 * k * m * n
-        vector += rec.vector_ops
         indirect = bool(rec.extra.get("indirect"))
         if rec.src_memory is Memory.HBM:
             for region in rec.reads:
                 info = trace.tensors.get(region.tensor_id)
                 if info is not None and info.memory is Memory.HBM and info.is_input:
                     read_boxes.setdefault(region.tensor_id, []).append(region.box)
-                    _note_access(direct, indirect_bytes, ("r", region.tensor_id), region.box, indirect, rec.bytes)
+                    _note_access(
+                        direct, indirect_bytes, ("r", region.tensor_id), region.box, indirect, rec.bytes
+                    )
         if rec.dst_memory is Memory.HBM:
             for region in rec.writes:
                 info = trace.tensors.get(region.tensor_id)
                 if info is not None and info.memory is Memory.HBM and info.is_output:
                     write_boxes.setdefault(region.tensor_id, []).append(region.box)
-                    _note_access(direct, indirect_bytes, ("w", region.tensor_id), region.box, indirect, rec.bytes)
+                    _note_access(
+                        direct, indirect_bytes, ("w", region.tensor_id), region.box, indirect, rec.bytes
+                    )
     hbm = 0.0
     for kind, boxes_by_tensor in (("r", read_boxes), ("w", write_boxes)):
         for tensor_id, boxes in boxes_by_tensor.items():

@@ -33,6 +33,7 @@ from accelopt.nki.trace import Trace
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.task import Size, Task, hidden_sizes, offered_sizes
+from accelopt.profiling.work_scaling import work_shortfall
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,23 @@ def combined(
                 "message": f"at the {split.timed.size} size the kernel issues instructions its verified run at "
                 f"the {split.check.size} size never issued ({shown}{more}); a kernel must run the same code "
                 "at every size",
+                "profile": None,
+                "notes": notes,
+                **sizes,
+            }
+        )
+    shortfall = work_shortfall(
+        checked.profile.work if checked.profile else None,
+        timed.profile.work if timed.profile else None,
+        checked_trace,
+        timed_trace,
+    )
+    if shortfall is not None:
+        return timed.model_copy(
+            update={
+                "status": "rejected",
+                "message": f"at the {split.timed.size} size it is timed at, {shortfall}; a kernel must do the "
+                "work its size asks for at every size",
                 "profile": None,
                 "notes": notes,
                 **sizes,
