@@ -12,9 +12,9 @@ import json
 
 import pytest
 
-from accelopt.profiling.sandbox import MAX_STATUS_BYTES, Sandbox, WorkerOutcome
-from accelopt.profiling.worker_protocol import ResourceLimits, WorkerJob
-from profiling.helpers import REFERENCE_BASE
+from accelopt.profiling.sandbox import MAX_STATUS_BYTES, Sandbox
+from accelopt.profiling.worker_protocol import ResourceLimits
+from adversarial.unguarded import run_unguarded
 
 ELEMENTS = 8 << 20  # 32 MiB of float32 zeros, a few KiB deflated
 
@@ -72,21 +72,9 @@ def sandbox(jobs_dir) -> Sandbox:
     return Sandbox(ResourceLimits(memory_bytes=1 << 30, cpu_seconds=30), work_root=jobs_dir)
 
 
-def run_writer(sandbox: Sandbox, code: str) -> WorkerOutcome:
-    job = WorkerJob(
-        mode="reference",
-        policy="reference",
-        source=REFERENCE_BASE + "\n" + code,
-        source_path="/nonexistent/attack.py",
-        seeds=[1],
-        python_guard=False,
-    )
-    return sandbox.run_sync(sandbox.prepare(job), 60)
-
-
 def test_a_padded_status_file_is_not_read(sandbox):
     padded = declaring([]) + " " * (MAX_STATUS_BYTES + 1)
-    outcome = run_writer(sandbox, writer(padded))
+    outcome = run_unguarded(sandbox, writer(padded))
     assert outcome.kind == "crashed" and outcome.result is None
     assert "the status file is 4 MiB, more than the 4 MiB the parent reads" in outcome.message
 
@@ -102,13 +90,13 @@ def test_a_padded_status_file_is_not_read(sandbox):
     ids=["deflate-bomb", "header-promising-more", "truncated-archive", "directory-bomb"],
 )
 def test_an_archive_that_would_inflate_in_the_parent_is_refused(sandbox, archive, names, reason):
-    outcome = run_writer(sandbox, writer(declaring(names), archive))
+    outcome = run_unguarded(sandbox, writer(declaring(names), archive))
     assert outcome.kind == "crashed" and not outcome.arrays, outcome.message
     assert reason in outcome.message, outcome.message
 
 
 def test_members_beyond_the_declared_ones_are_refused_unread(sandbox):
-    outcome = run_writer(sandbox, writer(declaring(["r0_in_0"], 4), UNDECLARED_MEMBER))
+    outcome = run_unguarded(sandbox, writer(declaring(["r0_in_0"], 4), UNDECLARED_MEMBER))
     assert outcome.kind == "crashed" and not outcome.arrays, outcome.message  # the 32 MiB stayed in the file
     assert (
         "the array archive lists 2 members" in outcome.message and "the result declares 1" in outcome.message

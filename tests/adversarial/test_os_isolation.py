@@ -20,7 +20,7 @@ import accelopt
 from accelopt.profiling.isolation import detect
 from accelopt.profiling.sandbox import Sandbox, WorkerOutcome
 from accelopt.profiling.worker_protocol import ResourceLimits, WorkerJob
-from profiling.helpers import REFERENCE_BASE
+from adversarial.unguarded import run_unguarded
 
 pytestmark = pytest.mark.skipif(
     not detect().kernel_enforced,
@@ -33,20 +33,6 @@ REPO = Path(accelopt.__file__).resolve().parents[2]
 @pytest.fixture
 def sandbox(jobs_dir) -> Sandbox:
     return Sandbox(ResourceLimits(memory_bytes=1 << 30, cpu_seconds=30), work_root=jobs_dir)
-
-
-def run_unguarded(sandbox: Sandbox, code: str) -> WorkerOutcome:
-    """Run `code` at the module level of a reference module with every Python-level check off.
-    The module records what it saw in `RESULT` (returned as the failure message, if any)."""
-    job = WorkerJob(
-        mode="reference",
-        policy="reference",
-        source=REFERENCE_BASE + "\n" + code,
-        source_path="/nonexistent/attack.py",
-        seeds=[1],
-        python_guard=False,
-    )
-    return sandbox.run_sync(sandbox.prepare(job), 60)
 
 
 def failure_message(outcome: WorkerOutcome) -> str:
@@ -262,4 +248,3 @@ def test_honest_numpy_runs_and_no_thread_starts_under_a_real_uid(sandbox):
         "raise RuntimeError(f'numpy {total}, thread {started}')\n"
     )
     assert "numpy 3, thread can't start new thread" in failure_message(run_unguarded(sandbox, code))
-

@@ -52,8 +52,8 @@ def work_shortfall(
     if (
         checked_work is None
         or timed_work is None
-        or "task" != checked_work.source
-        or "task" != timed_work.source
+        or checked_work.source != "task"
+        or timed_work.source != "task"
     ):
         return None
     declared_small, declared_full = _parts(checked_work), _parts(timed_work)
