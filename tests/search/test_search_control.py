@@ -75,16 +75,30 @@ async def test_cancel_event_mid_iteration_kills_workers_and_keeps_the_ranking(
     cancel = asyncio.Event()
     config = small_config(plans_per_kernel=3, samples_per_plan=2, iterations=3)
     events = []
+    first_candidate = asyncio.Event()
     workers_at_cancel: list[int] = []
+
+    async def cancel_while_a_worker_runs() -> None:
+        # Watched from its own task rather than at candidate events: whether the next
+        # evaluation's worker has started by the time a candidate arrives is a race (CI lost it
+        # once); polling catches a worker of one of the five evaluations still to come.
+        await first_candidate.wait()
+        while not cancel.is_set():
+            if pids := processes.new():
+                workers_at_cancel.extend(pids)
+                cancel.set()
+                return
+            await asyncio.sleep(0.005)
+
+    watcher = asyncio.create_task(cancel_while_a_worker_runs())
     async for event in run_search(
         kernel, task, make_llm_agents(server.base_url), simulator, config, cancel=cancel
     ):
         events.append(event)
-        if isinstance(event, CandidateEvent) and not cancel.is_set():
-            workers_at_cancel = processes.new()
-            if workers_at_cancel:
-                cancel.set()
-    assert cancel.is_set(), "no evaluation was in flight when a candidate arrived"
+        if isinstance(event, CandidateEvent):
+            first_candidate.set()
+    watcher.cancel()
+    assert cancel.is_set(), "no evaluation worker was seen after the first candidate"
     assert workers_at_cancel
     assert processes.survivors() == []  # every worker of the in-flight evaluations was killed
     finished = finished_of(events)
