@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from search_fixtures import collect, finished_of, small_config
-from silu_variants import BASELINE, WIDE
+from silu_variants import BASELINE, silu
 
 from accelopt.agents.factory import make_agents
 from accelopt.profiling.backend import EvaluationOptions
@@ -69,7 +69,9 @@ def running_evaluations() -> list[int]:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RayBackend]:
     work_root = tmp_path_factory.mktemp("ray-jobs")
-    backend = RayBackend("simulator", settings=RaySettings(num_cpus=2), max_workers=2, work_root=str(work_root))
+    backend = RayBackend(
+        "simulator", settings=RaySettings(num_cpus=2), max_workers=2, work_root=str(work_root)
+    )
     yield backend
     await backend.aclose()
 
@@ -80,20 +82,28 @@ def sandbox_workers(backend: RayBackend) -> list[int]:
     return processes(lambda cmd: "accelopt.profiling.worker" in cmd and root in cmd)
 
 
-def silu() -> tuple[KernelSource, object]:
+def silu_task() -> tuple[KernelSource, object]:
     kernel = KernelSource(text=BASELINE, name="silu_kernel", path="silu_test.py")
     return kernel, task_for_kernel(kernel)
 
 
+# The same SiLU in 128 x 1 tiles: 1024 tiles make an evaluation last seconds, so the killer below
+# finds the retried worker while it still runs (with the 8-tile baseline a loaded machine could
+# let the retry finish first and the kill land on a worker that had already answered).
+SLOW = KernelSource(text=silu(1, directive=True), name="silu_kernel", path="silu_slow.py")
+
+
 async def test_a_search_on_the_cluster_equals_the_local_search(cluster: RayBackend):
-    kernel, task = silu()
+    kernel, task = silu_task()
     # A narrow beam: of two equally fast kernels, the ranking keeps the one with the smaller
     # source hash, whichever evaluation came back first (locally or on the cluster), so both
     # runs grow the same children.
     config = small_config(iterations=2, beam_width=2, plans_per_kernel=2, samples_per_plan=1)
     local_backend = get_backend("simulator", max_workers=2)
     try:
-        local = await collect(run_search(kernel, task, make_agents(kind="offline", seed=3), local_backend, config))
+        local = await collect(
+            run_search(kernel, task, make_agents(kind="offline", seed=3), local_backend, config)
+        )
     finally:
         await local_backend.aclose()
     remote = await collect(run_search(kernel, task, make_agents(kind="offline", seed=3), cluster, config))
@@ -125,12 +135,10 @@ async def kill_workers(times: int, stop: asyncio.Event) -> list[int]:
 
 
 async def test_a_worker_lost_mid_evaluation_is_retried_once(cluster: RayBackend):
-    _, task = silu()
-    wide = KernelSource(text=WIDE, name="silu_kernel")
     stop = asyncio.Event()
     killer = asyncio.create_task(kill_workers(1, stop))
     before = cluster.lost_workers
-    evaluation = await cluster.evaluate(wide, task, OPTIONS)  # type: ignore[arg-type]
+    evaluation = await cluster.evaluate(SLOW, task_for_kernel(SLOW), OPTIONS)  # type: ignore[arg-type]
     stop.set()
     assert len(await killer) == 1
     assert evaluation.status == "ok", evaluation.message
@@ -139,10 +147,9 @@ async def test_a_worker_lost_mid_evaluation_is_retried_once(cluster: RayBackend)
 
 
 async def test_a_worker_lost_twice_is_recorded_on_the_candidate(cluster: RayBackend):
-    kernel, task = silu()
     stop = asyncio.Event()
     killer = asyncio.create_task(kill_workers(2, stop))
-    evaluation = await cluster.evaluate(kernel, task, OPTIONS)  # type: ignore[arg-type]
+    evaluation = await cluster.evaluate(SLOW, task_for_kernel(SLOW), OPTIONS)  # type: ignore[arg-type]
     stop.set()
     assert len(await killer) == 2
     assert evaluation.status == "runtime_error"
@@ -150,9 +157,8 @@ async def test_a_worker_lost_twice_is_recorded_on_the_candidate(cluster: RayBack
 
 
 async def test_cancelling_an_evaluation_kills_its_task_and_leaves_nothing_running(cluster: RayBackend):
-    kernel, task = silu()
-    # a size that takes a while, so that the cancel lands mid-evaluation
-    pending = asyncio.create_task(cluster.evaluate(kernel, task, OPTIONS))  # type: ignore[arg-type]
+    # the slow kernel, so that the cancel lands mid-evaluation
+    pending = asyncio.create_task(cluster.evaluate(SLOW, task_for_kernel(SLOW), OPTIONS))  # type: ignore[arg-type]
     deadline = time.monotonic() + 60
     while not running_evaluations() and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
@@ -170,11 +176,10 @@ async def test_cancelling_an_evaluation_kills_its_task_and_leaves_nothing_runnin
 async def test_hardware_evaluations_need_a_node_with_neuron_cores(cluster: RayBackend):
     """Contract test of the scheduling rule (no Trainium here): the neuron backend's tasks ask
     for the `neuron_cores` resource, and a cluster without it is refused with the way out."""
-    kernel, task = silu()
+    kernel, task = silu_task()
     neuron = RayBackend("neuron", settings=RaySettings())
     evaluation = await neuron.evaluate(kernel, task, OPTIONS)  # type: ignore[arg-type]
     assert evaluation.status == "runtime_error"
     assert "neuron_cores" in evaluation.message and "ray start --resources" in evaluation.message
     with pytest.raises(RayUnavailable):
         neuron._start()
-
