@@ -326,12 +326,15 @@ def dma_transpose_efficiency(rec: TraceRecord, hw: HardwareSpec) -> float | None
     own transpose (Trainium2 on: `dma_hw_transpose_efficiency`, [TRN2-ARCH] "DMA Transpose")
     takes only 2-byte elements ([ISA-DMAT]: the hardware-DGE and the indirect transpose both
     require "src.dtype is 2 bytes"); anything else is moved element by element
-    (`dma_transpose_efficiency`).
+    (`dma_transpose_efficiency`). With SBUF on both sides the engines' transpose runs at
+    `dma_sbuf_transpose_efficiency` ([TRN2-ARCH]: SBUF2SBUF up to 50%, HBM2SBUF up to 90%).
     """
     if not (rec.is_transpose or rec.opcode in _DMA_TRANSPOSE_OPS):
         return None
     by_dma_engine = rec.opcode == "dma_transpose" or rec.extra.get("api") == "nisa.dma_transpose"
     if by_dma_engine and dtype_bytes(rec.dtype) == 2:
+        if rec.src_memory is Memory.SBUF and rec.dst_memory is Memory.SBUF:
+            return hw.dma_sbuf_transpose_efficiency
         return hw.dma_hw_transpose_efficiency
     return hw.dma_transpose_efficiency
 
