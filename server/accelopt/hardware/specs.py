@@ -14,6 +14,9 @@ Documents cited below (AWS Neuron SDK documentation, awsdocs-neuron.readthedocs-
 - [ISA-RECIP] "nki.isa.reciprocal", /en/latest/nki/api/generated/nki.isa.reciprocal.html
 - [ISA-DMAT] "nki.isa.dma_transpose" (SDK 2.29 on), /en/latest/nki/api/generated/nki.isa.dma_transpose.html:
   the hardware-DGE and the indirect (software-DGE) transpose both require 2-byte elements
+- [ISA-TS] "nki.isa.tensor_scalar" (legacy reference, /en/v2.26.1/nki/api/generated/nki.isa.tensor_scalar.html):
+  on the Scalar Engine only (multiply, add), (multiply, -) and (add, -); GpSimd only for rsqrt;
+  the compiler picks the engine "based on the operator types" (used in profiling/lowering.py)
 - [ISA-TT], [ISA-STT], [ISA-COPYPRED], [ISA-TR]: the NKI ISA reference of the legacy
   `neuronxcc.nki.isa` (SDK 2.26, the NeuronCore-v2 costs), "Estimated instruction cost" of
   "nki.isa.tensor_tensor", "nki.isa.scalar_tensor_tensor", "nki.isa.tensor_copy_predicated" and

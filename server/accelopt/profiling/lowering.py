@@ -185,6 +185,29 @@ def _base_cycles(
     return max(floor, n)
 
 
+# [ISA-TS] (nki.isa.tensor_scalar): "the Scalar Engine only supports a subset of the operator
+# combination: op0=np.multiply and op1=np.add; op0=np.multiply and op1=None; op0=add and
+# op1=None", and "the compiler instruction scheduler selects the engine automatically based on
+# the operator types"; GpSimd is "only allowed for rsqrt" (the legacy reference's `engine`).
+_SCALAR_TENSOR_SCALAR_OPS = frozenset({("multiply", "add"), ("multiply", None), ("add", None)})
+
+
+def _tensor_scalar_engines(rec: TraceRecord, choices: tuple[str, ...]) -> tuple[str, ...]:
+    """The engines among `choices` whose ALUs implement the record's operator pair."""
+    op0 = str(rec.extra.get("op", "")) or None
+    op1 = str(rec.extra["op1"]) if rec.extra.get("op1") else None
+    if op0 is None:  # a record that does not say its operators: keep every choice
+        return choices
+    legal = []
+    for engine in choices:
+        if engine == "scalar" and (op0, op1) not in _SCALAR_TENSOR_SCALAR_OPS:
+            continue
+        if engine == "gpsimd" and "rsqrt" not in (op0, op1):
+            continue
+        legal.append(engine)
+    return tuple(legal) or ("vector",)
+
+
 def _legal_engines(rec: TraceRecord, memory: Mapping[int, Memory]) -> tuple[str, ...]:
     if rec.engine is not Engine.UNASSIGNED:
         return (rec.engine.value,)
@@ -194,6 +217,8 @@ def _legal_engines(rec: TraceRecord, memory: Mapping[int, Memory]) -> tuple[str,
     else:
         choices = _UNASSIGNED_CHOICES.get(rec.opcode, ("vector", "scalar"))
     choices = choices or ("vector",)
+    if rec.opcode == "tensor_scalar":
+        choices = _tensor_scalar_engines(rec, choices)
     touches_psum = any(_is_psum(memory, r) for r in (*rec.reads, *rec.writes))
     if touches_psum:  # GpSimd has no PSUM access (§2)
         choices = tuple(e for e in choices if e != "gpsimd") or ("vector",)
