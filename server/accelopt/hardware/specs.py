@@ -17,6 +17,9 @@ Documents cited below (AWS Neuron SDK documentation, awsdocs-neuron.readthedocs-
 - [ISA-TS] "nki.isa.tensor_scalar" (legacy reference, /en/v2.26.1/nki/api/generated/nki.isa.tensor_scalar.html):
   on the Scalar Engine only (multiply, add), (multiply, -) and (add, -); GpSimd only for rsqrt;
   the compiler picks the engine "based on the operator types" (used in profiling/lowering.py)
+- [ISA-MEMSET] "nki.isa.memset" (legacy reference, /en/v2.26.1/nki/api/generated/nki.isa.memset.html):
+  "using Vector or GpSimd Engine"; max(MIN_II, N/2) Vector Engine cycles for a zero value into
+  bf16/fp16, max(MIN_II, N) otherwise (used in profiling/lowering.py)
 - [ISA-TT], [ISA-STT], [ISA-COPYPRED], [ISA-TR]: the NKI ISA reference of the legacy
   `neuronxcc.nki.isa` (SDK 2.26, the NeuronCore-v2 costs), "Estimated instruction cost" of
   "nki.isa.tensor_tensor", "nki.isa.scalar_tensor_tensor", "nki.isa.tensor_copy_predicated" and

@@ -26,7 +26,7 @@ _UNASSIGNED_CHOICES: dict[str, tuple[str, ...]] = {
     "tensor_scalar": ("vector", "scalar", "gpsimd"),
     "tensor_copy": ("vector", "scalar", "gpsimd"),
     "copy": ("vector", "scalar", "gpsimd"),
-    "memset": ("vector", "scalar", "gpsimd"),
+    "memset": ("vector", "gpsimd"),  # [ISA-MEMSET]: "using Vector or GpSimd Engine"
     "psum_copy": ("vector", "scalar"),
     "reciprocal": ("vector", "scalar"),
     "tensor_tensor": ("vector", "gpsimd"),
@@ -180,6 +180,11 @@ def _base_cycles(
         return 8 * max(n, floor // 8) if engine == "vector" else max(floor, n)
     if opcode in ("iota", "affine_select"):
         return 150 + n
+    if opcode == "memset":
+        # [ISA-MEMSET]: N/2 when the value is zero and the output bf16/fp16, else N
+        zero = float(rec.extra.get("value", 1.0) or 0.0) == 0.0
+        half_out = _is_half(rec.out_dtype or rec.dtype)
+        return max(floor, n // 2 if zero and half_out else n)
     # tensor_scalar, memset, tensor_copy, psum_copy, bn_stats, bn_aggr and anything unlisted:
     # one pass over the main input (§4).
     return max(floor, n)
@@ -219,13 +224,17 @@ def _legal_engines(rec: TraceRecord, memory: Mapping[int, Memory]) -> tuple[str,
     choices = choices or ("vector",)
     if rec.opcode == "tensor_scalar":
         choices = _tensor_scalar_engines(rec, choices)
+    elif rec.opcode == "memset":  # [ISA-MEMSET]: no Scalar Engine memset
+        choices = tuple(e for e in choices if e != "scalar") or ("vector",)
     touches_psum = any(_is_psum(memory, r) for r in (*rec.reads, *rec.writes))
     if touches_psum:  # GpSimd has no PSUM access (§2)
         choices = tuple(e for e in choices if e != "gpsimd") or ("vector",)
     return choices
 
 
-_PERF_MODE_COPIES = frozenset({"tensor_copy", "copy", "tensor_scalar", "psum_copy", "memset"})
+# [TRN2-ARCH] lists tensor_copy and tensor_scalar (and tensor_tensor) for performance mode;
+# memset is not among them and keeps its own bf16 rate ([ISA-MEMSET], `_base_cycles`).
+_PERF_MODE_COPIES = frozenset({"tensor_copy", "copy", "tensor_scalar", "psum_copy"})
 
 
 def vector_perf_mode(rec: TraceRecord, memory: Mapping[int, Memory], hw: HardwareSpec, stride: int) -> float:
