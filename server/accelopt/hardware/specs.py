@@ -14,6 +14,12 @@ Documents cited below (AWS Neuron SDK documentation, awsdocs-neuron.readthedocs-
 - [ISA-RECIP] "nki.isa.reciprocal", /en/latest/nki/api/generated/nki.isa.reciprocal.html
 - [ISA-DMAT] "nki.isa.dma_transpose" (SDK 2.29 on), /en/latest/nki/api/generated/nki.isa.dma_transpose.html:
   the hardware-DGE and the indirect (software-DGE) transpose both require 2-byte elements
+- [ISA-TS] "nki.isa.tensor_scalar" (legacy reference, /en/v2.26.1/nki/api/generated/nki.isa.tensor_scalar.html):
+  on the Scalar Engine only (multiply, add), (multiply, -) and (add, -); GpSimd only for rsqrt;
+  the compiler picks the engine "based on the operator types" (used in profiling/lowering.py)
+- [ISA-MEMSET] "nki.isa.memset" (legacy reference, /en/v2.26.1/nki/api/generated/nki.isa.memset.html):
+  "using Vector or GpSimd Engine"; max(MIN_II, N/2) Vector Engine cycles for a zero value into
+  bf16/fp16, max(MIN_II, N) otherwise (used in profiling/lowering.py)
 - [ISA-TT], [ISA-STT], [ISA-COPYPRED], [ISA-TR]: the NKI ISA reference of the legacy
   `neuronxcc.nki.isa` (SDK 2.26, the NeuronCore-v2 costs), "Estimated instruction cost" of
   "nki.isa.tensor_tensor", "nki.isa.scalar_tensor_tensor", "nki.isa.tensor_copy_predicated" and
@@ -113,6 +119,9 @@ class HardwareSpec:
     # a plain copy ([ISA-DMAT]: other dtypes are not the engines' transpose; they are charged
     # `dma_transpose_efficiency`, see lowering.dma_transpose_efficiency).
     dma_hw_transpose_efficiency: float = 0.1
+    # The same transpose with SBUF on both sides (SBUF2SBUF), against a plain copy ([TRN2-ARCH]
+    # "SBUF2SBUF DMA transpose": "up to 50% of DMA throughput on Trainium2").
+    dma_sbuf_transpose_efficiency: float = 0.1
     # Time from the start of a kernel's execution on the device to its first instruction, which
     # the profiler's total_time includes (see TRN2 below); 0 where nothing public gives it.
     kernel_start_s: float = 0.0
@@ -279,6 +288,9 @@ TRN2 = HardwareSpec(
     dma_transpose_efficiency=0.1,  # nl.load_transpose2d (element-granular), as Trainium1
     # [TRN2-ARCH] "DMA Transpose": HBM->SBUF transpose reaches up to 90% of a copy's throughput.
     dma_hw_transpose_efficiency=0.9,
+    # [TRN2-ARCH] "SBUF2SBUF DMA transpose": "can achieve up to 50% of DMA throughput on
+    # Trainium2" (the 90% above is the HBM2SBUF figure).
+    dma_sbuf_transpose_efficiency=0.5,
     stride_penalty_bytes=16,
     # *inferred* from §3 with the §6 convention: 2 engines x 128 lanes x 0.96 GHz; fp32 matmul
     # = [TRN2-ARCH]'s 20 FP32 TFLOPS; HBM = this core's 2.9 TB/s / 8 share.
@@ -340,6 +352,7 @@ TRN3 = HardwareSpec(
     dma_chunk_efficiency=_CHUNK_EFFICIENCY_DGE,
     dma_transpose_efficiency=0.1,
     dma_hw_transpose_efficiency=0.9,  # *inferred*: as NeuronCore-v3
+    dma_sbuf_transpose_efficiency=0.5,  # *inferred*: as NeuronCore-v3
     stride_penalty_bytes=16,
     # §6 convention with [TRN3-ARCH]'s figures: 2 engines x 128 lanes x 1.2 GHz, 20 FP32 TFLOPS.
     roofline_vector_flops=2 * 128 * 1.2e9,

@@ -26,7 +26,7 @@ _UNASSIGNED_CHOICES: dict[str, tuple[str, ...]] = {
     "tensor_scalar": ("vector", "scalar", "gpsimd"),
     "tensor_copy": ("vector", "scalar", "gpsimd"),
     "copy": ("vector", "scalar", "gpsimd"),
-    "memset": ("vector", "scalar", "gpsimd"),
+    "memset": ("vector", "gpsimd"),  # [ISA-MEMSET]: "using Vector or GpSimd Engine"
     "psum_copy": ("vector", "scalar"),
     "reciprocal": ("vector", "scalar"),
     "tensor_tensor": ("vector", "gpsimd"),
@@ -180,9 +180,37 @@ def _base_cycles(
         return 8 * max(n, floor // 8) if engine == "vector" else max(floor, n)
     if opcode in ("iota", "affine_select"):
         return 150 + n
+    if opcode == "memset":
+        # [ISA-MEMSET]: N/2 when the value is zero and the output bf16/fp16, else N
+        zero = float(rec.extra.get("value", 1.0) or 0.0) == 0.0
+        half_out = _is_half(rec.out_dtype or rec.dtype)
+        return max(floor, n // 2 if zero and half_out else n)
     # tensor_scalar, memset, tensor_copy, psum_copy, bn_stats, bn_aggr and anything unlisted:
     # one pass over the main input (§4).
     return max(floor, n)
+
+
+# [ISA-TS] (nki.isa.tensor_scalar): "the Scalar Engine only supports a subset of the operator
+# combination: op0=np.multiply and op1=np.add; op0=np.multiply and op1=None; op0=add and
+# op1=None", and "the compiler instruction scheduler selects the engine automatically based on
+# the operator types"; GpSimd is "only allowed for rsqrt" (the legacy reference's `engine`).
+_SCALAR_TENSOR_SCALAR_OPS = frozenset({("multiply", "add"), ("multiply", None), ("add", None)})
+
+
+def _tensor_scalar_engines(rec: TraceRecord, choices: tuple[str, ...]) -> tuple[str, ...]:
+    """The engines among `choices` whose ALUs implement the record's operator pair."""
+    op0 = str(rec.extra.get("op", "")) or None
+    op1 = str(rec.extra["op1"]) if rec.extra.get("op1") else None
+    if op0 is None:  # a record that does not say its operators: keep every choice
+        return choices
+    legal = []
+    for engine in choices:
+        if engine == "scalar" and (op0, op1) not in _SCALAR_TENSOR_SCALAR_OPS:
+            continue
+        if engine == "gpsimd" and "rsqrt" not in (op0, op1):
+            continue
+        legal.append(engine)
+    return tuple(legal) or ("vector",)
 
 
 def _legal_engines(rec: TraceRecord, memory: Mapping[int, Memory]) -> tuple[str, ...]:
@@ -194,13 +222,19 @@ def _legal_engines(rec: TraceRecord, memory: Mapping[int, Memory]) -> tuple[str,
     else:
         choices = _UNASSIGNED_CHOICES.get(rec.opcode, ("vector", "scalar"))
     choices = choices or ("vector",)
+    if rec.opcode == "tensor_scalar":
+        choices = _tensor_scalar_engines(rec, choices)
+    elif rec.opcode == "memset":  # [ISA-MEMSET]: no Scalar Engine memset
+        choices = tuple(e for e in choices if e != "scalar") or ("vector",)
     touches_psum = any(_is_psum(memory, r) for r in (*rec.reads, *rec.writes))
     if touches_psum:  # GpSimd has no PSUM access (§2)
         choices = tuple(e for e in choices if e != "gpsimd") or ("vector",)
     return choices
 
 
-_PERF_MODE_COPIES = frozenset({"tensor_copy", "copy", "tensor_scalar", "psum_copy", "memset"})
+# [TRN2-ARCH] lists tensor_copy and tensor_scalar (and tensor_tensor) for performance mode;
+# memset is not among them and keeps its own bf16 rate ([ISA-MEMSET], `_base_cycles`).
+_PERF_MODE_COPIES = frozenset({"tensor_copy", "copy", "tensor_scalar", "psum_copy"})
 
 
 def vector_perf_mode(rec: TraceRecord, memory: Mapping[int, Memory], hw: HardwareSpec, stride: int) -> float:
@@ -326,12 +360,15 @@ def dma_transpose_efficiency(rec: TraceRecord, hw: HardwareSpec) -> float | None
     own transpose (Trainium2 on: `dma_hw_transpose_efficiency`, [TRN2-ARCH] "DMA Transpose")
     takes only 2-byte elements ([ISA-DMAT]: the hardware-DGE and the indirect transpose both
     require "src.dtype is 2 bytes"); anything else is moved element by element
-    (`dma_transpose_efficiency`).
+    (`dma_transpose_efficiency`). With SBUF on both sides the engines' transpose runs at
+    `dma_sbuf_transpose_efficiency` ([TRN2-ARCH]: SBUF2SBUF up to 50%, HBM2SBUF up to 90%).
     """
     if not (rec.is_transpose or rec.opcode in _DMA_TRANSPOSE_OPS):
         return None
     by_dma_engine = rec.opcode == "dma_transpose" or rec.extra.get("api") == "nisa.dma_transpose"
     if by_dma_engine and dtype_bytes(rec.dtype) == 2:
+        if rec.src_memory is Memory.SBUF and rec.dst_memory is Memory.SBUF:
+            return hw.dma_sbuf_transpose_efficiency
         return hw.dma_hw_transpose_efficiency
     return hw.dma_transpose_efficiency
 

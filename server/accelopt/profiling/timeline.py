@@ -762,6 +762,7 @@ class _Scheduler:
             str(extra.get("op", "")),
             str(extra.get("op1", "")),
             tuple(extra.get("engines", ())),
+            extra.get("value") == 0 if rec.opcode == "memset" else None,  # [ISA-MEMSET]
         )
         found = self.lowered.get(key)
         if found is None:
