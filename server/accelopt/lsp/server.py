@@ -28,6 +28,7 @@ from accelopt.lsp.config import ServerSettings, merge_settings, unknown_keys
 from accelopt.lsp.discovery import KernelInfo, find_kernels
 from accelopt.lsp.edits import hunk_lines, minimal_edits
 from accelopt.lsp.engine import ProfileOutcome, warm_task_imports
+from accelopt.lsp.lifecycle import LifecycleProtocol
 from accelopt.lsp.memory_view import list_experiences
 from accelopt.lsp.optimize import SearchManager, SearchRefused, SearchSession
 from accelopt.lsp.profile_process import ProfileProcess
@@ -43,6 +44,7 @@ from accelopt.lsp.protocol import (
     SearchTreeParams,
     TimelineParams,
 )
+from accelopt.lsp.signals import close_on_signals
 from accelopt.lsp.timeline import timeline_of
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.isolation import detect as detect_isolation
@@ -77,7 +79,7 @@ class AccelOptServer(LanguageServer):
     def __init__(self) -> None:
         from accelopt import __version__
 
-        super().__init__("accelopt", __version__)
+        super().__init__("accelopt", __version__, protocol_cls=LifecycleProtocol)
         self.init_options: dict[str, Any] = {}
         self.settings = ServerSettings()
         self.profile_process = ProfileProcess()
@@ -93,6 +95,18 @@ class AccelOptServer(LanguageServer):
         # the teardown would otherwise try to report on a closed stdout).
         self.exiting = False
         self.exit_code = 0  # LSP: 0 after a `shutdown` request, 1 when `exit` came without one
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """A body the reader could not take in is answered on the wire (lifecycle.py) rather
+        than shown to the user as "Error in server"."""
+        protocol = self.protocol
+        if isinstance(protocol, LifecycleProtocol) and protocol.body_not_handled(error):
+            return
+        super().report_server_error(error, source)
+
+    def stop_talking(self) -> None:
+        """The connection is ending: nothing more is sent to the client."""
+        self.exiting = True
 
     # -- documents and kernels -----------------------------------------------------------------
 
@@ -410,6 +424,7 @@ def create_server() -> AccelOptServer:
             ls.settings = merge_settings(ls.init_options)
         except ValidationError as exc:
             log.error("invalid initializationOptions, using defaults: %s", exc)
+        close_on_signals(ls.aclose, before=ls.stop_talking)
         if params.process_id is not None and params.process_id != os.getpid():
             ls.client_watch = asyncio.ensure_future(end_when_gone(params.process_id, ls.aclose))
 
@@ -618,7 +633,7 @@ def create_server() -> AccelOptServer:
     def exit_notification(ls: AccelOptServer, params: None) -> None:
         """pygls ends the loop right after this; the searches still running (exit without
         shutdown) are cancelled with it and their processes killed, and they report nothing."""
-        ls.exiting = True
+        ls.stop_talking()
         ls.exit_code = 0 if ls.shutdown_received else 1
 
     return server
