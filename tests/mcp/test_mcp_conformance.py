@@ -40,6 +40,11 @@ async def test_lines_that_are_not_messages_are_answered_and_serving_goes_on(tmp_
         # prompts (there are none) and resources are advertised, and both lists answer
         assert (await client.request("prompts/list", {}))["result"]["prompts"] == []
         assert (await client.request("resources/list", {}))["result"]["resources"]
+        # one page each (no nextCursor), so a cursor sent back is not ours: -32602
+        first = (await client.request("tools/list", {}))["result"]
+        assert first["tools"] and "nextCursor" not in first
+        assert (await client.request("tools/list", {"cursor": "page-2"}))["error"]["code"] == -32602
+        assert (await client.request("resources/list", {"cursor": "x"}))["error"]["code"] == -32602
         # unknown names are protocol errors (-32602), a tool that fails is an `isError` result
         assert (await client.request("prompts/get", {"name": "nope"}))["error"]["code"] == -32602
         unknown = await client.request("tools/call", {"name": "no_such_tool", "arguments": {}})

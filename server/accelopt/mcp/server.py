@@ -35,6 +35,7 @@ from accelopt.mcp.models import (
     ProfileResult,
     TargetsResult,
 )
+from accelopt.mcp.pagination import refuse_foreign_cursors
 from accelopt.mcp.reports import backend_label, correctness, diagnostics, profile_report
 from accelopt.mcp.searches import Searches
 from accelopt.mcp.settings import McpSettings
@@ -193,7 +194,7 @@ def build_server(settings: McpSettings, closed: anyio.Event | None = None) -> MC
         version=_version(),
         lifespan=lifespan,
         log_level="WARNING",
-        middleware=[fit_to_negotiated_version],
+        middleware=[fit_to_negotiated_version, refuse_foreign_cursors],
     )
 
     @server.tool(
