@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from lsp_editor import REPO, SERVER_OPTIONS, alive, descendants, server_command, wait_until
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInternalError
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from accelopt.lsp.edits import apply_edits
@@ -224,3 +225,25 @@ async def test_the_server_ends_mid_search_without_leaving_processes(tmp_path: Pa
         lambda: not any(alive(pid) for pid in working), timeout_s=10, what="every process to end"
     )
     await client.stop()
+
+
+async def test_a_client_that_refuses_the_progress_token_still_gets_its_search(tmp_path: Path) -> None:
+    """LSP: after an error answer to window/workDoneProgress/create the token must not be used."""
+    silu, _ = _workspace(tmp_path)
+    client, _ = await _start(tmp_path, client_capabilities("neovim@v0.11.0"))
+    refused: list[types.WorkDoneProgressCreateParams] = []
+
+    def refuse(params: types.WorkDoneProgressCreateParams) -> None:
+        refused.append(params)
+        raise JsonRpcInternalError("this client shows no progress")
+
+    # replaces pytest-lsp's own handler (it would accept the token); stored handlers take params only
+    client.protocol.fm.features[types.WINDOW_WORK_DONE_PROGRESS_CREATE] = refuse
+    try:
+        uri = _open(client, silu)
+        _, state = await _finished_search(client, uri)
+        assert refused, "the server did not ask for a progress token"
+        assert state.candidates, "the search found nothing"
+        assert not any(client.progress_reports.get(p.token) for p in refused), client.progress_reports
+    finally:
+        await client.shutdown_session()

@@ -543,7 +543,13 @@ def create_server() -> AccelOptServer:
         token: str | None = None
         if ls._client_supports("window", "work_done_progress"):
             token = f"accelopt-{uuid.uuid4().hex[:12]}"
-            await ls.work_done_progress.create_async(token)
+            try:
+                await ls.work_done_progress.create_async(token)
+            except JsonRpcException as exc:
+                # LSP: a token the client refused to create must not carry progress; the search
+                # runs without it (its state still reaches the client as accelopt/searchState).
+                log.info("the client refused progress token %s: %s", token, exc)
+                token = None
         try:
             session = await ls.start_search(
                 OptimizeParams(uri=uri, kernel_name=kernel_name, work_done_token=token)
