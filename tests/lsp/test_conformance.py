@@ -34,12 +34,19 @@ async def test_every_request_is_answered_with_the_code_the_specs_name(tmp_path: 
 
         answer = await client.initialize(tmp_path)
         assert "capabilities" in answer["result"], answer
+        again = await client.request("initialize", {"processId": None, "rootUri": None, "capabilities": {}})
+        assert again["error"]["code"] == -32600, again  # LSP: initialize is sent once
+        # a request on a file the editor never opened (and that does not exist): no hover, no error
+        assert (await client.request("textDocument/hover", HOVER))["result"] is None
 
         # params that do not fit the method: InvalidParams naming what is wrong, with the request's id
         bad = await client.request(
             "textDocument/hover", {"textDocument": HOVER["textDocument"], "position": {}}
         )
         assert bad["error"]["code"] == -32602 and "position" in bad["error"]["message"], bad
+        # the same for AccelOpt's own requests
+        custom = await client.request("accelopt/optimize", {"uri": 5, "kernelName": "k"})
+        assert custom["error"]["code"] == -32602 and "uri" in custom["error"]["message"], custom
         # unknown methods, `$/` ones included: MethodNotFound; unknown notifications: ignored
         assert (await client.request("accelopt/noSuchThing", {}))["error"]["code"] == -32601
         assert (await client.request("$/noSuchThing", {}))["error"]["code"] == -32601

@@ -6,6 +6,7 @@ and a client waiting for an answer waits forever:
   notifications other than `exit` are dropped. pygls would run the handler (on a workspace
   that does not exist yet).
 - a request after `shutdown`: LSP asks for InvalidRequest (-32600). pygls drops it unanswered.
+- a second `initialize` (LSP: sent once): InvalidRequest here; pygls would initialize again.
 - a request whose params do not fit the method's type: JSON-RPC asks for InvalidParams
   (-32602) with the request's id. pygls fails while decoding, so it never learns the id: no
   answer, and an "Error in server" message shown to the user.
@@ -80,6 +81,9 @@ class LifecycleProtocol(LanguageServerProtocol):
                 self.send_error(message.id, INVALID_REQUEST, f"{method}: the server has been shut down")
                 return
         if method == INITIALIZE:
+            if self.initialize_received and is_request:  # LSP: sent once per connection
+                self.send_error(message.id, INVALID_REQUEST, "initialize: the server is already initialized")
+                return
             self.initialize_received = True
         super().handle_message(message)
 

@@ -13,12 +13,12 @@ import logging
 import os
 import uuid
 from collections import OrderedDict
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from lsprotocol import types
-from pydantic import ValidationError
-from pygls.exceptions import JsonRpcException
+from pydantic import BaseModel, ValidationError
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 
@@ -50,6 +50,8 @@ from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.isolation import detect as detect_isolation
 
 log = logging.getLogger(__name__)
+
+ParamsT = TypeVar("ParamsT", bound=BaseModel)
 
 OPTIMIZE = "accelopt/optimize"
 CANCEL = "accelopt/cancel"
@@ -387,6 +389,17 @@ class AccelOptServer(LanguageServer):
         await self.profile_process.aclose()
 
 
+def params_of(model: type[ParamsT], raw: Any) -> ParamsT:
+    """A custom request's params as their model; params that do not fit are the client's error
+    (JSON-RPC InvalidParams, naming the field), not the server's (InternalError, a traceback)."""
+    try:
+        return model.model_validate(plain(raw) or {})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "params"
+        raise JsonRpcInvalidParams(f"{where}: {first['msg']}") from None
+
+
 def _file_text(path: str) -> str | None:
     """A file's text as saved, line endings untouched (pygls reads closed files with universal
     newlines, which would turn a CRLF file into one that never matches its editor buffer)."""
@@ -469,9 +482,11 @@ def create_server() -> AccelOptServer:
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     async def on_hover(ls: AccelOptServer, params: types.HoverParams) -> types.Hover | None:
         doc = ls.document(params.text_document.uri)
+        if doc.version is None:  # not open in the editor (pygls would read it from disk, if it is there)
+            return None
         position = positions.from_client(ls.workspace.position_codec, doc.lines, params.position)
         kernel = next((k for k in ls.kernels(doc) if k.on_header(position.line, position.character)), None)
-        if kernel is None or doc.version is None:
+        if kernel is None:
             return None
         if not ls.may_run(doc):
             text = f"**{kernel.name}**: not run. {trust.UNTRUSTED}"
@@ -516,7 +531,9 @@ def create_server() -> AccelOptServer:
     async def on_code_action(ls: AccelOptServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         doc = ls.document(params.text_document.uri)
         line = params.range.start.line
-        kernel = next((k for k in ls.kernels(doc) if k.covers(line)), None)
+        kernel = (
+            next((k for k in ls.kernels(doc) if k.covers(line)), None) if doc.version is not None else None
+        )
         if kernel is None:
             return []
         result: list[types.CodeAction] = []
@@ -584,7 +601,7 @@ def create_server() -> AccelOptServer:
 
     @server.feature(OPTIMIZE)
     async def optimize_request(ls: AccelOptServer, raw: Any) -> dict[str, Any]:
-        params = OptimizeParams.model_validate(plain(raw))
+        params = params_of(OptimizeParams, raw)
         try:
             session = await ls.start_search(params)
         except SearchRefused as exc:
@@ -600,33 +617,33 @@ def create_server() -> AccelOptServer:
 
     @server.feature(CANCEL)
     def cancel_request(ls: AccelOptServer, raw: Any) -> None:
-        params = CancelParams.model_validate(plain(raw))
+        params = params_of(CancelParams, raw)
         session = ls.searches.sessions.get(params.search_id)
         if session is not None:
             session.cancel("accelopt/cancel")
 
     @server.feature(CANDIDATES)
     def candidates_request(ls: AccelOptServer, raw: Any) -> dict[str, Any] | None:
-        params = CandidatesParams.model_validate(plain(raw))
+        params = params_of(CandidatesParams, raw)
         session = ls.searches.sessions.get(params.search_id)
         return _wire(session.notification()) if session else None
 
     @server.feature(TIMELINE)
     async def timeline_request(ls: AccelOptServer, raw: Any) -> dict[str, Any]:
-        params = TimelineParams.model_validate(plain(raw))
+        params = params_of(TimelineParams, raw)
         doc = ls.workspace.get_text_document(params.uri)
         result = await timeline_of(ls.kernel_source(doc, params.kernel_name), ls.settings, ls.profile_process)
         return _wire(result)
 
     @server.feature(SEARCH_TREE)
     def search_tree_request(ls: AccelOptServer, raw: Any) -> dict[str, Any] | None:
-        params = SearchTreeParams.model_validate(plain(raw))
+        params = params_of(SearchTreeParams, raw)
         session = ls.searches.sessions.get(params.search_id)
         return _wire(session.tree()) if session else None
 
     @server.feature(MEMORY)
     async def memory_request(ls: AccelOptServer, raw: Any) -> dict[str, Any]:
-        params = MemoryParams.model_validate(plain(raw) or {})
+        params = params_of(MemoryParams, raw)
         result = await asyncio.to_thread(list_experiences, ls.settings.memory_path, params)
         return _wire(result)
 
