@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from lsp_editor import REPO, SERVER_OPTIONS, alive, descendants, server_command, wait_until
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInternalError
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from accelopt.lsp.edits import apply_edits
@@ -217,9 +218,32 @@ async def test_the_server_ends_mid_search_without_leaving_processes(tmp_path: Pa
     else:
         client.exit(None)
     returncode = await asyncio.wait_for(server.wait(), 30)
-    if ending != "SIGTERM":
-        assert returncode == 1  # LSP: `exit` without `shutdown` first
+    # LSP: `exit` without `shutdown` first is 1; SIGTERM is an orderly stop (signals.py): the
+    # searches are asked to stop and close their workers, then the server exits 0 (not -15)
+    assert returncode == (0 if ending == "SIGTERM" else 1)
     await wait_until(
         lambda: not any(alive(pid) for pid in working), timeout_s=10, what="every process to end"
     )
     await client.stop()
+
+
+async def test_a_client_that_refuses_the_progress_token_still_gets_its_search(tmp_path: Path) -> None:
+    """LSP: after an error answer to window/workDoneProgress/create the token must not be used."""
+    silu, _ = _workspace(tmp_path)
+    client, _ = await _start(tmp_path, client_capabilities("neovim@v0.11.0"))
+    refused: list[types.WorkDoneProgressCreateParams] = []
+
+    def refuse(params: types.WorkDoneProgressCreateParams) -> None:
+        refused.append(params)
+        raise JsonRpcInternalError("this client shows no progress")
+
+    # replaces pytest-lsp's own handler (it would accept the token); stored handlers take params only
+    client.protocol.fm.features[types.WINDOW_WORK_DONE_PROGRESS_CREATE] = refuse
+    try:
+        uri = _open(client, silu)
+        _, state = await _finished_search(client, uri)
+        assert refused, "the server did not ask for a progress token"
+        assert state.candidates, "the search found nothing"
+        assert not any(client.progress_reports.get(p.token) for p in refused), client.progress_reports
+    finally:
+        await client.shutdown_session()

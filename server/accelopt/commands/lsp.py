@@ -23,12 +23,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from accelopt.lsp.server import create_server
+    from accelopt.lsp.signals import end_at_once_on_signals
 
     logging.basicConfig(
         stream=sys.stderr, level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s"
     )
     # pygls logs every message body at INFO, which would put whole documents in the log.
     logging.getLogger("pygls").setLevel(max(logging.WARNING, logging.getLogger().level))
+    end_at_once_on_signals()  # the serving loop takes SIGTERM/SIGHUP over at `initialize`
     server = create_server()
     if args.tcp:
         server.start_tcp(args.host, args.port)

@@ -15,6 +15,8 @@ import logging
 import os
 from collections.abc import Awaitable, Callable
 
+from accelopt.lsp.signals import close_and_exit
+
 log = logging.getLogger(__name__)
 
 CHECK_EVERY_S = 2.0
@@ -37,15 +39,11 @@ def process_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-async def end_when_gone(pid: int, close: Callable[[], Awaitable[None]], every_s: float = CHECK_EVERY_S) -> None:
+async def end_when_gone(
+    pid: int, close: Callable[[], Awaitable[None]], every_s: float = CHECK_EVERY_S
+) -> None:
     """Wait until process `pid` has gone, then `close()` and end this process."""
     while process_alive(pid):
         await asyncio.sleep(every_s)
     log.warning("the editor (process %d) has gone without closing the connection: shutting down", pid)
-    try:
-        await asyncio.wait_for(close(), timeout=30)
-    finally:
-        logging.shutdown()
-        # Not sys.exit: the protocol's reader thread is blocked reading the still-open stdin, and
-        # a normal interpreter exit would wait for it forever.
-        os._exit(0)
+    await close_and_exit(close)

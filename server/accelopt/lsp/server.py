@@ -13,12 +13,12 @@ import logging
 import os
 import uuid
 from collections import OrderedDict
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from lsprotocol import types
-from pydantic import ValidationError
-from pygls.exceptions import JsonRpcException
+from pydantic import BaseModel, ValidationError
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 
@@ -28,6 +28,7 @@ from accelopt.lsp.config import ServerSettings, merge_settings, unknown_keys
 from accelopt.lsp.discovery import KernelInfo, find_kernels
 from accelopt.lsp.edits import hunk_lines, minimal_edits
 from accelopt.lsp.engine import ProfileOutcome, warm_task_imports
+from accelopt.lsp.lifecycle import LifecycleProtocol
 from accelopt.lsp.memory_view import list_experiences
 from accelopt.lsp.optimize import SearchManager, SearchRefused, SearchSession
 from accelopt.lsp.profile_process import ProfileProcess
@@ -43,11 +44,14 @@ from accelopt.lsp.protocol import (
     SearchTreeParams,
     TimelineParams,
 )
+from accelopt.lsp.signals import close_on_signals
 from accelopt.lsp.timeline import timeline_of
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.isolation import detect as detect_isolation
 
 log = logging.getLogger(__name__)
+
+ParamsT = TypeVar("ParamsT", bound=BaseModel)
 
 OPTIMIZE = "accelopt/optimize"
 CANCEL = "accelopt/cancel"
@@ -77,7 +81,7 @@ class AccelOptServer(LanguageServer):
     def __init__(self) -> None:
         from accelopt import __version__
 
-        super().__init__("accelopt", __version__)
+        super().__init__("accelopt", __version__, protocol_cls=LifecycleProtocol)
         self.init_options: dict[str, Any] = {}
         self.settings = ServerSettings()
         self.profile_process = ProfileProcess()
@@ -93,6 +97,18 @@ class AccelOptServer(LanguageServer):
         # the teardown would otherwise try to report on a closed stdout).
         self.exiting = False
         self.exit_code = 0  # LSP: 0 after a `shutdown` request, 1 when `exit` came without one
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """A body the reader could not take in is answered on the wire (lifecycle.py) rather
+        than shown to the user as "Error in server"."""
+        protocol = self.protocol
+        if isinstance(protocol, LifecycleProtocol) and protocol.body_not_handled(error):
+            return
+        super().report_server_error(error, source)
+
+    def stop_talking(self) -> None:
+        """The connection is ending: nothing more is sent to the client."""
+        self.exiting = True
 
     # -- documents and kernels -----------------------------------------------------------------
 
@@ -373,6 +389,17 @@ class AccelOptServer(LanguageServer):
         await self.profile_process.aclose()
 
 
+def params_of(model: type[ParamsT], raw: Any) -> ParamsT:
+    """A custom request's params as their model; params that do not fit are the client's error
+    (JSON-RPC InvalidParams, naming the field), not the server's (InternalError, a traceback)."""
+    try:
+        return model.model_validate(plain(raw) or {})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "params"
+        raise JsonRpcInvalidParams(f"{where}: {first['msg']}") from None
+
+
 def _file_text(path: str) -> str | None:
     """A file's text as saved, line endings untouched (pygls reads closed files with universal
     newlines, which would turn a CRLF file into one that never matches its editor buffer)."""
@@ -410,6 +437,7 @@ def create_server() -> AccelOptServer:
             ls.settings = merge_settings(ls.init_options)
         except ValidationError as exc:
             log.error("invalid initializationOptions, using defaults: %s", exc)
+        close_on_signals(ls.aclose, before=ls.stop_talking)
         if params.process_id is not None and params.process_id != os.getpid():
             ls.client_watch = asyncio.ensure_future(end_when_gone(params.process_id, ls.aclose))
 
@@ -454,9 +482,11 @@ def create_server() -> AccelOptServer:
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     async def on_hover(ls: AccelOptServer, params: types.HoverParams) -> types.Hover | None:
         doc = ls.document(params.text_document.uri)
+        if doc.version is None:  # not open in the editor (pygls would read it from disk, if it is there)
+            return None
         position = positions.from_client(ls.workspace.position_codec, doc.lines, params.position)
         kernel = next((k for k in ls.kernels(doc) if k.on_header(position.line, position.character)), None)
-        if kernel is None or doc.version is None:
+        if kernel is None:
             return None
         if not ls.may_run(doc):
             text = f"**{kernel.name}**: not run. {trust.UNTRUSTED}"
@@ -501,7 +531,9 @@ def create_server() -> AccelOptServer:
     async def on_code_action(ls: AccelOptServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         doc = ls.document(params.text_document.uri)
         line = params.range.start.line
-        kernel = next((k for k in ls.kernels(doc) if k.covers(line)), None)
+        kernel = (
+            next((k for k in ls.kernels(doc) if k.covers(line)), None) if doc.version is not None else None
+        )
         if kernel is None:
             return []
         result: list[types.CodeAction] = []
@@ -528,7 +560,13 @@ def create_server() -> AccelOptServer:
         token: str | None = None
         if ls._client_supports("window", "work_done_progress"):
             token = f"accelopt-{uuid.uuid4().hex[:12]}"
-            await ls.work_done_progress.create_async(token)
+            try:
+                await ls.work_done_progress.create_async(token)
+            except JsonRpcException as exc:
+                # LSP: a token the client refused to create must not carry progress; the search
+                # runs without it (its state still reaches the client as accelopt/searchState).
+                log.info("the client refused progress token %s: %s", token, exc)
+                token = None
         try:
             session = await ls.start_search(
                 OptimizeParams(uri=uri, kernel_name=kernel_name, work_done_token=token)
@@ -563,7 +601,7 @@ def create_server() -> AccelOptServer:
 
     @server.feature(OPTIMIZE)
     async def optimize_request(ls: AccelOptServer, raw: Any) -> dict[str, Any]:
-        params = OptimizeParams.model_validate(plain(raw))
+        params = params_of(OptimizeParams, raw)
         try:
             session = await ls.start_search(params)
         except SearchRefused as exc:
@@ -579,33 +617,33 @@ def create_server() -> AccelOptServer:
 
     @server.feature(CANCEL)
     def cancel_request(ls: AccelOptServer, raw: Any) -> None:
-        params = CancelParams.model_validate(plain(raw))
+        params = params_of(CancelParams, raw)
         session = ls.searches.sessions.get(params.search_id)
         if session is not None:
             session.cancel("accelopt/cancel")
 
     @server.feature(CANDIDATES)
     def candidates_request(ls: AccelOptServer, raw: Any) -> dict[str, Any] | None:
-        params = CandidatesParams.model_validate(plain(raw))
+        params = params_of(CandidatesParams, raw)
         session = ls.searches.sessions.get(params.search_id)
         return _wire(session.notification()) if session else None
 
     @server.feature(TIMELINE)
     async def timeline_request(ls: AccelOptServer, raw: Any) -> dict[str, Any]:
-        params = TimelineParams.model_validate(plain(raw))
+        params = params_of(TimelineParams, raw)
         doc = ls.workspace.get_text_document(params.uri)
         result = await timeline_of(ls.kernel_source(doc, params.kernel_name), ls.settings, ls.profile_process)
         return _wire(result)
 
     @server.feature(SEARCH_TREE)
     def search_tree_request(ls: AccelOptServer, raw: Any) -> dict[str, Any] | None:
-        params = SearchTreeParams.model_validate(plain(raw))
+        params = params_of(SearchTreeParams, raw)
         session = ls.searches.sessions.get(params.search_id)
         return _wire(session.tree()) if session else None
 
     @server.feature(MEMORY)
     async def memory_request(ls: AccelOptServer, raw: Any) -> dict[str, Any]:
-        params = MemoryParams.model_validate(plain(raw) or {})
+        params = params_of(MemoryParams, raw)
         result = await asyncio.to_thread(list_experiences, ls.settings.memory_path, params)
         return _wire(result)
 
@@ -618,7 +656,7 @@ def create_server() -> AccelOptServer:
     def exit_notification(ls: AccelOptServer, params: None) -> None:
         """pygls ends the loop right after this; the searches still running (exit without
         shutdown) are cancelled with it and their processes killed, and they report nothing."""
-        ls.exiting = True
+        ls.stop_talking()
         ls.exit_code = 0 if ls.shutdown_received else 1
 
     return server

@@ -18,7 +18,8 @@ from typing import Annotated, Any, Literal
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.types import ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from accelopt.mcp.arguments import describe_invalid_arguments
@@ -34,10 +35,12 @@ from accelopt.mcp.models import (
     ProfileResult,
     TargetsResult,
 )
+from accelopt.mcp.pagination import refuse_foreign_cursors
 from accelopt.mcp.reports import backend_label, correctness, diagnostics, profile_report
 from accelopt.mcp.searches import Searches
 from accelopt.mcp.settings import McpSettings
 from accelopt.mcp.targets import TARGETS, spec_sheet, spec_sheet_uri, target_info
+from accelopt.mcp.versions import fit_to_negotiated_version, progress_message
 from accelopt.profiling.backend import Backend, EvaluationOptions
 from accelopt.profiling.evaluation import Evaluation, KernelSource
 from accelopt.profiling.task import Task
@@ -86,9 +89,13 @@ _READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 class AccelOptServer(MCPServer[Any]):
     """The SDK's server, with arguments that fail a tool's input schema told per argument
-    (accelopt.mcp.arguments) instead of as pydantic's report."""
+    (accelopt.mcp.arguments) instead of as pydantic's report, and unknown names as the protocol
+    errors the specification names (server/tools and server/prompts, "Error Handling": -32602),
+    where the SDK answers a tool result (`isError`) or error code 0."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if self._tool_manager.get_tool(name) is None:
+            raise MCPError(INVALID_PARAMS, f"Unknown tool: {name}", {"name": name})
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -96,6 +103,13 @@ class AccelOptServer(MCPServer[Any]):
             if isinstance(exc.__cause__, ValidationError) and not isinstance(exc, UnexpectedToolError):
                 raise ToolError(describe_invalid_arguments(name, exc.__cause__)) from exc.__cause__
             raise
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Any = None
+    ) -> Any:
+        if self._prompt_manager.get_prompt(name) is None:
+            raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name}", {"name": name})
+        return await super().get_prompt(name, arguments, context)
 
 
 class AccelOptTools:
@@ -180,6 +194,7 @@ def build_server(settings: McpSettings, closed: anyio.Event | None = None) -> MC
         version=_version(),
         lifespan=lifespan,
         log_level="WARNING",
+        middleware=[fit_to_negotiated_version, refuse_foreign_cursors],
     )
 
     @server.tool(
@@ -336,10 +351,11 @@ def build_server(settings: McpSettings, closed: anyio.Event | None = None) -> MC
         steps = run.follow()
         first = run.progress()
         try:
+            version = ctx.protocol_version
             if first is not None:
-                await ctx.report_progress(*first)
-            async for step in steps:
-                await ctx.report_progress(*step)
+                await ctx.report_progress(first[0], first[1], progress_message(version, first[2]))
+            async for done, total, message in steps:
+                await ctx.report_progress(done, total, progress_message(version, message))
             if run.task is not None:
                 await asyncio.shield(run.task)
         except asyncio.CancelledError:

@@ -7,6 +7,11 @@ default for SIGTERM is to die on the spot, which skips the lifespan's cleanup: a
 sandboxed workers would be left to notice their parent's death on their own. Here SIGTERM and
 SIGHUP (the client's terminal went away) stop the serving loop, the lifespan stops the searches
 and closes the backends, and the process exits.
+
+A line that is not a JSON-RPC message gets the answer JSON-RPC 2.0 asks for (the SDK's stdio
+transport hands the server an exception, and the server drops it): -32700 Parse error for text
+that is not JSON, -32600 Invalid Request for JSON that is not a message, with `"id": null`
+unless the line named the id of a request.
 """
 
 from __future__ import annotations
@@ -19,6 +24,10 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from pydantic import ValidationError
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +57,50 @@ async def serve_stdio(build: Callable[[anyio.Event], MCPServer[Any]]) -> None:
 
         group.start_soon(end_on_signal)
         with serving:
-            await server.run_stdio_async()
+            await serve_answering_unreadable_lines(server)
         group.cancel_scope.cancel()
 
 
 def run_stdio(build: Callable[[anyio.Event], MCPServer[Any]]) -> None:
     anyio.run(serve_stdio, build)
+
+
+async def serve_answering_unreadable_lines(server: MCPServer[Any]) -> None:
+    """`server.run_stdio_async()`, with the lines the transport could not read answered."""
+    # The SDK's own stdio loop, on a stream that leaves out (and answers) unreadable lines.
+    lowlevel = server._lowlevel_server
+    async with stdio_server() as (from_client, to_client):
+        readable_in, readable = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+        async def relay() -> None:
+            async with readable_in:
+                async for item in from_client:
+                    if not isinstance(item, Exception):
+                        await readable_in.send(item)
+                        continue
+                    log.info("answered an unreadable line: %s", item)
+                    try:
+                        await to_client.send(SessionMessage(error_for_unreadable(item)))
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        return
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(relay)
+            await lowlevel.run(readable, to_client, lowlevel.create_initialization_options())
+            group.cancel_scope.cancel()
+
+
+def error_for_unreadable(error: Exception) -> JSONRPCError:
+    errors = error.errors() if isinstance(error, ValidationError) else []
+    if any(e["type"] == "json_invalid" for e in errors) or not errors:
+        return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=PARSE_ERROR, message="Parse error"))
+    # A request (it names a method) whose id is usable is answered on that id.
+    request = next(
+        (e["input"] for e in errors if isinstance(e["input"], dict) and "method" in e["input"]), {}
+    )
+    request_id = request.get("id")
+    return JSONRPCError(
+        jsonrpc="2.0",
+        id=request_id if isinstance(request_id, int | str) and not isinstance(request_id, bool) else None,
+        error=ErrorData(code=INVALID_REQUEST, message="Invalid Request: not a JSON-RPC 2.0 message"),
+    )
