@@ -1956,5 +1956,14 @@ tensor_copy_predicated = _predicated
 # Numeric runs to be verified log these dispatchers as one call each (calllog.py); what they run
 # inside is not logged again.
 _calllog.logged(
-    globals(), ("nc_matmul", "memset", "iota", "affine_select", "tensor_copy_predicated", "nc_stream_shuffle")
+    globals(),
+    (
+        "nc_matmul",
+        "memset",
+        "iota",
+        "affine_select",
+        "tensor_copy_predicated",
+        "nc_stream_shuffle",
+        "local_gather",
+    ),
 )
