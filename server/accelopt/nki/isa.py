@@ -941,6 +941,17 @@ def nc_matmul(*args: Any, **kwargs: Any) -> Any:
     legacy = ctx is None or ctx.api.legacy
     dst = kwargs.pop("dst", None)
     if dst is None and args and isinstance(args[0], _TileOps):
+        if not legacy and len(args) == 2 and not any(k in kwargs for k in ("stationary", "moving")):
+            # `psum += nisa.nc_matmul(a, b)` in a kernel written with `import nki`: the nki.*
+            # signature is (dst, stationary, moving), so the real tracer fails on the missing
+            # `moving`; say what the call means and how the nki.* API spells it
+            raise _current().error(
+                "err_invalid_argument",
+                "nisa.nc_matmul(stationary, moving) returning a PSUM tile is the legacy "
+                "neuronxcc.nki form; in the nki.* API (this kernel imports nki) every nisa op "
+                "takes dst first and returns nothing: write nisa.nc_matmul(dst=psum_tile, "
+                "stationary=..., moving=..., accumulate=True) to accumulate",
+            )
         if not legacy or len(args) > 2 or any(k in kwargs for k in ("stationary", "moving")):
             dst, args = args[0], args[1:]
     if dst is None:
