@@ -1730,12 +1730,14 @@ def local_gather(*args: Any, **kwargs: Any) -> Any:
     ctx = _current()
     line = ctx.line()
     api = "nisa.local_gather"
-    names = ("src_buffer", "index", "num_elem_per_idx", "num_valid_indices")
+    names: tuple[str, ...] = ("src_buffer", "index", "num_elem_per_idx", "num_valid_indices")
     if not ctx.api.legacy:
         names = ("dst", *names)
     bound: dict[str, Any] = dict(zip(names, args, strict=False))
     if len(args) > len(names):
-        raise ctx.error("err_invalid_argument", f"{api}: takes at most {len(names)} positional arguments", line)
+        raise ctx.error(
+            "err_invalid_argument", f"{api}: takes at most {len(names)} positional arguments", line
+        )
     for name in (*names, "dst"):
         if name in kwargs:
             bound[name] = kwargs.pop(name)
@@ -1762,10 +1764,16 @@ def local_gather(*args: Any, **kwargs: Any) -> Any:
             line,
         )
     if index._tensor.dtype.kind not in "iu":
-        raise ctx.error("err_invalid_argument", f"{api}: index must hold integers (uint16), got {_dname(index._tensor.dtype)}", line)
+        raise ctx.error(
+            "err_invalid_argument",
+            f"{api}: index must hold integers (uint16), got {_dname(index._tensor.dtype)}",
+            line,
+        )
     if per_index not in _LOCAL_GATHER_ELEMENTS:
         raise ctx.error(
-            "err_invalid_argument", f"{api}: num_elem_per_idx must be one of {list(_LOCAL_GATHER_ELEMENTS)}, got {per_index}", line
+            "err_invalid_argument",
+            f"{api}: num_elem_per_idx must be one of {list(_LOCAL_GATHER_ELEMENTS)}, got {per_index}",
+            line,
         )
     available = group * i_free
     valid_arg = bound.get("num_valid_indices")
@@ -1811,7 +1819,18 @@ def local_gather(*args: Any, **kwargs: Any) -> Any:
                 )
             out[start : start + group] = data[start : start + group][:, offsets[:, None] + span]
         values = out.reshape(shape)
-    result = _emit_op(ctx, line, api, "gather", _Engine.GPSIMD, (src, index), shape, src._tensor.dtype, values, sp * per_partition)
+    result = _emit_op(
+        ctx,
+        line,
+        api,
+        "gather",
+        _Engine.GPSIMD,
+        (src, index),
+        shape,
+        src._tensor.dtype,
+        values,
+        sp * per_partition,
+    )
     if target is None:
         return result
     _assign(target, result)
