@@ -295,7 +295,9 @@ def encode(value: Any) -> Any:
         conds = [["c", _encode_expr(expr), op] for expr, op in value.conds]
         values = None if value.values is None else _grid(value.values, np.bool_)
         return ["M", values, *conds]
-    if cls is Buffer:
+    if isinstance(value, Buffer):
+        # a direct allocation (nki.compiler Allocation) re-runs as its memory: where its tiles
+        # live is timing data (Trace.placements), not part of the numbers or the trace records
         return ["B", value.name]
     if cls is par_dim:
         return ["P", value.size]

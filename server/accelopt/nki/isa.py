@@ -941,6 +941,17 @@ def nc_matmul(*args: Any, **kwargs: Any) -> Any:
     legacy = ctx is None or ctx.api.legacy
     dst = kwargs.pop("dst", None)
     if dst is None and args and isinstance(args[0], _TileOps):
+        if not legacy and len(args) == 2 and not any(k in kwargs for k in ("stationary", "moving")):
+            # `psum += nisa.nc_matmul(a, b)` in a kernel written with `import nki`: the nki.*
+            # signature is (dst, stationary, moving), so the real tracer fails on the missing
+            # `moving`; say what the call means and how the nki.* API spells it
+            raise _current().error(
+                "err_invalid_argument",
+                "nisa.nc_matmul(stationary, moving) returning a PSUM tile is the legacy "
+                "neuronxcc.nki form; in the nki.* API (this kernel imports nki) every nisa op "
+                "takes dst first and returns nothing: write nisa.nc_matmul(dst=psum_tile, "
+                "stationary=..., moving=..., accumulate=True) to accumulate",
+            )
         if not legacy or len(args) > 2 or any(k in kwargs for k in ("stationary", "moving")):
             dst, args = args[0], args[1:]
     if dst is None:
@@ -1703,6 +1714,129 @@ def nc_n_gather(data: Any, indices: Any, dtype: Any = None, **_: Any) -> _Tensor
     return _gather_free(ctx, ctx.line(), "nisa.nc_n_gather", data, indices, dtype, _Engine.GPSIMD)
 
 
+_GPSIMD_CORE_PARTITIONS = 16  # each of the 8 GpSimd cores serves 16 adjacent partitions
+_LOCAL_GATHER_ELEMENTS = (1, 2, 4, 8, 16, 32)
+_LOCAL_GATHER_MAX_INDICES = 4096  # per core
+
+
+def local_gather(*args: Any, **kwargs: Any) -> Any:
+    """Gather on GpSimd within each 16-partition core group (nki.isa.local_gather): a core
+    reads its group's index rows flattened partition-first (column-major over the
+    [16, free] slice), keeps the first `num_valid_indices`, and every partition of the group
+    takes `num_elem_per_idx` contiguous elements of its own flattened free dimension at each
+    index. This is the NumPy equivalent published with the API's example (the docstring
+    calls the indices "partition offsets"; its NumPy reference gathers along the free axis,
+    and that is what is modelled). Legacy form returns the tile; nki.* form writes `dst`."""
+    ctx = _current()
+    line = ctx.line()
+    api = "nisa.local_gather"
+    names: tuple[str, ...] = ("src_buffer", "index", "num_elem_per_idx", "num_valid_indices")
+    if not ctx.api.legacy:
+        names = ("dst", *names)
+    bound: dict[str, Any] = dict(zip(names, args, strict=False))
+    if len(args) > len(names):
+        raise ctx.error(
+            "err_invalid_argument", f"{api}: takes at most {len(names)} positional arguments", line
+        )
+    for name in (*names, "dst"):
+        if name in kwargs:
+            bound[name] = kwargs.pop(name)
+    if kwargs.pop("mask", None) is not None:
+        raise _not_supported(f"{api} with mask=")
+    missing = [n for n in ("src_buffer", "index") if n not in bound]
+    if missing or (not ctx.api.legacy and "dst" not in bound):
+        raise ctx.error(
+            "err_invalid_argument",
+            f"{api}: missing argument(s) {', '.join(missing or ['dst'])}",
+            line,
+        )
+    src = _to_view(ctx, bound["src_buffer"], line)
+    index = _to_view(ctx, bound["index"], line)
+    per_index = int(_scalar_of(bound.get("num_elem_per_idx", 1)))
+    sp, sf = _pf(src.shape)
+    ip, i_free = _pf(index.shape)
+    group = _GPSIMD_CORE_PARTITIONS
+    if sp != ip or sp % group:
+        raise ctx.error(
+            "err_num_partition_mismatch",
+            f"{api}: src_buffer and index need the same partition count, a multiple of {group}; "
+            f"got {sp} and {ip}",
+            line,
+        )
+    if index._tensor.dtype.kind not in "iu":
+        raise ctx.error(
+            "err_invalid_argument",
+            f"{api}: index must hold integers (uint16), got {_dname(index._tensor.dtype)}",
+            line,
+        )
+    if per_index not in _LOCAL_GATHER_ELEMENTS:
+        raise ctx.error(
+            "err_invalid_argument",
+            f"{api}: num_elem_per_idx must be one of {list(_LOCAL_GATHER_ELEMENTS)}, got {per_index}",
+            line,
+        )
+    available = group * i_free
+    valid_arg = bound.get("num_valid_indices")
+    valid = available if valid_arg is None else int(_scalar_of(valid_arg))
+    if not 0 < valid <= min(available, _LOCAL_GATHER_MAX_INDICES):
+        raise ctx.error(
+            "err_invalid_argument",
+            f"{api}: num_valid_indices must be 1..{min(available, _LOCAL_GATHER_MAX_INDICES)} (the index "
+            f"elements of one 16-partition group, at most {_LOCAL_GATHER_MAX_INDICES}), got {valid}",
+            line,
+        )
+    per_partition = valid * per_index
+    target = _to_view(ctx, bound["dst"], line) if "dst" in bound else None
+    if target is not None:
+        shape = tuple(target.shape)
+        if _pf(shape) != (sp, per_partition):
+            raise ctx.error(
+                "err_shape_mismatch",
+                f"{api}: dst {list(shape)} must hold {sp} partitions of {valid} indices x "
+                f"{per_index} elements = {per_partition}",
+                line,
+            )
+    elif valid == available:
+        # inferred from the API example's annotation (index [128, 4] -> tile [128, 4, 16, n]):
+        # the index free axes, then the 16 partitions of the group, then the gathered elements
+        shape = (sp, *index.shape[1:], group, per_index)
+    else:
+        shape = (sp, valid, per_index)
+    values = None
+    if ctx.numerics:
+        data = _read_values(src, False).reshape(sp, sf)
+        raw = np.asarray(index._read(), dtype=np.int64).reshape(ip, i_free)
+        out = np.empty((sp, valid, per_index), dtype=np.float32)
+        span = np.arange(per_index)
+        for start in range(0, sp, group):
+            offsets = raw[start : start + group].flatten(order="F")[:valid]
+            if offsets.min() < 0 or offsets.max() + per_index > sf:
+                raise ctx.error(
+                    "err_tensor_access_out_of_bound",
+                    f"{api}: partitions {start}-{start + group - 1} gather {per_index} element(s) at "
+                    f"offset {int(offsets.max())}, but src_buffer holds {sf} per partition",
+                    line,
+                )
+            out[start : start + group] = data[start : start + group][:, offsets[:, None] + span]
+        values = out.reshape(shape)
+    result = _emit_op(
+        ctx,
+        line,
+        api,
+        "gather",
+        _Engine.GPSIMD,
+        (src, index),
+        shape,
+        src._tensor.dtype,
+        values,
+        sp * per_partition,
+    )
+    if target is None:
+        return result
+    _assign(target, result)
+    return bound["dst"]
+
+
 def _tensor_copy_predicated_into(
     dst: Any, src: Any, predicate: Any, reverse_pred: bool = False, **_: Any
 ) -> Any:
@@ -1852,5 +1986,14 @@ tensor_copy_predicated = _predicated
 # Numeric runs to be verified log these dispatchers as one call each (calllog.py); what they run
 # inside is not logged again.
 _calllog.logged(
-    globals(), ("nc_matmul", "memset", "iota", "affine_select", "tensor_copy_predicated", "nc_stream_shuffle")
+    globals(),
+    (
+        "nc_matmul",
+        "memset",
+        "iota",
+        "affine_select",
+        "tensor_copy_predicated",
+        "nc_stream_shuffle",
+        "local_gather",
+    ),
 )

@@ -23,12 +23,13 @@ from typing import Any
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from accelopt.nki import apiversion
+from accelopt.nki import apiversion, loop_returns
 from accelopt.nki.calllog import CallLog
 from accelopt.nki.context import KernelContext, activate, active_context
 from accelopt.nki.errors import NkiError
 from accelopt.nki.instructions import SHARED_HBM
 from accelopt.nki.loops import KernelRange
+from accelopt.nki.python_source import parse_module
 from accelopt.nki.spmd import Grid, check_cores
 from accelopt.nki.target import kernel_target
 from accelopt.nki.tensor import Tensor
@@ -109,6 +110,10 @@ def load_module(text: str, path: str, namespace: dict[str, Any] | None = None) -
     give it, bound by the caller instead of imported)."""
     install_aliases()
     code = compile(text, path, "exec")
+    if loop_returns.might_need_hoisting(text):
+        tree = parse_module(text, path)
+        if loop_returns.hoist_loop_tail_returns(tree):
+            code = compile(tree, path, "exec")
     module_name = f"accelopt_kernel_{next(_MODULE_COUNTER)}"
     module = types.ModuleType(module_name)
     module.__file__ = path

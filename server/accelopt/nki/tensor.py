@@ -160,6 +160,21 @@ class TileOps:
     def __le__(self, other: Any) -> Tensor:
         return _lang().less_equal(self, other)
 
+    # `tile != sentinel`, `tile == 0`: elementwise against a number, as in NKI. Between two
+    # tiles `==` stays identity (the emulator keeps tiles in lists and dicts); kernels compare
+    # two tiles with nl.equal / nl.not_equal.
+    def __eq__(self, other: Any) -> Any:
+        if isinstance(other, (int, float, np.number)):
+            return _lang().equal(self, other)
+        return NotImplemented
+
+    def __ne__(self, other: Any) -> Any:
+        if isinstance(other, (int, float, np.number)):
+            return _lang().not_equal(self, other)
+        return NotImplemented
+
+    __hash__ = object.__hash__
+
     def __and__(self, other: Any) -> Tensor:
         return _lang().logical_and(self, other)
 

@@ -256,6 +256,10 @@ def ap_view(
             continue
         dim = _dim_for(stride, count, offsets, tensor.shape, strides)
         if dim is None:
+            if not indirect and tensor.memory is Memory.HBM:
+                # the axis walks across dimensions (e.g. the rows of [H, P, N] as H*P rows):
+                # an access pattern addresses flat storage, so index each dimension explicitly
+                return _flat_pattern_view(ctx, tensor, shape, steps, int(offset))
             refuse(
                 "NkiTensor.ap",
                 f"a pattern axis [{stride}, {count}] that does not stay within one dimension of {tensor.shape}",
@@ -280,6 +284,28 @@ def ap_view(
                 f"NkiTensor.ap: the pattern reaches [{lo}, {hi}) of dimension {d} of size {tensor.shape[d]}",
             )
     return view
+
+
+def _flat_pattern_view(
+    ctx: Any, tensor: Tensor, shape: tuple[int, ...], steps: list[tuple[int, int]], offset: int
+) -> View:
+    """An HBM access pattern as materialised per-dimension indices: element ``offset + sum(stride
+    * i)`` of the tensor's row-major storage, for every position ``i`` of the pattern."""
+    flat = np.full(shape, offset, dtype=np.int64)
+    for axis, (stride, count) in enumerate(steps):
+        along = [1] * len(shape)
+        along[axis] = count
+        flat = flat + (stride * np.arange(count, dtype=np.int64)).reshape(along)
+    total = int(np.prod(tensor.shape))
+    if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= total):
+        raise ctx.error(
+            "err_tensor_access_out_of_bound",
+            f"NkiTensor.ap: the pattern reaches element {int(flat.max())} of tensor {tensor.shape} "
+            f"({total} elements)",
+        )
+    per_dim = np.unravel_index(flat, tensor.shape)
+    arrays = {d: np.asarray(g) for d, g in enumerate(per_dim)}
+    return View(tensor, shape, tuple(0 for _ in tensor.shape), tuple(() for _ in tensor.shape), arrays)
 
 
 def _storage_offset(x: Any) -> int:
