@@ -5,7 +5,11 @@ task's declared growth: the margin `profiling/work_scaling.py`'s floor leaves ho
 
 Per task and part (matmul, vector FLOPs): the declared growth (`work()` at full / at small),
 the baseline trace's growth (trace-only at full / verified numeric run at small) and their
-ratio; the floor rejects a timing run whose ratio is below `work_scaling.FLOOR`.
+ratio; the floor rejects a timing run whose ratio is below `work_scaling.FLOOR`. Then the share
+of the declared work done at each size ("eff") and the full size's share against the small one's
+capped at 1 ("kept"), which must be at least `work_scaling.KEPT_FLOOR`. A line also names any
+kind of instruction the full-size run issues that the small run never did (`real_size`), which
+would reject the baseline.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.nkibench import bench_task, load_index
 from accelopt.profiling.real_size import unverified_sites
 from accelopt.profiling.simulator import SimulatorBackend
-from accelopt.profiling.work_scaling import FLOOR, MIN_RATIO
+from accelopt.profiling.work_scaling import FLOOR, KEPT_FLOOR, MIN_RATIO
 
 
 async def main() -> None:
@@ -35,6 +39,7 @@ async def main() -> None:
         f"{'eff small':>9} {'eff full':>9} {'kept':>6}"
     )
     lowest = None
+    lowest_kept = None
     try:
         for name in names:
             kernel, full = bench_task(name, "full")
@@ -70,6 +75,7 @@ async def main() -> None:
                 judged = expected >= MIN_RATIO
                 if judged:
                     lowest = ratio if lowest is None else min(lowest, ratio)
+                    lowest_kept = kept if lowest_kept is None else min(lowest_kept, kept)
                 mark = "" if judged else "  (not judged)"
                 print(
                     f"{name:24} {part:7} {expected:9.4g}x {grown:9.4g}x {ratio:7.3f} "
@@ -79,6 +85,8 @@ async def main() -> None:
         await backend.aclose()
     if lowest is not None:
         print(f"lowest judged ratio {lowest:.3f} (floor {FLOOR:g})")
+    if lowest_kept is not None:
+        print(f"lowest judged kept share {lowest_kept:.3f} (floor {KEPT_FLOOR:g})")
 
 
 if __name__ == "__main__":

@@ -29,10 +29,11 @@ size and `c` at the full one (whole tiles). Padding and set-up work that does no
 push the check size's share up. So the timing run's share must be at least `KEPT_FLOOR` of the
 check run's share capped at 1: a kernel whose check share is 1 or more must do `KEPT_FLOOR` of
 the declared work when timed, one whose share is below 1 must keep `KEPT_FLOOR` of it. Skipping
-a third of one part's work is then caught, not only seven tenths. An honest kernel fails it only
-when `c < KEPT_FLOOR` *and* its check size is padded by more than `1 / KEPT_FLOOR` (4/3) in
-that part; none of the shipped baselines comes near (`benchmarks/work_scaling.py`, "kept").
+a fifth of one part's work is then caught, not only seven tenths. An honest kernel fails it only
+when `c < KEPT_FLOOR` *and* its check size is padded by more than `1 / KEPT_FLOOR` (1.25) in
+that part; the shipped baselines keep 0.997 or more (`benchmarks/work_scaling.py`, "kept").
 An attacker may still skip up to `1 - KEPT_FLOOR` of a part unseen.
+
 Tasks without declared work (a user's baseline-only task) have no ratio to hold a trace to, and
 sizes closer than `MIN_RATIO` tell too little, so neither is judged here (SECURITY.md).
 """
@@ -47,7 +48,7 @@ from accelopt.nki.trace import Trace
 FLOOR = 0.3
 # The least share of the declared work a timing run may do, against the check run's share
 # (capped at 1). Measured margins: `benchmarks/work_scaling.py`, column "kept".
-KEPT_FLOOR = 0.75
+KEPT_FLOOR = 0.8
 # The declared work must grow at least this much from the check size to the timed size.
 MIN_RATIO = 4.0
 
