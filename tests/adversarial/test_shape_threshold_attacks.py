@@ -111,7 +111,7 @@ def test_the_honest_kernel_is_accepted_on_the_same_task(judged):
 def test_skipping_half_the_work_past_a_threshold_is_rejected(judged):
     attack = judged["half"]
     assert attack.status == "rejected" and attack.profile is None, attack.message
-    assert "vector FLOPs" in attack.message and "keeps 50% of that share (at least 80%" in attack.message
+    assert "vector FLOPs" in attack.message and "keeps 50% of that share (at least 75%" in attack.message
 
 
 def test_a_cheaper_precision_past_a_threshold_is_rejected(judged):

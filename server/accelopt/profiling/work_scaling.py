@@ -29,8 +29,8 @@ size and `c` at the full one (whole tiles). Padding and set-up work that does no
 push the check size's share up. So the timing run's share must be at least `KEPT_FLOOR` of the
 check run's share capped at 1: a kernel whose check share is 1 or more must do `KEPT_FLOOR` of
 the declared work when timed, one whose share is below 1 must keep `KEPT_FLOOR` of it. Skipping
-a fifth of one part's work is then caught, not only seven tenths. An honest kernel fails it only
-when `c < KEPT_FLOOR` *and* its check size is padded by more than `1 / KEPT_FLOOR` (1.25) in
+a quarter of one part's work is then caught, not only seven tenths. An honest kernel fails it only
+when `c < KEPT_FLOOR` *and* its check size is padded by more than `1 / KEPT_FLOOR` (4/3) in
 that part; the shipped baselines keep 0.997 or more (`benchmarks/work_scaling.py`, "kept").
 An attacker may still skip up to `1 - KEPT_FLOOR` of a part unseen.
 
@@ -47,8 +47,10 @@ from accelopt.nki.trace import Trace
 # The least share of its scaled check-size work a timing run may do.
 FLOOR = 0.3
 # The least share of the declared work a timing run may do, against the check run's share
-# (capped at 1). Measured margins: `benchmarks/work_scaling.py`, column "kept".
-KEPT_FLOOR = 0.8
+# (capped at 1). 1 / KEPT_FLOOR (4/3) is above the suite's largest padding of a small size
+# (adamw's 200 rows as 256: 1.28), so no kernel for a shipped task can fail it by padding alone
+# whatever its share; measured margins: `benchmarks/work_scaling.py`, column "kept".
+KEPT_FLOOR = 0.75
 # The declared work must grow at least this much from the check size to the timed size.
 MIN_RATIO = 4.0
 

@@ -205,7 +205,7 @@ def _probe(job_dir: str) -> dict[str, Any]:
         "network_interfaces": interfaces,
         "interpreter_flags": {
             "no_user_site": bool(sys.flags.no_user_site),
-            "safe_path": bool(sys.flags.safe_path),
+            "safe_path": bool(getattr(sys.flags, "safe_path", False)),  # Python 3.11+ (-P)
             "dont_write_bytecode": bool(sys.flags.dont_write_bytecode),
             "hash_randomization": bool(sys.flags.hash_randomization),
         },
