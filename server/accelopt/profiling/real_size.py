@@ -119,14 +119,41 @@ def _site(record: TraceRecord) -> InstructionSite:
     )
 
 
+def _kind(record: TraceRecord) -> tuple[object, ...]:
+    """What `_site` describes, as a cheap hashable key (a full-size trace has ~100k records)."""
+    extra = record.extra
+    operators = tuple(str(extra[k]) if k in extra else None for k in _OPERATOR_KEYS)
+    return (
+        record.line,
+        record.opcode,
+        record.engine,
+        record.dtype,
+        record.out_dtype,
+        record.src_memory,
+        record.dst_memory,
+        record.accumulate,
+        record.is_transpose,
+        operators,
+    )
+
+
+def _kinds(trace: Trace) -> dict[tuple[object, ...], TraceRecord]:
+    """One record of every kind a trace issues, by kind."""
+    kinds: dict[tuple[object, ...], TraceRecord] = {}
+    for record in trace.records:
+        kinds.setdefault(_kind(record), record)
+    return kinds
+
+
 def instruction_sites(trace: Trace) -> set[InstructionSite]:
     """What kind of instruction, from which source line, a trace issues (`InstructionSite`)."""
-    return {_site(record) for record in trace.records}
+    return {_site(record) for record in _kinds(trace).values()}
 
 
 def unverified_sites(checked: Trace, timed: Trace) -> list[InstructionSite]:
     """The kinds of instruction the timing run issues that the verified check run never issued."""
-    return sorted(instruction_sites(timed) - instruction_sites(checked))
+    verified = _kinds(checked)
+    return sorted({_site(record) for kind, record in _kinds(timed).items() if kind not in verified})
 
 
 def input_shapes(trace: Trace | None) -> str:

@@ -95,9 +95,8 @@ def work_shortfall(
         kept = share_full / min(share_small, 1.0)
         if kept < KEPT_FLOOR:
             return (
-                f"it does {100 * share_full:.0f}% of the task's declared {part} FLOPs at the size it is "
-                f"timed at, where its verified run does {100 * share_small:.0f}% at the size it is checked "
-                f"at: it keeps {100 * kept:.0f}% of that share (at least {100 * KEPT_FLOOR:.0f}% is "
+                f"it does {100 * share_full:.0f}% of the task's declared {part} FLOPs, where its verified "
+                f"run does {100 * share_small:.0f}% at the size it is checked at: it keeps {100 * kept:.0f}% of that share (at least {100 * KEPT_FLOOR:.0f}% is "
                 "needed, padding aside)"
             )
     return None
