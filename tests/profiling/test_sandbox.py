@@ -43,7 +43,10 @@ def test_worker_environment_is_built_from_nothing(sandbox, monkeypatch):
     env = probe["environment"]
     assert "sk-test-do-not-leak" not in json.dumps(env)
     assert not any(k.upper().endswith(("PROXY", "KEY", "TOKEN", "SECRET", "PASSWORD")) for k in env)
-    assert "PYTHONPATH" not in env and probe["isolated_mode"] is True
+    assert "PYTHONPATH" not in env and env["PYTHONHASHSEED"] == "0"
+    flags = probe["interpreter_flags"]
+    assert flags["no_user_site"] and flags["safe_path"] and flags["dont_write_bytecode"], flags
+    assert not flags["hash_randomization"] and not probe["path_has_cwd"]
     assert env["HOME"] == probe["cwd"] and probe["cwd_entries"] == []
     assert env["OPENBLAS_NUM_THREADS"] == "1"
     limits = probe["limits"]

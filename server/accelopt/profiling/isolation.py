@@ -154,9 +154,10 @@ def read_only_binds(paths: Iterable[str]) -> list[str]:
 # supplementary groups, then gid, then uid, all three ids each; from a nonzero uid the kernel
 # clears the remaining capabilities. Any failure ends the worker before it reads its job.
 ROOT_DROP_PRELUDE = (
-    f"import os; os.setgroups([]); os.setresgid({NOBODY}, {NOBODY}, {NOBODY}); "
-    f"os.setresuid({NOBODY}, {NOBODY}, {NOBODY}); "
-    f"assert os.getresuid() == ({NOBODY},) * 3 and os.getresgid() == ({NOBODY},) * 3; "
+    f"import os\nif os.getresuid() != ({NOBODY},) * 3 or os.getgroups():\n"
+    f"    os.setgroups([]); os.setresgid({NOBODY}, {NOBODY}, {NOBODY}); "
+    f"os.setresuid({NOBODY}, {NOBODY}, {NOBODY})\n"
+    f"assert os.getresuid() == ({NOBODY},) * 3 and os.getresgid() == ({NOBODY},) * 3 and not os.getgroups()\n"
 )
 
 

@@ -10,8 +10,10 @@ lets an evaluation at the full size be split in two runs of the same kernel text
    it costs what `accelopt profile --no-check` costs. Its outputs are not computed, so they are
    not checked, and its trace is not re-run. It must still be plausible for the full-size work
    (`plausibility.py`, applied by the backend to every profile), and it may only issue
-   instructions the verified check run issued too (same source line, same opcode): a kernel that
-   runs other code at the size it is timed at than at the size it is checked at is rejected;
+   instructions the verified check run issued too (same source line, opcode, element types,
+   engine, memories and operators: `InstructionSite`): a kernel that runs other code at the size
+   it is timed at than at the size it is checked at, or the same code in a cheaper precision, is
+   rejected;
 3. the *mirror run*: the timing run's kind of run (trace-only, values unknown, a fresh worker) at
    the check size, beside the timing run. Its trace must be exactly the verified trace of the
    check run. A kernel can tell a trace-only run from a numeric one (a register loaded from a
@@ -27,9 +29,10 @@ The evaluation says which size was checked and which was timed (`Evaluation.chec
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from accelopt.nki.rerun import compare_traces
-from accelopt.nki.trace import Trace
+from accelopt.nki.trace import Trace, TraceRecord
 from accelopt.profiling.backend import EvaluationOptions
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.task import Size, Task, hidden_sizes, offered_sizes
@@ -70,14 +73,87 @@ def split_for(task: Task, options: EvaluationOptions) -> SizeSplit | None:
     )
 
 
-def instruction_sites(trace: Trace) -> set[tuple[int, str]]:
-    """(source line, opcode) of every instruction a trace issues."""
-    return {(record.line, record.opcode) for record in trace.records}
+class InstructionSite(NamedTuple):
+    """What an instruction is, apart from how much data it covers: its source line and opcode,
+    and everything the timing model prices besides the extent (element types, engine, memories,
+    operators). A kernel may cover more or less data at another size; it may not switch to a
+    cheaper kind of instruction there (bf16 for fp32, another engine) unseen, because the timed
+    size's outputs are never computed."""
+
+    line: int
+    opcode: str
+    engine: str
+    dtype: str
+    out_dtype: str
+    src_memory: str
+    dst_memory: str
+    accumulate: bool
+    is_transpose: bool
+    operators: str
+
+    def describe(self) -> str:
+        ops = f" {self.operators}" if self.operators else ""
+        return (
+            f"{self.opcode}{ops} at line {self.line} ({self.dtype} -> {self.out_dtype}, {self.engine}, "
+            f"{self.src_memory} -> {self.dst_memory})"
+        )
 
 
-def unverified_sites(checked: Trace, timed: Trace) -> list[tuple[int, str]]:
-    """The instructions the timing run issues that the verified check run never issued."""
-    return sorted(instruction_sites(timed) - instruction_sites(checked))
+# The record's `extra` keys that name what an instruction computes (not how much of it).
+_OPERATOR_KEYS = ("api", "op", "op1", "reduce_op")
+
+
+def _site(record: TraceRecord) -> InstructionSite:
+    operators = ",".join(f"{k}={record.extra[k]}" for k in _OPERATOR_KEYS if k in record.extra)
+    return InstructionSite(
+        line=record.line,
+        opcode=record.opcode,
+        engine=record.engine.value,
+        dtype=record.dtype,
+        out_dtype=record.out_dtype,
+        src_memory=record.src_memory.value if record.src_memory is not None else "-",
+        dst_memory=record.dst_memory.value if record.dst_memory is not None else "-",
+        accumulate=record.accumulate,
+        is_transpose=record.is_transpose,
+        operators=operators,
+    )
+
+
+def _kind(record: TraceRecord) -> tuple[object, ...]:
+    """What `_site` describes, as a cheap hashable key (a full-size trace has ~100k records)."""
+    extra = record.extra
+    operators = tuple(str(extra[k]) if k in extra else None for k in _OPERATOR_KEYS)
+    return (
+        record.line,
+        record.opcode,
+        record.engine,
+        record.dtype,
+        record.out_dtype,
+        record.src_memory,
+        record.dst_memory,
+        record.accumulate,
+        record.is_transpose,
+        operators,
+    )
+
+
+def _kinds(trace: Trace) -> dict[tuple[object, ...], TraceRecord]:
+    """One record of every kind a trace issues, by kind."""
+    kinds: dict[tuple[object, ...], TraceRecord] = {}
+    for record in trace.records:
+        kinds.setdefault(_kind(record), record)
+    return kinds
+
+
+def instruction_sites(trace: Trace) -> set[InstructionSite]:
+    """What kind of instruction, from which source line, a trace issues (`InstructionSite`)."""
+    return {_site(record) for record in _kinds(trace).values()}
+
+
+def unverified_sites(checked: Trace, timed: Trace) -> list[InstructionSite]:
+    """The kinds of instruction the timing run issues that the verified check run never issued."""
+    verified = _kinds(checked)
+    return sorted({_site(record) for kind, record in _kinds(timed).items() if kind not in verified})
 
 
 def input_shapes(trace: Trace | None) -> str:
@@ -185,15 +261,15 @@ def combined(
         )
     extra = unverified_sites(checked_trace, timed_trace)
     if extra:
-        shown = ", ".join(f"{opcode} at line {line}" for line, opcode in extra[:5])
+        shown = ", ".join(site.describe() for site in extra[:5])
         more = f" and {len(extra) - 5} more" if len(extra) > 5 else ""
         return timed.model_copy(
             update={
                 "status": "rejected",
-                "line": extra[0][0],
+                "line": extra[0].line,
                 "message": f"at the {split.timed.size} size the kernel issues instructions its verified run at "
-                f"the {split.check.size} size never issued ({shown}{more}); a kernel must run the same code "
-                "at every size",
+                f"the {split.check.size} size never issued ({shown}{more}); a kernel must run the same code, "
+                "in the same element types, at every size",
                 "profile": None,
                 "notes": notes,
                 **sizes,

@@ -2,8 +2,9 @@
 
 Every kernel, candidate and reference module runs in `accelopt.profiling.worker`, started here:
 
-- a fresh interpreter in isolated mode (``-I -B``: no PYTHONPATH, no user site, no bytecode
-  writes), importing accelopt from an explicit path;
+- a fresh interpreter (``-s -P -B``: no user site, no script directory on the path, no bytecode
+  writes; the environment, PYTHONHASHSEED included, is built here), importing accelopt from an
+  explicit path, with address-space randomization off (`determinism`: no private randomness);
 - an empty temporary working directory and HOME; an environment built from scratch (no keys,
   tokens, proxies or anything else inherited from the server);
 - on Linux with bubblewrap, its own user, mount, PID, network and IPC namespaces, a read-only
@@ -46,7 +47,7 @@ from pydantic import ValidationError
 
 import accelopt
 from accelopt.nki.python_source import parse_lock
-from accelopt.profiling import arrays, isolation, seccomp
+from accelopt.profiling import arrays, determinism, isolation, seccomp
 from accelopt.profiling.worker_protocol import (
     DEFAULT_SCRATCH_BYTES,
     ArrayRef,
@@ -284,9 +285,17 @@ class Sandbox:
         self, root: Path, filter_fd: int = -1, scratch_bytes: int = DEFAULT_SCRATCH_BYTES
     ) -> list[str]:
         bootstrap = isolation.worker_prelude(self.isolation) + _BOOTSTRAP
-        worker = [self.python, "-I", "-B", "-c", bootstrap, str(_ACCELOPT_ROOT), str(root)]
+        # `-s -P`, not `-I`: `-I` would ignore PYTHONHASHSEED (determinism.py); the environment
+        # is built from nothing, so nothing else in it needs ignoring.
+        worker = [self.python, *_INTERPRETER_FLAGS, "-c", bootstrap, str(_ACCELOPT_ROOT), str(root)]
+        fixed = list(determinism.fixed_layout_prefix())
         if self.isolation.kernel_enforced:
             assert self.isolation.bwrap is not None
+            # inside bubblewrap: the personality does not survive its set-up (determinism.py)
+            inside = determinism.inside_sandbox_prefix(
+                drops_root_inside=self.isolation.drops_root_inside, nobody=isolation.NOBODY
+            )
+            worker = inside + worker
             return isolation.command(
                 self.isolation.bwrap,
                 readable=[*isolation.interpreter_paths(self.python), *_trusted_roots()],
@@ -298,8 +307,8 @@ class Sandbox:
             )
         prefix = _namespace_prefix(self.drop_privileges) if self.isolate_network else []
         if self.drop_privileges and not prefix:
-            return worker  # privileges dropped by Popen's user/group below
-        return [*prefix, *worker]
+            return fixed + worker  # privileges dropped by Popen's user/group below
+        return [*fixed, *prefix, *worker]
 
     def _credentials(self) -> dict:
         if self.isolation.kernel_enforced:
@@ -513,6 +522,10 @@ async def _end_spawned(spawn: asyncio.Future[asyncio.subprocess.Process]) -> Non
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+# No user site, no script directory on sys.path, no bytecode writes (`-I` minus `-E`: see _command).
+_INTERPRETER_FLAGS = ("-s", "-P", "-B")
 
 
 def _worker_environment(home: Path) -> dict[str, str]:

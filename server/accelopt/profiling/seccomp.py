@@ -18,8 +18,9 @@ What it refuses:
 - device nodes and FIFOs: `mknod`, `mknodat`;
 - other processes and the kernel's own state: `ptrace`, `process_vm_readv/writev`, `kcmp`,
   `pidfd_getfd`, `unshare`, `setns`, the mount family, `chroot`, `pivot_root`, `bpf`,
-  `perf_event_open`, `userfaultfd`, keyrings, module loading, `kexec`, `io_uring`, `personality`,
-  `open_by_handle_at`;
+  `perf_event_open`, `userfaultfd`, keyrings, module loading, `kexec`, `io_uring`, `personality`
+  (but, before the worker starts, reading it and switching address-space randomization off:
+  `determinism.py`), `open_by_handle_at`;
 - with `exec=False` (installed by the worker itself once it has started), `execve`/`execveat`.
 Any other architecture than the one the filter was built for (e.g. 32-bit calls on x86-64) kills
 the process.
@@ -55,6 +56,10 @@ CLONE_THREAD = 0x00010000
 CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 
 _X32_BIT = 0x40000000
+
+# personality(2) arguments: 0xffffffff reads the current one; PER_LINUX | ADDR_NO_RANDOMIZE
+PERSONALITY_QUERY = 0xFFFFFFFF
+PERSONALITY_FIXED_LAYOUT = 0x0040000
 
 
 @dataclass(frozen=True)
@@ -176,6 +181,14 @@ def build(*, exec_allowed: bool = True) -> bytes:
     p.add(_LD_W_ABS, _NR)
     if arch.has_x32:
         p.add(_JGE_K, _X32_BIT, jt="deny", jf=0)
+    if exec_allowed:
+        # the filter bubblewrap installs lets `setarch -R` switch address-space randomization
+        # off before the interpreter starts (determinism.py): those two arguments only
+        p.add(_JEQ_K, arch.syscalls["personality"], jt=0, jf="other")
+        p.add(_LD_W_ABS, _ARG0_LOW)
+        p.add(_JEQ_K, PERSONALITY_QUERY, jt="allow", jf=0)
+        p.add(_JEQ_K, PERSONALITY_FIXED_LAYOUT, jt="allow", jf="deny")
+        p.label("other")
     for number in numbers:
         p.add(_JEQ_K, number, jt="deny", jf=0)
     p.add(_JEQ_K, arch.syscalls["clone3"], jt="nosys", jf=0)

@@ -245,7 +245,9 @@ class SimulatorBackend:
             timed, mirror = await asyncio.gather(timing, mirroring)
         else:
             timed, mirror = await timing, await mirroring
-        evaluation = real_size.combined(
+        # comparing ~100k-record traces takes a fraction of a second: off the event loop
+        evaluation = await asyncio.to_thread(
+            real_size.combined,
             split,
             checked.evaluation,
             checked.trace,

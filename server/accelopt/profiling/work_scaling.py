@@ -18,8 +18,22 @@ tile set up once, a fixed epilogue) and padding of the small shape up to whole t
 honest kernel's work grow less than the task's. Padding alone can halve it in one dimension (129
 rows computed as 256 at the check size, none padded at the full one): NKIBench adamw's 200 rows
 computed as 256 give 0.786 of the task's growth, the lowest of the suite's baselines
-(`benchmarks/work_scaling.py` prints them all). So a kernel may still skip up to 70% of one
-part's work unseen; only a numeric run at the full size (`--check-size full`) sees the rest.
+(`benchmarks/work_scaling.py` prints them all). By this rule alone a kernel could skip up to
+70% of one part's work unseen.
+
+That ratio alone is loose because padding inflates the *check* size's work. A second rule
+reads the same figures as shares of the declared work at each size. An honest kernel does some
+fixed share `c` of the declared work per unit (1 for a matmul; silu declares 3 vector flops per
+element, the kernel does 2: 2/3), times its padding `p`: its share is `c * p_small` at the check
+size and `c` at the full one (whole tiles). Padding and set-up work that does not grow only
+push the check size's share up. So the timing run's share must be at least `KEPT_FLOOR` of the
+check run's share capped at 1: a kernel whose check share is 1 or more must do `KEPT_FLOOR` of
+the declared work when timed, one whose share is below 1 must keep `KEPT_FLOOR` of it. Skipping
+a quarter of one part's work is then caught, not only seven tenths. An honest kernel fails it only
+when `c < KEPT_FLOOR` *and* its check size is padded by more than `1 / KEPT_FLOOR` (4/3) in
+that part; the shipped baselines keep 0.997 or more (`benchmarks/work_scaling.py`, "kept").
+An attacker may still skip up to `1 - KEPT_FLOOR` of a part unseen.
+
 Tasks without declared work (a user's baseline-only task) have no ratio to hold a trace to, and
 sizes closer than `MIN_RATIO` tell too little, so neither is judged here (SECURITY.md).
 """
@@ -32,6 +46,11 @@ from accelopt.nki.trace import Trace
 
 # The least share of its scaled check-size work a timing run may do.
 FLOOR = 0.3
+# The least share of the declared work a timing run may do, against the check run's share
+# (capped at 1). 1 / KEPT_FLOOR (4/3) is above the suite's largest padding of a small size
+# (adamw's 200 rows as 256: 1.28), so no kernel for a shipped task can fail it by padding alone
+# whatever its share; measured margins: `benchmarks/work_scaling.py`, column "kept".
+KEPT_FLOOR = 0.75
 # The declared work must grow at least this much from the check size to the timed size.
 MIN_RATIO = 4.0
 
@@ -70,5 +89,14 @@ def work_shortfall(
                 f"its {part} FLOPs grow {grown:.3g}x from the size it is checked at to the size it is "
                 f"timed at, where the task's grow {expected:.3g}x: the timing run does "
                 f"{100 * grown / expected:.0f}% of the work its verified run scales to"
+            )
+        share_small = done_small[part] / declared_small[part]
+        share_full = done_full[part] / declared_full[part]
+        kept = share_full / min(share_small, 1.0)
+        if kept < KEPT_FLOOR:
+            return (
+                f"it does {100 * share_full:.0f}% of the task's declared {part} FLOPs, where its verified "
+                f"run does {100 * share_small:.0f}% at the size it is checked at: it keeps {100 * kept:.0f}% of that share (at least {100 * KEPT_FLOOR:.0f}% is "
+                "needed, padding aside)"
             )
     return None

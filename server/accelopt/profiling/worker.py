@@ -203,7 +203,13 @@ def _probe(job_dir: str) -> dict[str, Any]:
         "environment": dict(os.environ),
         "limits": limits,
         "network_interfaces": interfaces,
-        "isolated_mode": bool(sys.flags.isolated),
+        "interpreter_flags": {
+            "no_user_site": bool(sys.flags.no_user_site),
+            "safe_path": bool(getattr(sys.flags, "safe_path", False)),  # Python 3.11+ (-P)
+            "dont_write_bytecode": bool(sys.flags.dont_write_bytecode),
+            "hash_randomization": bool(sys.flags.hash_randomization),
+        },
+        "path_has_cwd": any(entry in ("", ".", os.getcwd()) for entry in sys.path),
         "job_dir": job_dir,
     }
 
