@@ -151,7 +151,7 @@ def config_for(mode: str, args: argparse.Namespace) -> SearchConfig:
         plans_per_kernel=args.plans,
         samples_per_plan=args.samples,
         iterations=args.iterations,
-        memory_in_prompt=16 if mode == "beam+memory" else 0,
+        memory_in_prompt=args.memory_in_prompt if mode == "beam+memory" else 0,
         **common,
     )
 
@@ -513,6 +513,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=1,
         help="concurrent agent calls (1: candidates are written, and so evaluated, in the planners' "
         "order of preference; more only shuffles that order, the offline agents are CPU-bound)",
+    )
+    parser.add_argument(
+        "--memory-in-prompt",
+        type=int,
+        default=SearchConfig.model_fields["memory_in_prompt"].default,
+        help="lessons shown to the agents in beam+memory (default: the search's own default)",
     )
     parser.add_argument("--trace", action="store_true", help="print every evaluated plan per task")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per evaluation")

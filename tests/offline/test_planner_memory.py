@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from accelopt.agents.offline.catalogue import all_sites, get_rewrite
-from accelopt.agents.offline.evidence import written_lines
+from accelopt.agents.offline.evidence import acted_on_line, written_lines
 from accelopt.agents.offline.planner import OfflinePlanner
 from accelopt.agents.offline.site_pattern import pattern_in_text, patterns_of
 from accelopt.agents.offline.summarizer import OfflineSummarizer
@@ -255,9 +255,81 @@ async def test_the_code_a_paid_change_just_wrote_is_not_taken_for_its_next_site(
     )
     plans = {p.site: p for p in ranking(child, [experience])}
     for other in again:
-        assert bool(plans[other.id].lesson_ids) is (other.line not in written)
+        assert bool(plans[other.id].lesson_ids) is (acted_on_line(other) not in written)
     first = ranking(child, [experience])[0]
-    assert (first.rewrite, first.site) in {(s.rewrite, s.id) for s in again if s.line not in written}
+    assert (first.rewrite, first.site) in {
+        (s.rewrite, s.id) for s in again if acted_on_line(s) not in written
+    }
+
+
+# PROJ with its lhs tiles kept in a buffer indexed by every loop (as NKIBench's matmul does): blocking
+# one output loop renames its index in the lhs load, the line blocking the *other* loop is anchored at.
+TILED_PROJ = KernelSource(
+    name="tiled_proj_kernel",
+    text="""import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def tiled_proj_kernel(x_t, w):
+    k, m = x_t.shape
+    n = w.shape[1]
+    out = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.shared_hbm)
+    x_tiles = nl.ndarray((m // 128, n // 512, k // 128, nl.par_dim(128), 128), dtype=nl.float32)
+    for mi in nl.affine_range(m // 128):
+        for ni in nl.affine_range(n // 512):
+            acc = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
+            for ki in nl.affine_range(k // 128):
+                x_tiles[mi, ni, ki, nl.arange(128)[:, None], nl.arange(128)[None, :]] = nl.load(
+                    x_t[ki * 128 : (ki + 1) * 128, mi * 128 : (mi + 1) * 128]
+                )
+                w_tile = nl.load(w[ki * 128 : (ki + 1) * 128, ni * 512 : (ni + 1) * 512])
+                acc += nisa.nc_matmul(x_tiles[mi, ni, ki, nl.arange(128)[:, None], nl.arange(128)[None, :]], w_tile)
+            res = nl.copy(acc, dtype=nl.float32)
+            nl.store(out[mi * 128 : (mi + 1) * 128, ni * 512 : (ni + 1) * 512], value=res)
+    return out
+""",
+)
+
+
+async def test_blocking_the_other_loop_is_a_next_site_though_its_anchor_line_was_renamed():
+    """Blocking ni paid; on the child, blocking mi (the other output loop, untouched) is the same
+    move at its next site, although the lhs load it is anchored at was rewritten (ni -> ni_blk in
+    its index). Blocking ni_blk, the loop the change created, is not."""
+    blocks = {
+        int(s.id.split(":")[1]): s
+        for s in all_sites(TILED_PROJ.text, TILED_PROJ.name)
+        if s.rewrite == "block_accumulators"
+    }
+    outer_line, inner_line = sorted(blocks)
+    paid = blocks[inner_line]
+    child_text = get_rewrite("block_accumulators").apply(
+        TILED_PROJ.text, TILED_PROJ.name, paid.id, dict(paid.variants[0])
+    )
+    child = TILED_PROJ.model_copy(update={"text": child_text})
+    written = written_lines(TILED_PROJ.text, child_text)
+    again = [s for s in all_sites(child_text, TILED_PROJ.name) if s.rewrite == "block_accumulators"]
+    other = next(s for s in again if s.id == f"block_accumulators:{outer_line}")
+    created = next(s for s in again if s is not other)
+    assert other.line in written  # the anchor (the lhs load) was rewritten, the loop was not
+    plan = Plan(title=paid.title, rewrite="block_accumulators", site=paid.id, params=dict(paid.variants[0]))
+    result = await OfflineSummarizer().summarize(
+        SummarizeRequest(slow=TILED_PROJ, fast=child, plan=plan, speedup=1.3)
+    )
+    assert result.lesson is not None
+    experience = Experience(
+        id=5,
+        slow_kernel=TILED_PROJ.text,
+        fast_kernel=child_text,
+        speedup=1.3,
+        lesson=result.lesson,
+        kernel_family=kernel_family(TILED_PROJ.name),
+        bound="hbm",
+    )
+    plans = {p.site: p for p in ranking(child, [experience])}
+    assert plans[other.id].lesson_ids == [5]
+    assert plans[created.id].lesson_ids == []
 
 
 async def test_a_lesson_measured_on_the_very_code_of_a_site_outweighs_one_from_a_look_alike():
@@ -395,7 +467,9 @@ async def test_a_look_alike_site_that_did_not_pay_does_not_hide_the_next_operand
     other code -- stays the first proposal (it is without memory): a step that did not pay at one
     operand says little about the next one, so it does not outweigh the other kernel's success."""
     preload = get_rewrite("preload_operand")
-    x_site = next(s for s in all_sites(PROJ.text, PROJ.name) if s.rewrite == "preload_operand" and "x_t" in s.title)
+    x_site = next(
+        s for s in all_sites(PROJ.text, PROJ.name) if s.rewrite == "preload_operand" and "x_t" in s.title
+    )
     child = PROJ.model_copy(update={"text": preload.apply(PROJ.text, PROJ.name, x_site.id, {})})
     assert "load w once" in ranking(child)[0].title
     own = await lesson_from(PROJ, "preload_operand", 0.9, 1, titled="x_t")

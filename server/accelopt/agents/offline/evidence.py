@@ -149,8 +149,18 @@ def kinship(experience: Experience, family: str, bound: str | None, calls: froze
     return 0.5 * same_bound + 0.5 * overlap
 
 
+def acted_on_line(site: Site) -> int:
+    """The line of the code a site's move acts on: for a loop site (`<rewrite>:<loop line>`), the
+    loop's header, even when the site is anchored at another line (blocking a loop is anchored at
+    the operand load its accumulators will share). Blocking i1 renames i1 in the lhs load that
+    blocking i0 is anchored at; the i0 loop itself is untouched, and blocking it is not the i1
+    change again, nor the very code that change was measured on."""
+    _, _, where = site.id.partition(":")
+    return int(where) if where.isdigit() else site.line
+
+
 def match(lesson: LessonFacts, site: Site, pattern: SitePattern | None) -> float:
-    if lesson.rewrite != site.rewrite or site.line in lesson.written_lines:
+    if lesson.rewrite != site.rewrite or acted_on_line(site) in lesson.written_lines:
         return 0.0
     if (
         lesson.log_speedup <= 0
@@ -261,7 +271,8 @@ def weigh(
     lines = kernel_text.splitlines()
     for site in sites:
         pattern = patterns.get(site.id)
-        code = lines[site.line - 1].strip() if 0 < site.line <= len(lines) else ""
+        line = acted_on_line(site)
+        code = lines[line - 1].strip() if 0 < line <= len(lines) else ""
         total = weighted = 0.0
         ids: list[int] = []
         for lesson in lessons:
