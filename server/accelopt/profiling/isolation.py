@@ -38,11 +38,11 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from accelopt.profiling import seccomp
+from accelopt.profiling import determinism, seccomp
 from accelopt.profiling.worker_protocol import DEFAULT_SCRATCH_BYTES
 
 NOBODY = 65534
@@ -63,6 +63,10 @@ class Isolation:
     # root: bubblewrap runs privileged (no user namespace) and the worker drops to 65534 itself
     drops_root_inside: bool = False
     missing: str = ""
+    # what runs before the interpreter inside bubblewrap to switch address-space randomization
+    # off (determinism.py); empty when this machine refused it inside the sandbox, where a
+    # prefix that only worked outside would stop every worker from starting
+    fixed_layout: tuple[str, ...] = ()
 
     @property
     def worker_is_nobody(self) -> bool:
@@ -117,7 +121,9 @@ def open_parent_dirs(arguments: list[str]) -> list[str]:
     itself inside one: bubblewrap would create them mode 0700 and owned by root, which only a
     worker that is root outside can cross (the one that gives root up could not reach its own
     package)."""
-    mounts = [arguments[at + 2] for at, arg in enumerate(arguments) if arg in ("--ro-bind", "--bind", "--symlink")]
+    mounts = [
+        arguments[at + 2] for at, arg in enumerate(arguments) if arg in ("--ro-bind", "--bind", "--symlink")
+    ]
     inside = [m.rstrip(os.sep) + os.sep for m in mounts]
     parents: set[str] = set()
     for mount in mounts:
@@ -265,13 +271,23 @@ def _detect(python: str) -> Isolation:
         return _fallback("bubblewrap is not installed: apt-get install bubblewrap")
     as_root = os.geteuid() == 0
     if as_root and _probe(bwrap, python, Isolation("namespaces", bwrap_as_nobody=True)) is None:
-        return Isolation("namespaces", bwrap=bwrap, bwrap_as_nobody=True)
+        return _with_fixed_layout(bwrap, python, Isolation("namespaces", bwrap=bwrap, bwrap_as_nobody=True))
     if as_root and _probe(bwrap, python, Isolation("namespaces", drops_root_inside=True)) is None:
-        return Isolation("namespaces", bwrap=bwrap, drops_root_inside=True)
+        return _with_fixed_layout(bwrap, python, Isolation("namespaces", bwrap=bwrap, drops_root_inside=True))
     problem = _probe(bwrap, python, Isolation("namespaces"))
     if problem is not None:
         return _fallback(f"bubblewrap cannot start a sandbox here: {problem}")
-    return Isolation("namespaces", bwrap=bwrap)
+    return _with_fixed_layout(bwrap, python, Isolation("namespaces", bwrap=bwrap))
+
+
+def _with_fixed_layout(bwrap: str, python: str, mode: Isolation) -> Isolation:
+    """`mode` with the fixed-layout prefix its workers will run, if the prefix starts the
+    interpreter inside this very sandbox (a machine can allow the personality outside bubblewrap
+    and refuse it inside); else `mode` as it is: workers still start, only `id()` varies."""
+    prefix = tuple(determinism.inside_sandbox_prefix(drops_root_inside=mode.drops_root_inside, nobody=NOBODY))
+    if prefix and _probe(bwrap, python, mode, prefix=prefix) is None:
+        return replace(mode, fixed_layout=prefix)
+    return mode
 
 
 def prepare_job_folder(root: Path, owner: int | None) -> None:
@@ -299,9 +315,9 @@ def spawn_credentials(isolation: Isolation) -> dict:
     return {}
 
 
-def _probe(bwrap: str, python: str, mode: Isolation) -> str | None:
-    """Run `python -c pass` in the sandbox `mode` describes; None when it worked, else bubblewrap's
-    complaint."""
+def _probe(bwrap: str, python: str, mode: Isolation, prefix: tuple[str, ...] = ()) -> str | None:
+    """Run `python -c pass` (after `prefix`) in the sandbox `mode` describes; None when it worked,
+    else bubblewrap's complaint."""
     with tempfile.TemporaryDirectory(prefix="accelopt-probe-") as tmp:
         root = Path(tmp)
         prepare_job_folder(root, owner=NOBODY if mode.worker_is_nobody else None)
@@ -315,7 +331,7 @@ def _probe(bwrap: str, python: str, mode: Isolation) -> str | None:
                 readable=interpreter_paths(python),
                 job_root=root,
                 seccomp_fd=read,
-                worker=[python, "-I", "-B", "-c", worker_prelude(mode) + "pass"],
+                worker=[*prefix, python, "-I", "-B", "-c", worker_prelude(mode) + "pass"],
                 drops_root_inside=mode.drops_root_inside,
             )
             extra = spawn_credentials(mode)
@@ -338,7 +354,11 @@ def _probe(bwrap: str, python: str, mode: Isolation) -> str | None:
 def _fallback(missing: str) -> Isolation:
     unshare = shutil.which("unshare")
     if unshare is not None:
-        prefix = [unshare, "--net", "--"] if os.geteuid() == 0 else [unshare, "--user", "--map-root-user", "--net", "--"]
+        prefix = (
+            [unshare, "--net", "--"]
+            if os.geteuid() == 0
+            else [unshare, "--user", "--map-root-user", "--net", "--"]
+        )
         try:
             probe = subprocess.run([*prefix, "/bin/true"], capture_output=True, timeout=10, check=False)
             if probe.returncode == 0:

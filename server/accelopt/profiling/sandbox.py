@@ -291,11 +291,9 @@ class Sandbox:
         fixed = list(determinism.fixed_layout_prefix())
         if self.isolation.kernel_enforced:
             assert self.isolation.bwrap is not None
-            # inside bubblewrap: the personality does not survive its set-up (determinism.py)
-            inside = determinism.inside_sandbox_prefix(
-                drops_root_inside=self.isolation.drops_root_inside, nobody=isolation.NOBODY
-            )
-            worker = inside + worker
+            # inside bubblewrap: the personality does not survive its set-up (determinism.py);
+            # the prefix the isolation probe saw start an interpreter in this sandbox
+            worker = [*self.isolation.fixed_layout, *worker]
             return isolation.command(
                 self.isolation.bwrap,
                 readable=[*isolation.interpreter_paths(self.python), *_trusted_roots()],
