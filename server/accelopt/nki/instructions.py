@@ -276,6 +276,14 @@ def region_of(view: View, mask: MaskInfo | None) -> Region:
     return view._region()
 
 
+def index_reads(views: Sequence[View]) -> tuple[Region, ...]:
+    """The index tiles an instruction also reads through its tile-indexed operands (a run-time
+    offset or tensor indirection, views.IndirectView)."""
+    return tuple(
+        v._index_view._region() for v in views if v.__class__ is not View and hasattr(v, "_index_view")
+    )
+
+
 def guard_bounds(ctx: KernelContext, view: View, mask: MaskInfo | None) -> None:
     """Views were bounds-checked when built unless a mask excuses out-of-range elements."""
     if mask is not None and view.shape == mask.shape:
@@ -504,6 +512,7 @@ def elementwise(
     else:
         reads = tuple([region_of(v, minfo) for v in views])
         writes = (out_region(out, minfo),)
+    reads += index_reads(views)
     out._producer = ctx.emit(
         engine,
         opcode,
