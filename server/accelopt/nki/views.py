@@ -22,7 +22,6 @@ from accelopt.nki.tensor import Tensor, TileOps, View, make_view
 from accelopt.nki.trace import Memory
 from accelopt.nki.unsupported import refuse
 
-
 # How an indirect view's index tile selects elements (IndirectView._index_kind):
 ROWS = "rows"  # one row of `_index_dim` per partition: index[p, 0] (indirect DMA)
 OFFSET = "offset"  # one run-time value moves the view's static grid along `_index_dim`
@@ -504,7 +503,11 @@ def tensor_indirection_view(x: Any, index: Any, num_elem: Any = None, **kwargs: 
     The read order is *inferred* from the tutorial's index layout (offsets reshaped to
     [n/16, 16], transposed onto 16 partitions, replicated per group), the same order
     nisa.local_gather's published NumPy reference uses; the page does not spell it out."""
+    from accelopt.nki.target import require_generation
+
     ctx = current()
+    # "Tensor indirection is available on NeuronCore-v4+ (Trainium3)" (the deep dive)
+    require_generation("NkiTensor.indirect", 4)
     if kwargs:
         refuse("NkiTensor.indirect", f"argument(s) {', '.join(sorted(kwargs))}")
     view = _as_view(x)
