@@ -120,7 +120,11 @@ def test_the_trace_does_not_depend_on_the_offsets_and_the_rerun_rereads_them(tab
 
 def test_the_dynamic_destination_reruns_too():
     pair = np.ones((64, 2), np.float32)
-    trace = returned(logged("place_pair", [pair, np.array([[0]], dtype=np.int32)]))
+    run = logged("place_pair", [pair, np.array([[0]], dtype=np.int32)])
+    (copy,) = [r for r in run.trace.records if r.extra.get("api") == "nisa.tensor_copy_dynamic_dst"]
+    assert [region.box for region in copy.writes] == [((0, 64), (0, 10))]  # every reachable column
+    assert ((0, 1), (0, 1)) in [region.box for region in copy.reads]  # and the offset tile
+    trace = returned(run)
     trusted = rerun(trace, [pair, np.array([[8]], dtype=np.int32)])
     assert compare_traces(trace, trusted.trace) is None
     assert trusted.outputs[0][:, 8:10].sum() == 128 and trusted.outputs[0][:, :8].sum() == 0

@@ -623,6 +623,8 @@ def retarget_traced(
             region = dst._region_cache = new_region(tensor._tid, box)
     writes = record.writes
     record.writes = (region,) if len(writes) == 1 else (region, *writes[1:])
+    if dst.__class__ is not View:  # a tile-indexed destination: its index tile is read too
+        record.reads = (*record.reads, *index_reads([dst]))
     record.dst_memory = memory
     record.out_dtype = dname(tensor.dtype)
     record.accumulate = accumulate
@@ -670,6 +672,8 @@ def _retarget(ctx: KernelContext, dst: View, src: Tensor, line: int, accumulate:
     else:
         region = dst._region()
     record.writes = (region, *record.writes[1:])  # keep side outputs (e.g. reduce_res)
+    if dst.__class__ is not View:  # a tile-indexed destination: its index tile is read too
+        record.reads = (*record.reads, *index_reads([dst]))
     record.dst_memory = dst._tensor.memory
     record.out_dtype = dname(dst._tensor.dtype)
     record.accumulate = accumulate
