@@ -116,3 +116,48 @@ def test_nl_int1_is_not_an_nki_dtype_and_says_what_is(data):
     assert raised.value.code == "err_unknown_api"
     assert "nl.bool_" in str(raised.value)
     assert raised.value.line == next(n for n, line in enumerate(KERNELS.splitlines(), 1) if "# INT1" in line)
+
+
+SENTINELS = """
+import numpy as np
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def scatter_add_valid(table, rows, updates):
+    out = nl.ndarray(table.shape, dtype=table.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.load(table))
+    u = nl.load(updates)
+    r = nl.load(rows)
+    jf = nl.arange(8)[None, :]
+    nl.atomic_rmw(out[r, jf], value=u, op=np.add, mask=(r != 9999))  # UPDATE
+    return out
+"""
+
+
+def test_sentinel_rows_masked_out_at_run_time_are_never_touched(data):
+    """Padding slots name an impossible row (a sentinel) and a run-time mask drops them, as in
+    the SDK's atomic_rmw example; an unmasked sentinel is still out of bounds at its line."""
+    table, rows, updates = data
+    padded = rows.copy()
+    padded[::4] = 9999
+    fn = runtime.load_kernel(SENTINELS, "scatter_add_valid", PATH)
+    run = runtime.run_kernel(fn, [table, padded, updates], record_calls=True, source_path=PATH)
+    valid = padded[:, 0] != 9999
+    np.testing.assert_allclose(
+        run.outputs[0],
+        _expected(table, np.where(padded < 16, padded, 0), updates, valid),
+        rtol=1e-6,
+        atol=1e-6,
+    )
+    trace = Trace.from_json(run.trace.to_json())
+    assert compare_traces(trace, rerun(trace, [table, rows, updates]).trace) is None
+    bad = rows.copy()
+    bad[5] = 16  # not the sentinel: the mask keeps it, and row 16 of 16 is outside the table
+    with pytest.raises(NkiError) as raised:
+        runtime.run_kernel(fn, [table, bad, updates])
+    assert raised.value.code == "err_tensor_access_out_of_bound"
+    assert raised.value.line == next(
+        n for n, line in enumerate(SENTINELS.splitlines(), 1) if "# UPDATE" in line
+    )

@@ -1226,9 +1226,17 @@ def atomic_rmw(dst: Any, value: Any, op: Any, mask: Any = None, **_: Any) -> Non
             line,
         )
     keep_view = None
+    runtime_keep = None
     if isinstance(mask, _TileOps):
         keep_view = _runtime_mask(ctx, mask, dview.shape, line)
         minfo = None
+        if keep_view._tensor._data is not None:
+            flags = np.asarray(keep_view._read()).reshape(dview.shape[0], -1) != 0
+            if flags.shape[1] == 1:
+                flags = np.broadcast_to(flags, (dview.shape[0], _prod(dview.shape[1:])))
+            runtime_keep = flags.reshape(dview.shape)
+            if hasattr(dview, "_excuse_rows"):  # sentinel rows masked out are never touched
+                dview._excuse_rows(flags.any(axis=1))
     else:
         minfo = _resolve_mask(ctx, mask, dview.shape)
     region = _region_of(dview, minfo)
@@ -1256,12 +1264,7 @@ def atomic_rmw(dst: Any, value: Any, op: Any, mask: Any = None, **_: Any) -> Non
     ctx.note_write(dview._tensor, region, line, True)
     if not ctx.numerics or dview._tensor._data is None:
         return
-    keep = None if minfo is None else np.reshape(minfo.grid, dview.shape)
-    if keep_view is not None and keep_view._tensor._data is not None:
-        flags = np.asarray(keep_view._read()).reshape(dview.shape[0], -1) != 0
-        if flags.shape[1] == 1:
-            flags = np.broadcast_to(flags, (dview.shape[0], _prod(dview.shape[1:])))
-        keep = flags.reshape(dview.shape)
+    keep = runtime_keep if minfo is None else np.reshape(minfo.grid, dview.shape)
     values = _read_values(sview, False).reshape(dview.shape)
     if dview.__class__ is _View or not dview.shape:
         with np.errstate(all="ignore"):

@@ -19,7 +19,7 @@ import numpy as np
 
 from accelopt.nki.context import current
 from accelopt.nki.tensor import Tensor, TileOps, View, make_view
-from accelopt.nki.trace import Memory
+from accelopt.nki.trace import Memory, Region
 from accelopt.nki.unsupported import refuse
 
 # How an indirect view's index tile selects elements (IndirectView._index_kind):
@@ -39,12 +39,35 @@ class IndirectView(View):
     the instruction using it also reads the index tile, and its trace region is every element
     the index could reach (the values are data)."""
 
-    __slots__ = ("_index_add", "_index_dim", "_index_kind", "_index_limit", "_index_view")
+    __slots__ = (
+        "_index_add",
+        "_index_dim",
+        "_index_kind",
+        "_index_limit",
+        "_index_view",
+        "_row_fault",
+        "_row_faulty",
+    )
     _index_view: View
     _index_dim: int  # the dimension whose positions the index tile gives
     _index_add: int  # added to every index (the view's start on that dimension)
     _index_kind: str  # one of INDEX_KINDS
     _index_limit: int  # indices must be below this (before `_index_add`): the reachable extent
+    # partitions whose listed row is outside the tensor (their rows read as row 0), and the
+    # error an instruction using the view raises unless it masks them all out
+    _row_faulty: np.ndarray | None
+    _row_fault: str
+
+    def _region(self, ranges: list[tuple[int, int]] | None = None) -> Region:
+        if self._row_faulty is not None:
+            raise current().error("err_tensor_access_out_of_bound", self._row_fault)
+        return View._region(self, ranges)
+
+    def _excuse_rows(self, kept: np.ndarray) -> None:
+        """An instruction that updates only the partitions `kept` lists (a run-time mask) does
+        not touch the faulty rows it leaves out."""
+        if self._row_faulty is not None and not np.any(self._row_faulty & kept):
+            self._row_faulty = None
 
 
 def _indirect(
@@ -65,6 +88,8 @@ def _indirect(
     view._index_add = add
     view._index_kind = kind
     view._index_limit = limit
+    view._row_faulty = None
+    view._row_fault = ""
     box = list(view._box())
     box[dim] = (add, add + limit) if kind == GROUPS else (0, tensor.shape[dim])
     view._box_cache = tuple(box)
@@ -306,7 +331,9 @@ def ap_view(
     arrays = None
     index_view = None
     if indirect:
-        arrays, index_view = _indirect_rows(ctx, tensor, shape, vector_offset, int(indirect_dim), offsets)
+        arrays, index_view, faulty, fault = _indirect_rows(
+            ctx, tensor, shape, vector_offset, int(indirect_dim), offsets
+        )
     view: View
     if arrays is not None and index_view is not None:
         d = int(indirect_dim)
@@ -322,6 +349,7 @@ def ap_view(
             ROWS,
             tensor.shape[d] - offsets[d],
         )
+        view._row_faulty, view._row_fault = faulty, fault
     else:
         view = View(tensor, shape, tuple(offsets), tuple(tuple(t) for t in terms), None)
     box = view._box()
@@ -392,7 +420,7 @@ def _dim_for(
 
 def _indirect_rows(
     ctx: Any, tensor: Tensor, shape: tuple[int, ...], vector_offset: Any, dim: int, offsets: list[int]
-) -> tuple[dict[int, np.ndarray], View]:
+) -> tuple[dict[int, np.ndarray], View, np.ndarray | None, str]:
     from accelopt.nki.instructions import to_view
 
     if tensor.memory is not Memory.HBM:
@@ -406,18 +434,24 @@ def _indirect_rows(
         )
     rows = shape[0]
     grid_shape = (rows,) + (1,) * (len(shape) - 1)
+    faulty: np.ndarray | None = None
+    fault = ""
     if index_view._tensor._data is not None:
         values = np.asarray(index_view._read(), dtype=np.int64).reshape(rows, -1)[:, 0] + offsets[dim]
         if values.size and (values.min() < 0 or values.max() >= tensor.shape[dim]):
-            raise ctx.error(
-                "err_tensor_access_out_of_bound",
-                f"an indirect index reaches row {int(values.max())} of dimension {dim} of size {tensor.shape[dim]}",
+            # raised when an instruction uses the view (IndirectView._region), unless it masks
+            # those partitions out (nl.atomic_rmw with a run-time mask: sentinel indices)
+            faulty = (values < 0) | (values >= tensor.shape[dim])
+            fault = (
+                f"an indirect index reaches row {int(values[faulty][0])} of dimension {dim} of size "
+                f"{tensor.shape[dim]}"
             )
+            values = np.where(faulty, 0, values)
     else:
         # trace-only run: the rows are unknown; the access may touch any row of the dimension
         values = np.zeros(rows, dtype=np.int64)
         values[-1] = tensor.shape[dim] - 1
-    return {dim: values.reshape(grid_shape)}, index_view
+    return {dim: values.reshape(grid_shape)}, index_view, faulty, fault
 
 
 def tile_indexed_view(tensor: Tensor, key: tuple[Any, ...]) -> View:
@@ -437,8 +471,10 @@ def tile_indexed_view(tensor: Tensor, key: tuple[Any, ...]) -> View:
         refuse("indirect DMA", "an index tile together with non-affine index grids")
     shape = (rows, *rest.shape)
     terms = tuple(tuple((a + 1, c) for a, c in dim_terms) for dim_terms in rest._terms)
-    arrays, index_view = _indirect_rows(ctx, tensor, shape, index, 0, [0] * len(tensor.shape))
-    return _indirect(tensor, shape, rest._offsets, terms, arrays, index_view, 0, 0, ROWS, tensor.shape[0])
+    arrays, index_view, faulty, fault = _indirect_rows(ctx, tensor, shape, index, 0, [0] * len(tensor.shape))
+    view = _indirect(tensor, shape, rest._offsets, terms, arrays, index_view, 0, 0, ROWS, tensor.shape[0])
+    view._row_faulty, view._row_fault = faulty, fault
+    return view
 
 
 def dynamic_offset_view(tensor: Tensor, key: tuple[Any, ...]) -> View:
@@ -579,8 +615,10 @@ def rebuilt_indirect_view(
     if kind == ROWS:
         offsets = [0] * len(tensor.shape)
         offsets[dim] = add
-        arrays, index = _indirect_rows(ctx, tensor, base.shape, index_view, dim, offsets)
-        return _indirect(tensor, base.shape, base._offsets, base._terms, arrays, index, dim, add, kind, limit)
+        arrays, index, faulty, fault = _indirect_rows(ctx, tensor, base.shape, index_view, dim, offsets)
+        view = _indirect(tensor, base.shape, base._offsets, base._terms, arrays, index, dim, add, kind, limit)
+        view._row_faulty, view._row_fault = faulty, fault
+        return view
     known = index_view._tensor._data is not None
     values: np.ndarray | None = None
     if known:
