@@ -80,21 +80,11 @@ def test_predicated_copy_reads_its_source_and_predicate() -> None:
         ("bfloat16", "bfloat16", "multiply", N),
     ],
 )
-def test_tensor_reduce_halves_only_for_bf16_add_or_max(
-    dtype: str, out_dtype: str, op: str, cycles: int
-) -> None:
+def test_tensor_reduce_halves_only_for_bf16_add_or_max(dtype: str, out_dtype: str, op: str, cycles: int) -> None:
     b = TraceBuilder()
     src = b.tensor("src", (128, N), dtype=dtype)
     out = b.tensor("out", (128, 1), dtype=out_dtype)
-    b.compute(
-        Engine.VECTOR,
-        "tensor_reduce",
-        [(src, full((128, N)))],
-        [(out, full((128, 1)))],
-        free_size=N,
-        dtype=dtype,
-        op=op,
-    )
+    b.compute(Engine.VECTOR, "tensor_reduce", [(src, full((128, N)))], [(out, full((128, 1)))], free_size=N, dtype=dtype, op=op)
     rec = b.trace.records[-1]
     rec = dataclasses.replace(rec, out_dtype=out_dtype)
     memory_of = {tid: info.memory for tid, info in b.trace.tensors.items()}

@@ -42,9 +42,9 @@ from accelopt.nki.views import INDEX_KINDS, indirect_view, rebuilt_indirect_view
 _BUFFERS = {b.name: b for b in (SBUF, PSUM, HBM, SHARED_HBM, PRIVATE_HBM)}
 _COMPARISONS = frozenset({">=", ">", "<=", "<", "==", "!="})
 _AUGMENTED = frozenset({"add", "subtract", "multiply", "divide"})
-_DTYPES = {dt.dname(v): v for v in vars(dt).values() if isinstance(v, np.dtype)} | {
-    n: np.dtype(n) for n in ("float64", "int64", "uint64", "float16", "bool")
-}
+_DTYPES = {
+    dt.dname(v): v for v in vars(dt).values() if isinstance(v, np.dtype)
+} | {n: np.dtype(n) for n in ("float64", "int64", "uint64", "float16", "bool")}
 _DEADLINE_EVERY = 64  # entries between two looks at the clock
 RERUN_PATH = "<verified re-run>"
 
@@ -144,10 +144,7 @@ def _run_entries(
                 raise RerunError(f"entry {number}: malformed arguments")
             _at(ctx, number, name.rsplit(".", 1)[-1], line, site)
             result = _invoke(
-                ctx,
-                fn,
-                [decode(a, tensors) for a in args],
-                {str(k): decode(v, tensors) for k, v in kwargs.items()},
+                ctx, fn, [decode(a, tensors) for a in args], {str(k): decode(v, tensors) for k, v in kwargs.items()}
             )
             _check_result(number, name, result, expected)
         elif kind == "assign":
@@ -171,13 +168,9 @@ def _run_entries(
         elif kind == "loop":
             _, loop_kind, trip, line, site, nki_scope, loop_id = _fields(entry, 7, number)
             _at(ctx, number, "loop", line, None)
-            scope = ctx.enter_loop(
-                LoopKind(loop_kind), _int(trip), _int(line), ("rerun", site), bool(nki_scope)
-            )
+            scope = ctx.enter_loop(LoopKind(loop_kind), _int(trip), _int(line), ("rerun", site), bool(nki_scope))
             if scope.loop_id != loop_id:
-                raise RerunError(
-                    f"entry {number}: the loop at line {line} got id {scope.loop_id}, not {loop_id}"
-                )
+                raise RerunError(f"entry {number}: the loop at line {line} got id {scope.loop_id}, not {loop_id}")
             scopes.append(scope)
         elif kind == "next":
             if not scopes:
@@ -191,15 +184,8 @@ def _run_entries(
             _, index, ids, core, grid = _fields(entry, 5, number)
             if scopes or not isinstance(ids, list) or not isinstance(grid, list):
                 raise RerunError(f"entry {number}: malformed program instance")
-            program = _next_program(
-                ctx,
-                program,
-                _int(index),
-                tuple(_int(i) for i in ids),
-                _int(core),
-                tuple(_int(g) for g in grid),
-                number,
-            )
+            program = _next_program(ctx, program, _int(index), tuple(_int(i) for i in ids), _int(core),
+                                    tuple(_int(g) for g in grid), number)
         elif kind == "return":
             _, tids, single = _fields(entry, 3, number)
             if scopes or number != len(entries) - 1:
@@ -282,9 +268,7 @@ def _check_result(number: int, name: str, result: Any, expected: Any) -> None:
         )
 
 
-def _register_inputs(
-    ctx: KernelContext, entry: list[Any], inputs: list[np.ndarray], names: dict[int, str]
-) -> None:
+def _register_inputs(ctx: KernelContext, entry: list[Any], inputs: list[np.ndarray], names: dict[int, str]) -> None:
     described = _fields(entry, 2, 0)[1]
     if not isinstance(described, list) or len(described) != len(inputs):
         raise RerunError(
@@ -480,9 +464,7 @@ def compare_traces(returned: Trace, trusted: Trace) -> str | None:
         a = json.dumps(_record_to_list(mine), separators=(",", ":"))
         b = json.dumps(_record_to_list(theirs), separators=(",", ":"))
         if a != b:
-            return (
-                f"trace record {theirs.index} ({theirs.opcode}, line {theirs.line}) differs from the re-run's"
-            )
+            return f"trace record {theirs.index} ({theirs.opcode}, line {theirs.line}) differs from the re-run's"
     if set(returned.tensors) != set(trusted.tensors):
         return "the returned trace lists other tensors than the re-run's"
     for tid, info in trusted.tensors.items():

@@ -129,15 +129,7 @@ def _unknown(public_module: str, name: str) -> NkiAttributeError:
 
 # --- errors from inside the emulator, as NKI errors --------------------------------------------
 
-_CONVERTED = (
-    TypeError,
-    AttributeError,
-    NotImplementedError,
-    ValueError,
-    IndexError,
-    KeyError,
-    AssertionError,
-)
+_CONVERTED = (TypeError, AttributeError, NotImplementedError, ValueError, IndexError, KeyError, AssertionError)
 
 
 def as_nki_error(exc: BaseException, kernel_path: str) -> NkiError | None:
@@ -189,9 +181,7 @@ def as_nki_error(exc: BaseException, kernel_path: str) -> NkiError | None:
     if "accelopt" in detail or os.sep + "nki" + os.sep in detail:
         detail = "the call's arguments do not fit"
     if isinstance(exc, (NotImplementedError, AttributeError)):
-        return NkiError(
-            "err_unsupported_api", f"{api}: {detail}; this use is {NOT_SUPPORTED}", kernel_path, kernel_line
-        )
+        return NkiError("err_unsupported_api", f"{api}: {detail}; this use is {NOT_SUPPORTED}", kernel_path, kernel_line)
     return NkiError(
         "err_invalid_argument",
         f"{api}: {detail} (if this is valid NKI, it is {NOT_SUPPORTED})",
