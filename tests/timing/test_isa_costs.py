@@ -90,3 +90,25 @@ def test_tensor_reduce_halves_only_for_bf16_add_or_max(dtype: str, out_dtype: st
     memory_of = {tid: info.memory for tid, info in b.trace.tensors.items()}
     seconds = dict(lower_compute(rec, memory_of, TRN1, True).options)["vector"]
     assert seconds * TRN1.vector_clock_hz - TRN1.access_init_cycles == pytest.approx(cycles)
+
+
+def _small_copy_cycles(**extra: object) -> float:
+    """Vector cycles of a [128, 16] fp32 SBUF copy on trn1, without the per-access overhead."""
+    b = TraceBuilder()
+    tile = full((128, 16))
+    src = b.tensor("src", (128, 16), Memory.SBUF, dtype="float32")
+    out = b.tensor("out", (128, 16), dtype="float32")
+    b.compute(
+        Engine.VECTOR, "tensor_copy", [(src, tile)], [(out, tile)], free_size=16, dtype="float32", **extra
+    )
+    memory_of = {tid: info.memory for tid, info in b.trace.tensors.items()}
+    seconds = dict(lower_compute(b.trace.records[-1], memory_of, TRN1, True).options)["vector"]
+    return seconds * TRN1.vector_clock_hz - TRN1.access_init_cycles
+
+
+def test_a_copy_at_a_run_time_offset_waits_for_its_offset() -> None:
+    """[ISA-DYNCOPY]: max(MIN_II_DYNAMIC ~600, N) cycles, where an ordinary copy pays the
+    64-cycle initiation interval (plus the static overhead of a tiny instruction, in both)."""
+    plain = _small_copy_cycles()
+    dynamic = _small_copy_cycles(dynamic=True)
+    assert dynamic - plain == pytest.approx(TRN1.dynamic_min_initiation_cycles - TRN1.min_initiation_cycles)

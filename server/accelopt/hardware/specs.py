@@ -20,6 +20,10 @@ Documents cited below (AWS Neuron SDK documentation, awsdocs-neuron.readthedocs-
 - [ISA-MEMSET] "nki.isa.memset" (legacy reference, /en/v2.26.1/nki/api/generated/nki.isa.memset.html):
   "using Vector or GpSimd Engine"; max(MIN_II, N/2) Vector Engine cycles for a zero value into
   bf16/fp16, max(MIN_II, N) otherwise (used in profiling/lowering.py)
+- [ISA-DYNCOPY] "nki.isa.tensor_copy_dynamic_src" / "tensor_copy_dynamic_dst" (legacy reference,
+  /en/v2.26.1/nki/api/generated/nki.isa.tensor_copy_dynamic_dst.html and
+  /en/latest/general/nki/api/generated/nki.isa.tensor_copy_dynamic_src.html): "max(MIN_II_DYNAMIC,
+  N) engine cycles", "MIN_II_DYNAMIC is roughly 600 engine cycles" (used in profiling/lowering.py)
 - [ISA-TT], [ISA-STT], [ISA-COPYPRED], [ISA-TR]: the NKI ISA reference of the legacy
   `neuronxcc.nki.isa` (SDK 2.26, the NeuronCore-v2 costs), "Estimated instruction cost" of
   "nki.isa.tensor_tensor", "nki.isa.scalar_tensor_tensor", "nki.isa.tensor_copy_predicated" and
@@ -72,6 +76,8 @@ class HardwareSpec:
 
     # --- per-instruction overheads (engine cycles) -----------------------------------------
     min_initiation_cycles: int  # no instruction on an ALU engine is shorter than this
+    # no copy placed by a run-time offset (tensor_copy_dynamic_src/dst) is shorter than this
+    dynamic_min_initiation_cycles: int
     static_overhead_cycles: int  # paid by tiny instructions (see lowering.lower_compute)
     access_init_cycles: int  # per SBUF/PSUM input operand an instruction streams
     semaphore_latency_s: float  # a cross-engine dependency is signalled through a semaphore
@@ -191,6 +197,8 @@ TRN1 = HardwareSpec(
     # Vector Engine streams in one pass takes it about twice as long.
     gpsimd_elementwise_factor=2.0,
     min_initiation_cycles=64,  # §4
+    # [ISA-DYNCOPY]: "max(MIN_II_DYNAMIC, N) engine cycles", MIN_II_DYNAMIC "roughly 600"
+    dynamic_min_initiation_cycles=600,
     static_overhead_cycles=100,  # §4
     access_init_cycles=60,  # §4
     # *inferred*: dependent one-element Scalar instructions issue every ≈189 ns (§4) =
@@ -262,6 +270,7 @@ TRN2 = HardwareSpec(
     fp32_transpose_speedup=2.0,  # [TRN2-ARCH] "Built-in Transpose Support": 2x for FP32 transposes
     gpsimd_elementwise_factor=2.0,  # *inferred*, as Trainium1
     min_initiation_cycles=64,  # *inferred*: same instruction pipeline as Trainium1
+    dynamic_min_initiation_cycles=600,  # *inferred*: as Trainium1 ([ISA-DYNCOPY] covers Trn1/Trn2)
     static_overhead_cycles=100,
     access_init_cycles=60,
     semaphore_latency_s=30e-9,
@@ -335,6 +344,7 @@ TRN3 = HardwareSpec(
     fp32_transpose_speedup=2.0,  # *inferred*: NeuronCore-v3's transpose mode is kept
     gpsimd_elementwise_factor=2.0,  # *inferred*, as before
     min_initiation_cycles=64,  # *inferred*: same instruction pipeline
+    dynamic_min_initiation_cycles=600,  # *inferred*: as before
     static_overhead_cycles=100,
     access_init_cycles=60,
     semaphore_latency_s=30e-9,

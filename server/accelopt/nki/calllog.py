@@ -284,7 +284,13 @@ def encode(value: Any) -> Any:
         # the rows come from the index tile: logged as that tile, re-read by the re-run
         base = _encode_view(value)
         base[5] = None
-        return ["I", base, _encode_view(value._index_view), value._index_dim, value._index_add]
+        index = _encode_view(value._index_view)
+        kind = value._index_kind
+        if kind == "rows":
+            return ["I", base, index, value._index_dim, value._index_add]
+        # a run-time offset or tensor indirection (views.INDEX_KINDS): also how the index
+        # selects, and the extent it may reach (checked again by the re-run)
+        return ["J", kind, base, index, value._index_dim, value._index_add, value._index_limit]
     if cls is tuple:
         return ["t", *[encode(v) for v in value]]
     if cls is list:

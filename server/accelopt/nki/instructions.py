@@ -276,6 +276,14 @@ def region_of(view: View, mask: MaskInfo | None) -> Region:
     return view._region()
 
 
+def index_reads(views: Sequence[View]) -> tuple[Region, ...]:
+    """The index tiles an instruction also reads through its tile-indexed operands (a run-time
+    offset or tensor indirection, views.IndirectView)."""
+    return tuple(
+        v._index_view._region() for v in views if v.__class__ is not View and hasattr(v, "_index_view")
+    )
+
+
 def guard_bounds(ctx: KernelContext, view: View, mask: MaskInfo | None) -> None:
     """Views were bounds-checked when built unless a mask excuses out-of-range elements."""
     if mask is not None and view.shape == mask.shape:
@@ -504,6 +512,7 @@ def elementwise(
     else:
         reads = tuple([region_of(v, minfo) for v in views])
         writes = (out_region(out, minfo),)
+    reads += index_reads(views)
     out._producer = ctx.emit(
         engine,
         opcode,
@@ -614,6 +623,8 @@ def retarget_traced(
             region = dst._region_cache = new_region(tensor._tid, box)
     writes = record.writes
     record.writes = (region,) if len(writes) == 1 else (region, *writes[1:])
+    if dst.__class__ is not View:  # a tile-indexed destination: its index tile is read too
+        record.reads = (*record.reads, *index_reads([dst]))
     record.dst_memory = memory
     record.out_dtype = dname(tensor.dtype)
     record.accumulate = accumulate
@@ -661,6 +672,8 @@ def _retarget(ctx: KernelContext, dst: View, src: Tensor, line: int, accumulate:
     else:
         region = dst._region()
     record.writes = (region, *record.writes[1:])  # keep side outputs (e.g. reduce_res)
+    if dst.__class__ is not View:  # a tile-indexed destination: its index tile is read too
+        record.reads = (*record.reads, *index_reads([dst]))
     record.dst_memory = dst._tensor.memory
     record.out_dtype = dname(dst._tensor.dtype)
     record.accumulate = accumulate

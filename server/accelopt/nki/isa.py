@@ -653,6 +653,38 @@ def tensor_copy(src: Any, dtype: Any = None, mask: Any = None, engine: Any = Non
     return out
 
 
+def _dynamic_copy(src: Any, dtype: Any, mask: Any, engine: Any, api: str) -> _Tensor:
+    """A tensor_copy whose source or destination is placed by a run-time offset (NKI API
+    reference v2.26, tensor_copy_dynamic_src/dst). The offset lives in the tile-indexed view
+    (views.dynamic_offset_view), so the copy itself is an ordinary tensor_copy record that also
+    reads the offset tile. The pages give a minimum initiation interval of roughly 600 cycles
+    for dynamic locations; the timing model does not model that minimum yet (the record is
+    marked `dynamic` for it)."""
+    out = tensor_copy(src, dtype=dtype, mask=mask, engine=engine)
+    record = out._producer
+    assert record is not None
+    record.extra["api"] = api
+    record.extra["dynamic"] = True
+    return out
+
+
+@_writes_dst
+def tensor_copy_dynamic_src(
+    src: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any
+) -> _Tensor:
+    """Copy `src`, a tile indexed at a run-time offset (``tile[ix, offsets[0, i] + iy]``)."""
+    return _dynamic_copy(src, dtype, mask, engine, "nisa.tensor_copy_dynamic_src")
+
+
+@_writes_dst
+def tensor_copy_dynamic_dst(
+    src: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any
+) -> _Tensor:
+    """Copy `src` into `dst=`, a tile indexed at a run-time offset (the write goes through the
+    tile-indexed view, which `_writes_dst` assigns)."""
+    return _dynamic_copy(src, dtype, mask, engine, "nisa.tensor_copy_dynamic_dst")
+
+
 @_writes_dst
 def reciprocal(data: Any, dtype: Any = None, mask: Any = None, engine: Any = None, **_: Any) -> _Tensor:
     ctx = _current()
@@ -1995,5 +2027,7 @@ _calllog.logged(
         "tensor_copy_predicated",
         "nc_stream_shuffle",
         "local_gather",
+        "tensor_copy_dynamic_src",
+        "tensor_copy_dynamic_dst",
     ),
 )

@@ -67,6 +67,7 @@ from accelopt.nki.instructions import dma_copy
 from accelopt.nki.instructions import dma_shape as _dma_shape
 from accelopt.nki.instructions import elementwise as _elementwise
 from accelopt.nki.instructions import guard_bounds as _guard_bounds
+from accelopt.nki.instructions import index_reads as _index_reads
 from accelopt.nki.instructions import out_region as _out_region
 from accelopt.nki.instructions import pf as _pf
 from accelopt.nki.instructions import prod as _prod
@@ -1205,7 +1206,12 @@ def rms_norm(
 
 def atomic_rmw(dst: Any, value: Any, op: Any, mask: Any = None, **_: Any) -> None:
     """``dst = op(dst, value)`` on HBM, atomically, by DMA (nl.atomic_rmw): `value` an on-chip
-    tile of `dst`'s shape."""
+    tile of `dst`'s shape. With tile-indexed rows (``dst[index_tile, ...]``) two partitions may
+    name the same row; atomicity means both updates land, so the rows are updated partition by
+    partition (the order does not matter for add/max/min, the ops the page shows). `mask` is a
+    predicate over index grids or, as the SDK's own atomic_rmw example passes, a tile of
+    run-time booleans (broadcast over the free axis from [P, 1]); the reference only documents
+    compile-time masks, so the run-time form is *inferred*: a false element is not updated."""
     ctx = _current()
     line = ctx.line()
     spec = _ops.resolve(op)
@@ -1219,9 +1225,25 @@ def atomic_rmw(dst: Any, value: Any, op: Any, mask: Any = None, **_: Any) -> Non
             f"nl.atomic_rmw: a tile of shape {sview.shape} for a region of shape {dview.shape}",
             line,
         )
-    minfo = _resolve_mask(ctx, mask, dview.shape)
+    keep_view = None
+    runtime_keep = None
+    if isinstance(mask, _TileOps):
+        keep_view = _runtime_mask(ctx, mask, dview.shape, line)
+        minfo = None
+        if keep_view._tensor._data is not None:
+            flags = np.asarray(keep_view._read()).reshape(dview.shape[0], -1) != 0
+            if flags.shape[1] == 1:
+                flags = np.broadcast_to(flags, (dview.shape[0], _prod(dview.shape[1:])))
+            runtime_keep = flags.reshape(dview.shape)
+            if hasattr(dview, "_excuse_rows"):  # sentinel rows masked out are never touched
+                dview._excuse_rows(flags.any(axis=1))
+    else:
+        minfo = _resolve_mask(ctx, mask, dview.shape)
     region = _region_of(dview, minfo)
     partitions, free = _pf(sview.shape)
+    reads = (_region_of(sview, None), region, *_index_reads([dview]))
+    if keep_view is not None:
+        reads += (keep_view._region(),)
     ctx.emit(
         _Engine.DMA,
         "dma_copy",
@@ -1229,7 +1251,7 @@ def atomic_rmw(dst: Any, value: Any, op: Any, mask: Any = None, **_: Any) -> Non
         free,
         _dname(sview._tensor.dtype),
         _dname(dview._tensor.dtype),
-        (_region_of(sview, None), region),
+        reads,
         (region,),
         sview._tensor.memory,
         _Memory.HBM,
@@ -1240,10 +1262,37 @@ def atomic_rmw(dst: Any, value: Any, op: Any, mask: Any = None, **_: Any) -> Non
         extra={"api": "nl.atomic_rmw", "op": spec.name},
     )
     ctx.note_write(dview._tensor, region, line, True)
-    if ctx.numerics and dview._tensor._data is not None:
+    if not ctx.numerics or dview._tensor._data is None:
+        return
+    keep = runtime_keep if minfo is None else np.reshape(minfo.grid, dview.shape)
+    values = _read_values(sview, False).reshape(dview.shape)
+    if dview.__class__ is _View or not dview.shape:
         with np.errstate(all="ignore"):
-            combined = spec.fn(_read_values(dview, False), _read_values(sview, False).reshape(dview.shape))
-        dview._write(combined, mask=None if minfo is None else np.reshape(minfo.grid, dview.shape))
+            combined = spec.fn(_read_values(dview, False), values)
+        dview._write(combined, mask=keep)
+        return
+    full = [(0, n) for n in dview.shape[1:]]
+    for p in range(dview.shape[0]):
+        row = dview._restrict([(p, p + 1), *full])
+        with np.errstate(all="ignore"):
+            combined = spec.fn(_read_values(row, False), values[p : p + 1])
+        row._write(combined, mask=None if keep is None else keep[p : p + 1])
+
+
+def _runtime_mask(ctx: _KernelContext, mask: Any, shape: tuple[int, ...], line: int) -> _View:
+    view = _to_view(ctx, mask, line)
+    if view._tensor.memory is _Memory.HBM:
+        raise ctx.error("err_unsupported_mask", "a run-time mask must be an on-chip tile", line)
+    # one value per partition ([P, 1]) or one per element; the partition axis aligns first
+    free = _prod(view.shape[1:])
+    fits = bool(shape) and view.shape[:1] == shape[:1] and free in (1, _prod(shape[1:]))
+    if not fits:
+        raise ctx.error(
+            "err_unsupported_mask",
+            f"a run-time mask of shape {view.shape} does not fit an access of shape {shape}",
+            line,
+        )
+    return view
 
 
 def expand_dims(x: Any, axis: int) -> Any:

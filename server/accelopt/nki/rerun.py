@@ -37,7 +37,7 @@ from accelopt.nki.loopvar import LoopVar
 from accelopt.nki.runtime import KernelRun, _input_tensor, finish_run
 from accelopt.nki.tensor import Tensor, View, _check_bounds, par_dim
 from accelopt.nki.trace import LoopKind, ProgramSpan, Trace, _record_to_list
-from accelopt.nki.views import indirect_view
+from accelopt.nki.views import INDEX_KINDS, indirect_view, rebuilt_indirect_view
 
 _BUFFERS = {b.name: b for b in (SBUF, PSUM, HBM, SHARED_HBM, PRIVATE_HBM)}
 _COMPARISONS = frozenset({">=", ">", "<=", "<", "==", "!="})
@@ -309,6 +309,12 @@ def decode(data: Any, tensors: dict[int, Tensor]) -> Any:
         if not 0 <= _int(dim) < len(view._tensor.shape):
             raise RerunError("malformed indirect view in the call log")
         return indirect_view(view, _view(index, tensors), _int(dim), _int(add))
+    if tag == "J":
+        _, kind, base, index, dim, add, limit = _fields(data, 7, 0)
+        view = _view(base, tensors)
+        if kind not in INDEX_KINDS or kind == "rows" or not 0 <= _int(dim) < len(view._tensor.shape):
+            raise RerunError("malformed indirect view in the call log")
+        return rebuilt_indirect_view(view, _view(index, tensors), _int(dim), _int(add), kind, _int(limit))
     if tag == "t":
         return tuple(decode(d, tensors) for d in data[1:])
     if tag == "l":

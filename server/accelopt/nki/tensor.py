@@ -20,6 +20,7 @@ import numpy as np
 from accelopt.nki import context as _context
 from accelopt.nki.context import current
 from accelopt.nki.dtypes import nan_fill
+from accelopt.nki.dynamic_index import DynamicIndex
 from accelopt.nki.fast.siteindex import SITE_FORMS, learn
 from accelopt.nki.indexing import IndexExpr, Predicate
 from accelopt.nki.loopvar import LoopVar
@@ -98,7 +99,6 @@ def _views() -> Any:
 # reference, class NkiTensor): refused as not supported yet rather than unknown
 _NKI_TENSOR_METHODS = frozenset(
     {
-        "indirect",
         "rearrange",
         "reinterpret_cast",
         "vector_select",
@@ -112,10 +112,14 @@ class TileOps:
     __slots__ = ()
     __array_priority__ = 1000
 
-    def __add__(self, other: Any) -> Tensor:
+    def __add__(self, other: Any) -> Any:
+        if other.__class__ is IndexExpr:  # a run-time offset plus an index grid (dynamic_index.py)
+            return DynamicIndex(self, other)
         return _lang().add(self, other)
 
-    def __radd__(self, other: Any) -> Tensor:
+    def __radd__(self, other: Any) -> Any:
+        if other.__class__ is IndexExpr:
+            return DynamicIndex(self, other)
         return _lang().add(other, self)
 
     def __sub__(self, other: Any) -> Tensor:
@@ -266,6 +270,9 @@ class TileOps:
 
     def is_indirect(self) -> bool:
         return _views().view_is_indirect(self)
+
+    def indirect(self, index: Any, num_elem: int | None = None, **kwargs: Any) -> View:
+        return _views().tensor_indirection_view(self, index, num_elem, **kwargs)
 
     def reshape_dim(self, dim: int, shape: Any) -> View:
         return _views().reshape_dim_view(self, dim, shape)
@@ -793,6 +800,9 @@ def make_view(tensor: Tensor, shape: tuple[int, ...], key: Any, base: View | Non
         elif isinstance(k, TileOps) and k is key[0] and base is None and tensor.memory is Memory.HBM:
             # legacy indirect DMA: `tensor[index_tile, ...]` gathers/scatters the rows it lists
             return _views().tile_indexed_view(tensor, key)
+        elif (cls is DynamicIndex or isinstance(k, TileOps)) and base is None:
+            # a run-time offset on one dimension (legacy tensor_copy_dynamic_src/dst)
+            return _views().dynamic_offset_view(tensor, key)
         elif isinstance(k, (TileOps, Predicate, list, np.ndarray)):
             raise _error(
                 "err_unsupported_indexing",

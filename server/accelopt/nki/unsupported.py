@@ -107,10 +107,20 @@ def module_getattr(public_module: str) -> Callable[[str], Any]:
     return __getattr__
 
 
+# Names kernels use that no NKI reference defines, with what the reference has instead.
+# `nl.int1` (in an SDK test of atomic_rmw) is in no Data Types table of the NKI API reference
+# (v2.21-v2.33): the boolean type there is `bool_`, "Boolean (True or False) stored as a byte".
+_INSTEAD = {
+    "int1": "the reference's boolean type is nl.bool_ (one byte per element)",
+}
+
+
 def _unknown(public_module: str, name: str) -> NkiAttributeError:
     from accelopt.nki.context import active_context
 
     message = f"{public_module} has no attribute '{name}' (not in the NKI API reference)"
+    if public_module.endswith(".language") and name in _INSTEAD:
+        message += f"; {_INSTEAD[name]}"
     ctx = active_context()
     if ctx is not None:
         return NkiAttributeError("err_unknown_api", message, ctx.kernel_path, ctx.line())

@@ -18,19 +18,82 @@ from typing import Any
 import numpy as np
 
 from accelopt.nki.context import current
-from accelopt.nki.tensor import Tensor, View, make_view
-from accelopt.nki.trace import Memory
+from accelopt.nki.tensor import Tensor, TileOps, View, make_view
+from accelopt.nki.trace import Memory, Region
 from accelopt.nki.unsupported import refuse
+
+# How an indirect view's index tile selects elements (IndirectView._index_kind):
+ROWS = "rows"  # one row of `_index_dim` per partition: index[p, 0] (indirect DMA)
+OFFSET = "offset"  # one run-time value moves the view's static grid along `_index_dim`
+GROUPS = "groups"  # tensor indirection: free-dim offsets shared by each 16-partition group
+INDEX_KINDS = (ROWS, OFFSET, GROUPS)
+
+# partitions that share one list of offsets under tensor indirection (the deep dive "NKI Tensor
+# Indirection": a partition group is 16 adjacent partitions)
+_PARTITION_GROUP = 16
 
 
 class IndirectView(View):
-    """A view whose rows on one dimension come from an index tile (``ap(vector_offset=...)``):
-    the instruction using it also reads the index tile."""
+    """A view whose elements on one dimension come from an index tile's data (``ap(
+    vector_offset=...)``, ``tensor[index_tile, ...]``, a run-time offset, ``t.indirect(...)``):
+    the instruction using it also reads the index tile, and its trace region is every element
+    the index could reach (the values are data)."""
 
-    __slots__ = ("_index_add", "_index_dim", "_index_view")
+    __slots__ = (
+        "_index_add",
+        "_index_dim",
+        "_index_kind",
+        "_index_limit",
+        "_index_view",
+        "_row_fault",
+        "_row_faulty",
+    )
     _index_view: View
-    _index_dim: int  # the dimension whose rows the index tile lists
+    _index_dim: int  # the dimension whose positions the index tile gives
     _index_add: int  # added to every index (the view's start on that dimension)
+    _index_kind: str  # one of INDEX_KINDS
+    _index_limit: int  # indices must be below this (before `_index_add`): the reachable extent
+    # partitions whose listed row is outside the tensor (their rows read as row 0), and the
+    # error an instruction using the view raises unless it masks them all out
+    _row_faulty: np.ndarray | None
+    _row_fault: str
+
+    def _region(self, ranges: list[tuple[int, int]] | None = None) -> Region:
+        if self._row_faulty is not None:
+            raise current().error("err_tensor_access_out_of_bound", self._row_fault)
+        return View._region(self, ranges)
+
+    def _excuse_rows(self, kept: np.ndarray) -> None:
+        """An instruction that updates only the partitions `kept` lists (a run-time mask) does
+        not touch the faulty rows it leaves out."""
+        if self._row_faulty is not None and not np.any(self._row_faulty & kept):
+            self._row_faulty = None
+
+
+def _indirect(
+    tensor: Tensor,
+    shape: tuple[int, ...],
+    offsets: tuple[int, ...],
+    terms: tuple[tuple[tuple[int, int], ...], ...],
+    arrays: dict[int, np.ndarray],
+    index_view: View,
+    dim: int,
+    add: int,
+    kind: str,
+    limit: int,
+) -> IndirectView:
+    view = IndirectView(tensor, shape, offsets, terms, arrays)
+    view._index_view = index_view
+    view._index_dim = dim
+    view._index_add = add
+    view._index_kind = kind
+    view._index_limit = limit
+    view._row_faulty = None
+    view._row_fault = ""
+    box = list(view._box())
+    box[dim] = (add, add + limit) if kind == GROUPS else (0, tensor.shape[dim])
+    view._box_cache = tuple(box)
+    return view
 
 
 def _as_view(x: Any) -> View:
@@ -268,14 +331,27 @@ def ap_view(
     arrays = None
     index_view = None
     if indirect:
-        arrays, index_view = _indirect_rows(ctx, tensor, shape, vector_offset, int(indirect_dim), offsets)
-    view_cls = IndirectView if indirect else View
-    view = view_cls(tensor, shape, tuple(offsets), tuple(tuple(t) for t in terms), arrays)
-    if isinstance(view, IndirectView) and index_view is not None:
-        view._index_view = index_view
-        view._index_dim = int(indirect_dim)
-        view._index_add = offsets[int(indirect_dim)]
-        _conservative_box(view, int(indirect_dim))
+        arrays, index_view, faulty, fault = _indirect_rows(
+            ctx, tensor, shape, vector_offset, int(indirect_dim), offsets
+        )
+    view: View
+    if arrays is not None and index_view is not None:
+        d = int(indirect_dim)
+        view = _indirect(
+            tensor,
+            shape,
+            tuple(offsets),
+            tuple(tuple(t) for t in terms),
+            arrays,
+            index_view,
+            d,
+            offsets[d],
+            ROWS,
+            tensor.shape[d] - offsets[d],
+        )
+        view._row_faulty, view._row_fault = faulty, fault
+    else:
+        view = View(tensor, shape, tuple(offsets), tuple(tuple(t) for t in terms), None)
     box = view._box()
     for d, (lo, hi) in enumerate(box):
         if hi > lo and (lo < 0 or hi > tensor.shape[d]):
@@ -344,7 +420,7 @@ def _dim_for(
 
 def _indirect_rows(
     ctx: Any, tensor: Tensor, shape: tuple[int, ...], vector_offset: Any, dim: int, offsets: list[int]
-) -> tuple[dict[int, np.ndarray], View]:
+) -> tuple[dict[int, np.ndarray], View, np.ndarray | None, str]:
     from accelopt.nki.instructions import to_view
 
     if tensor.memory is not Memory.HBM:
@@ -358,18 +434,24 @@ def _indirect_rows(
         )
     rows = shape[0]
     grid_shape = (rows,) + (1,) * (len(shape) - 1)
+    faulty: np.ndarray | None = None
+    fault = ""
     if index_view._tensor._data is not None:
         values = np.asarray(index_view._read(), dtype=np.int64).reshape(rows, -1)[:, 0] + offsets[dim]
         if values.size and (values.min() < 0 or values.max() >= tensor.shape[dim]):
-            raise ctx.error(
-                "err_tensor_access_out_of_bound",
-                f"an indirect index reaches row {int(values.max())} of dimension {dim} of size {tensor.shape[dim]}",
+            # raised when an instruction uses the view (IndirectView._region), unless it masks
+            # those partitions out (nl.atomic_rmw with a run-time mask: sentinel indices)
+            faulty = (values < 0) | (values >= tensor.shape[dim])
+            fault = (
+                f"an indirect index reaches row {int(values[faulty][0])} of dimension {dim} of size "
+                f"{tensor.shape[dim]}"
             )
+            values = np.where(faulty, 0, values)
     else:
         # trace-only run: the rows are unknown; the access may touch any row of the dimension
         values = np.zeros(rows, dtype=np.int64)
         values[-1] = tensor.shape[dim] - 1
-    return {dim: values.reshape(grid_shape)}, index_view
+    return {dim: values.reshape(grid_shape)}, index_view, faulty, fault
 
 
 def tile_indexed_view(tensor: Tensor, key: tuple[Any, ...]) -> View:
@@ -389,38 +471,184 @@ def tile_indexed_view(tensor: Tensor, key: tuple[Any, ...]) -> View:
         refuse("indirect DMA", "an index tile together with non-affine index grids")
     shape = (rows, *rest.shape)
     terms = tuple(tuple((a + 1, c) for a, c in dim_terms) for dim_terms in rest._terms)
-    arrays, index_view = _indirect_rows(ctx, tensor, shape, index, 0, [0] * len(tensor.shape))
-    view = IndirectView(tensor, shape, rest._offsets, terms, arrays)
-    view._index_view = index_view
-    view._index_dim = 0
-    view._index_add = 0
-    _conservative_box(view, 0)
+    arrays, index_view, faulty, fault = _indirect_rows(ctx, tensor, shape, index, 0, [0] * len(tensor.shape))
+    view = _indirect(tensor, shape, rest._offsets, terms, arrays, index_view, 0, 0, ROWS, tensor.shape[0])
+    view._row_faulty, view._row_fault = faulty, fault
     return view
 
 
-def _conservative_box(view: IndirectView, dim: int) -> None:
-    """An indirect view's records name the whole indexed dimension: which rows the index tile
-    lists is data, and a trace must not depend on input values (a verified re-run on other
-    inputs emits the same records; a trace-only run cannot know the rows either)."""
-    box = list(view._box())
-    box[dim] = (0, view._tensor.shape[dim])
-    view._box_cache = tuple(box)
+def dynamic_offset_view(tensor: Tensor, key: tuple[Any, ...]) -> View:
+    """``tile[ix, offsets[0, i] + iy]`` or ``tile[ix, offsets[0, i], iz]`` (legacy
+    tensor_copy_dynamic_src/dst): the static grid of the key, moved along one dimension by the
+    value an SBUF tile holds when the instruction runs. The pages say the offset is "a scalar
+    value resided in SBUF"; a one-element tile is required (inferred: the examples index one
+    element of an offsets tile per instruction)."""
+    from accelopt.nki.dynamic_index import DynamicIndex
+
+    ctx = current()
+    if any(k is Ellipsis for k in key):
+        refuse("a run-time offset", "together with '...' in the index")
+    dynamic = [d for d, k in enumerate(key) if k.__class__ is DynamicIndex or isinstance(k, TileOps)]
+    if len(dynamic) != 1:
+        refuse("a run-time offset", "on more than one dimension of an index")
+    dim = dynamic[0]
+    if tensor.memory is Memory.HBM:
+        refuse("a run-time offset", "into an HBM tensor (index an SBUF/PSUM tile; DMA uses index tiles)")
+    if dim == 0:
+        raise ctx.error(
+            "err_unsupported_indirect_access",
+            "a run-time offset moves along a free dimension; the partition index must be static",
+        )
+    item = key[dim]
+    tile, static = (item.tile, item.static) if item.__class__ is DynamicIndex else (item, 0)
+    static_key = (*key[:dim], static, *key[dim + 1 :])
+    base = make_view(tensor, tensor.shape, static_key, base=None)
+    return rebuilt_indirect_view(base, _offset_tile(ctx, tile), dim, 0, OFFSET, tensor.shape[dim])
+
+
+def _offset_tile(ctx: Any, tile: Any) -> View:
+    from accelopt.nki.instructions import to_view
+
+    view = to_view(ctx, tile, ctx.line())
+    if view._tensor.memory is not Memory.SBUF or _prod(view.shape) != 1:
+        raise ctx.error(
+            "err_unsupported_indirect_access",
+            f"a run-time offset must be one element of an SBUF tile, got shape {view.shape} in "
+            f"{view._tensor.memory.value.upper()}",
+        )
+    if view._tensor.dtype.kind not in "iu":
+        raise ctx.error(
+            "err_unsupported_indirect_access",
+            f"a run-time offset must be an integer tile, got {view._tensor.dtype.name}",
+        )
+    return view
+
+
+def _prod(shape: tuple[int, ...]) -> int:
+    out = 1
+    for n in shape:
+        out *= n
+    return out
+
+
+def tensor_indirection_view(x: Any, index: Any, num_elem: Any = None, **kwargs: Any) -> View:
+    """``t.indirect(index, num_elem=)`` (NKI 0.7, NkiTensor.indirect; deep dive "NKI Tensor
+    Indirection"): a gather/scatter view of an on-chip [P, F] tensor whose element k of
+    partition p is column ``offsets_g[k]`` of row p, where ``offsets_g`` is the index tile's
+    rows of p's 16-partition group g read partition-first (column-major), first `num_elem`.
+    The read order is *inferred* from the tutorial's index layout (offsets reshaped to
+    [n/16, 16], transposed onto 16 partitions, replicated per group), the same order
+    nisa.local_gather's published NumPy reference uses; the page does not spell it out."""
+    from accelopt.nki.target import require_generation
+
+    ctx = current()
+    # "Tensor indirection is available on NeuronCore-v4+ (Trainium3)" (the deep dive)
+    require_generation("NkiTensor.indirect", 4)
+    if kwargs:
+        refuse("NkiTensor.indirect", f"argument(s) {', '.join(sorted(kwargs))}")
+    view = _as_view(x)
+    tensor = view._tensor
+    if tensor.memory is Memory.HBM:
+        raise ctx.error(
+            "err_unsupported_indirect_access",
+            "NkiTensor.indirect: the data tensor must be in SBUF or PSUM (use ap(vector_offset=) for HBM)",
+        )
+    if (
+        len(tensor.shape) != 2
+        or len(view.shape) != 2
+        or view._arrays is not None
+        or view._terms[0] != ((0, 1),)
+        or view._terms[1] not in (((1, 1),), ())
+    ):
+        refuse("NkiTensor.indirect", "of a view that is not a [P, F] box of a 2-D tensor")
+    from accelopt.nki.instructions import to_view
+
+    index_view = to_view(ctx, index, ctx.line())
+    partitions, free = view.shape
+    if index_view._tensor.memory is not Memory.SBUF or index_view._tensor.dtype.kind not in "iu":
+        raise ctx.error(
+            "err_unsupported_indirect_access",
+            f"NkiTensor.indirect: the index must be an integer (uint16) SBUF tile, got "
+            f"{index_view._tensor.dtype.name} in {index_view._tensor.memory.value.upper()}",
+        )
+    if len(index_view.shape) != 2 or index_view.shape[0] != partitions or partitions % _PARTITION_GROUP:
+        raise ctx.error(
+            "err_num_partition_mismatch",
+            f"NkiTensor.indirect: the index tile needs the data's {partitions} partitions (a multiple "
+            f"of {_PARTITION_GROUP}) and 2 dimensions, got {index_view.shape}",
+        )
+    available = _PARTITION_GROUP * index_view.shape[1]
+    count = available if num_elem is None else int(num_elem)
+    if not 0 < count <= available:
+        raise ctx.error(
+            "err_invalid_argument",
+            f"NkiTensor.indirect: num_elem must be in 1..{available} (16 x the index tile's free size), got {count}",
+        )
+    base = View(tensor, (partitions, count), view._offsets, (((0, 1),), ()), None)
+    return rebuilt_indirect_view(base, index_view, 1, view._offsets[1], GROUPS, free)
+
+
+def _group_offsets(index: np.ndarray, count: int) -> np.ndarray:
+    """[P, count]: each partition's offsets, its 16-partition group's index rows read
+    partition-first."""
+    partitions = index.shape[0]
+    groups = index.reshape(partitions // _PARTITION_GROUP, _PARTITION_GROUP, -1)
+    flat = np.swapaxes(groups, 1, 2).reshape(groups.shape[0], -1)[:, :count]
+    return np.repeat(flat, _PARTITION_GROUP, axis=0)
+
+
+def rebuilt_indirect_view(
+    base: View, index_view: View, dim: int, add: int, kind: str, limit: int
+) -> IndirectView:
+    """`base` (the static part of the access) with its positions on `dim` taken from the values
+    `index_view` holds now: how an indirect view is built, and how the verified re-run
+    rebuilds one from the index tile's values in that run, never from the values the logged
+    run saw."""
+    ctx = current()
+    tensor = base._tensor
+    if (
+        kind not in INDEX_KINDS
+        or not 0 <= dim < len(tensor.shape)
+        or not 0 < limit <= tensor.shape[dim] - add
+    ):
+        raise ctx.error("err_unsupported_indirect_access", "an indirect view outside its tensor")
+    if kind == ROWS:
+        offsets = [0] * len(tensor.shape)
+        offsets[dim] = add
+        arrays, index, faulty, fault = _indirect_rows(ctx, tensor, base.shape, index_view, dim, offsets)
+        view = _indirect(tensor, base.shape, base._offsets, base._terms, arrays, index, dim, add, kind, limit)
+        view._row_faulty, view._row_fault = faulty, fault
+        return view
+    known = index_view._tensor._data is not None
+    values: np.ndarray | None = None
+    if known:
+        raw = np.asarray(index_view._read(), dtype=np.int64)
+        if kind == OFFSET:
+            static = np.asarray(base._fancy_index(clip=False)[dim], dtype=np.int64)
+            values = static + int(raw.ravel()[0])
+        else:
+            values = _group_offsets(raw.reshape(index_view.shape), base.shape[1])
+        if values.size and (int(values.min()) < 0 or int(values.max()) >= limit):
+            reached = int(values.max()) if int(values.max()) >= limit else int(values.min())
+            raise ctx.error(
+                "err_tensor_access_out_of_bound",
+                f"a run-time index reaches position {reached} of dimension {dim} of size {limit}",
+            )
+        if kind == GROUPS:
+            values = values + add
+    else:
+        # trace-only run: the positions are unknown; the records name the reachable extent
+        values = np.full(base.shape, add, dtype=np.int64)
+    grid = np.broadcast_to(values, base.shape) if values.shape != base.shape else values
+    arrays = {dim: grid}
+    return _indirect(
+        tensor, base.shape, base._offsets, base._terms, arrays, index_view, dim, add, kind, limit
+    )
 
 
 def indirect_view(base: View, index_view: View, dim: int, add: int) -> IndirectView:
-    """`base` (its pattern without rows) gathering the rows of dimension `dim` that
-    `index_view` lists now, plus `add`: how the verified re-run rebuilds an indirect view from
-    the index tile's values in that run, never from the values the logged run saw."""
-    tensor = base._tensor
-    offsets = [0] * len(tensor.shape)
-    offsets[dim] = add
-    arrays, index = _indirect_rows(current(), tensor, base.shape, index_view, dim, offsets)
-    view = IndirectView(tensor, base.shape, base._offsets, base._terms, arrays)
-    view._index_view = index
-    view._index_dim = dim
-    view._index_add = add
-    _conservative_box(view, dim)
-    return view
+    """The re-run's rebuild of a row-gathering view (see rebuilt_indirect_view)."""
+    return rebuilt_indirect_view(base, index_view, dim, add, ROWS, base._tensor.shape[dim] - add)
 
 
 def view_strides(x: Any) -> tuple[int, ...]:

@@ -185,6 +185,9 @@ def _base_cycles(
         zero = float(rec.extra.get("value", 1.0) or 0.0) == 0.0
         half_out = _is_half(rec.out_dtype or rec.dtype)
         return max(floor, n // 2 if zero and half_out else n)
+    if rec.extra.get("dynamic"):
+        # a copy placed by a run-time offset waits for the offset ([ISA-DYNCOPY], specs.py)
+        return max(hw.dynamic_min_initiation_cycles, n)
     # tensor_scalar, memset, tensor_copy, psum_copy, bn_stats, bn_aggr and anything unlisted:
     # one pass over the main input (§4).
     return max(floor, n)
