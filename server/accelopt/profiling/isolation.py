@@ -46,6 +46,10 @@ from accelopt.profiling import determinism, seccomp
 from accelopt.profiling.worker_protocol import DEFAULT_SCRATCH_BYTES
 
 NOBODY = 65534
+# How every worker's interpreter starts, the isolation probe's too: no user site, no script
+# directory on sys.path, no bytecode writes (`-I` minus `-E`, which would ignore the fixed
+# PYTHONHASHSEED: determinism.py; the environment is built from nothing instead).
+INTERPRETER_FLAGS = ("-s", "-P", "-B")
 _SYSTEM_DIRS = ("/usr",)
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _SYSTEM_FILES = ("/etc/ld.so.cache",)
@@ -331,7 +335,7 @@ def _probe(bwrap: str, python: str, mode: Isolation, prefix: tuple[str, ...] = (
                 readable=interpreter_paths(python),
                 job_root=root,
                 seccomp_fd=read,
-                worker=[*prefix, python, "-I", "-B", "-c", worker_prelude(mode) + "pass"],
+                worker=[*prefix, python, *INTERPRETER_FLAGS, "-c", worker_prelude(mode) + "pass"],
                 drops_root_inside=mode.drops_root_inside,
             )
             extra = spawn_credentials(mode)

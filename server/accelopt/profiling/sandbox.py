@@ -287,8 +287,7 @@ class Sandbox:
         bootstrap = isolation.worker_prelude(self.isolation) + _BOOTSTRAP
         # `-s -P`, not `-I`: `-I` would ignore PYTHONHASHSEED (determinism.py); the environment
         # is built from nothing, so nothing else in it needs ignoring.
-        worker = [self.python, *_INTERPRETER_FLAGS, "-c", bootstrap, str(_ACCELOPT_ROOT), str(root)]
-        fixed = list(determinism.fixed_layout_prefix())
+        worker = [self.python, *isolation.INTERPRETER_FLAGS, "-c", bootstrap, str(_ACCELOPT_ROOT), str(root)]
         if self.isolation.kernel_enforced:
             assert self.isolation.bwrap is not None
             # inside bubblewrap: the personality does not survive its set-up (determinism.py);
@@ -303,6 +302,7 @@ class Sandbox:
                 drops_root_inside=self.isolation.drops_root_inside,
                 scratch_bytes=scratch_bytes,
             )
+        fixed = list(determinism.fixed_layout_prefix())
         prefix = _namespace_prefix(self.drop_privileges) if self.isolate_network else []
         if self.drop_privileges and not prefix:
             return fixed + worker  # privileges dropped by Popen's user/group below
@@ -520,10 +520,6 @@ async def _end_spawned(spawn: asyncio.Future[asyncio.subprocess.Process]) -> Non
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-
-
-# No user site, no script directory on sys.path, no bytecode writes (`-I` minus `-E`: see _command).
-_INTERPRETER_FLAGS = ("-s", "-P", "-B")
 
 
 def _worker_environment(home: Path) -> dict[str, str]:
