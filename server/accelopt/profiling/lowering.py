@@ -182,15 +182,20 @@ def _base_cycles(
         return 150 + n
     if opcode == "memset":
         # [ISA-MEMSET]: N/2 when the value is zero and the output bf16/fp16, else N
-        zero = float(rec.extra.get("value", 1.0) or 0.0) == 0.0
         half_out = _is_half(rec.out_dtype or rec.dtype)
-        return max(floor, n // 2 if zero and half_out else n)
+        return max(floor, n // 2 if fills_zero(rec) and half_out else n)
     if rec.extra.get("dynamic"):
         # a copy placed by a run-time offset waits for the offset ([ISA-DYNCOPY], specs.py)
         return max(hw.dynamic_min_initiation_cycles, n)
     # tensor_scalar, memset, tensor_copy, psum_copy, bn_stats, bn_aggr and anything unlisted:
     # one pass over the main input (§4).
     return max(floor, n)
+
+
+def fills_zero(rec: TraceRecord) -> bool:
+    """A memset of zeros ([ISA-MEMSET] prices it apart); the scheduler's cache of lowered
+    instructions keys on it too."""
+    return float(rec.extra.get("value", 1.0) or 0.0) == 0.0
 
 
 # [ISA-TS] (nki.isa.tensor_scalar): "the Scalar Engine only supports a subset of the operator

@@ -43,6 +43,7 @@ from accelopt.profiling.lowering import (
     ComputeWork,
     DmaWork,
     dma_pieces,
+    fills_zero,
     is_dma,
     lower_compute,
     lower_dma,
@@ -762,7 +763,7 @@ class _Scheduler:
             str(extra.get("op", "")),
             str(extra.get("op1", "")),
             tuple(extra.get("engines", ())),
-            extra.get("value") == 0 if rec.opcode == "memset" else None,  # [ISA-MEMSET]
+            fills_zero(rec) if rec.opcode == "memset" else None,
         )
         found = self.lowered.get(key)
         if found is None:
