@@ -64,11 +64,14 @@ def _matmul_inputs_fp32() -> list[np.ndarray]:
     return [np.zeros((8192, 4096), np.float32), np.zeros((8192, 8192), np.float32)]
 
 
-def _dma_inputs(row_bytes: int) -> Callable[[], list[np.ndarray]]:
+def _dma_inputs(row_bytes: int, adjacent: bool = False) -> Callable[[], list[np.ndarray]]:
     def make() -> list[np.ndarray]:
-        # 32 MiB in rows of `row_bytes`: every transfer moves [128, row_bytes / 4] fp32
+        # 32 MiB in rows of `row_bytes`: every transfer moves [128, row_bytes / 4] fp32, its
+        # partitions' rows back to back in HBM (dma_stream) or apart (dma_stream_columns)
         cols = row_bytes // 4
-        return [np.zeros((32 * 2**20 // row_bytes, cols), np.float32)]
+        rows = 32 * 2**20 // row_bytes
+        shape = (rows, cols) if adjacent else (128, rows // 128, cols)
+        return [np.zeros(shape, np.float32)]
 
     return make
 
@@ -326,15 +329,18 @@ def run_case(case: Case, hardware: str | None = None) -> Result:
     )
 
 
-def dma_sweep(hardware: str) -> list[tuple[int, float]]:
-    """(payload bytes per partition, simulated GB/s) of a plain 32 MiB load/store stream."""
+def dma_sweep(hardware: str, adjacent: bool = False) -> list[tuple[int, float]]:
+    """(payload bytes per partition, simulated GB/s) of a plain 32 MiB load/store stream whose
+    tiles have their partitions' rows apart in HBM (the guide's "bytes per partition"), or back
+    to back (`adjacent`: each DMA engine's rows form one contiguous packet, [DMA-OV])."""
     path = KERNELS / "dma.py"
     text = path.read_text()
-    fn = load_kernel(text, "dma_stream", str(path))
+    name = "dma_stream" if adjacent else "dma_stream_columns"
+    fn = load_kernel(text, name, str(path))
     rows = []
     for payload in DMA_PAYLOADS:
-        inputs = _dma_inputs(payload)()
-        run = run_kernel(fn, inputs, numerics=False, kernel_name="dma_stream", source_path=str(path))
+        inputs = _dma_inputs(payload, adjacent)()
+        run = run_kernel(fn, inputs, numerics=False, kernel_name=name, source_path=str(path))
         profile, timeline = profile_trace(run.trace, hardware, source_text=text)
         moved = profile.hbm_read_bytes + profile.hbm_write_bytes
         # the guide's figure is the streaming rate: the device's kernel start is not part of it
@@ -464,13 +470,16 @@ def main(argv: list[str] | None = None) -> int:
             if args.hardware and hardware != args.hardware:
                 continue
             dma_rows[hardware] = dma_sweep(hardware)
+            dma_rows[f"{hardware} rows adjacent"] = adjacent = dma_sweep(hardware, adjacent=True)
             print(
-                f"\nDMA stream on {hardware}: payload per partition -> simulated GB/s (share of the guide's peak)"
+                f"\nDMA stream on {hardware}: payload per partition -> simulated GB/s (share of the guide's peak);"
+                " partitions' rows apart in HBM | back to back"
             )
-            for payload, gbs in dma_rows[hardware]:
+            for (payload, gbs), (_, together) in zip(dma_rows[hardware], adjacent, strict=True):
                 band = DMA_BANDS.get(payload, "saturates")
                 print(
-                    f"  {payload:5d} B  {gbs:7.1f} GB/s  {gbs * 1e9 / DMA_PEAK[hardware]:5.2f}  guide: {band}"
+                    f"  {payload:5d} B  {gbs:7.1f} GB/s  {gbs * 1e9 / DMA_PEAK[hardware]:5.2f}"
+                    f"  | {together:7.1f} GB/s  {together * 1e9 / DMA_PEAK[hardware]:5.2f}  guide: {band}"
                 )
     if (not args.only or "dma" in args.only) and args.hardware in (None, "trn2"):
         print(

@@ -146,8 +146,8 @@ def test_dma_payload_curve_follows_the_dma_guide(hardware: str) -> None:
     peak = {"trn1": 272e9, "trn2": 368e9}[hardware]
     share = {}
     for payload in (128, 2048, 8192):
-        x = np.zeros((4 * 2**20 // payload, payload // 4), np.float32)
-        trace, _ = _calibration_trace("dma.py", "dma_stream", [x])
+        x = np.zeros((128, 4 * 2**20 // payload // 128, payload // 4), np.float32)
+        trace, _ = _calibration_trace("dma.py", "dma_stream_columns", [x])
         profile, timeline = profile_trace(trace, hardware)
         moved = profile.hbm_read_bytes + profile.hbm_write_bytes
         # the guide's figure is the streaming rate: the kernel's start is not part of it

@@ -80,8 +80,8 @@ def test_payload_curve_keeps_the_dma_guides_bands_with_three_buffers(hardware: s
     peak = {"trn1": 272e9, "trn2": 368e9}[hardware]
     share = {}
     for payload in (128, 256, 1024, 2048, 8192):
-        x = np.zeros((2 * 2**20 // payload, payload // 4), np.float32)
-        trace, _ = _calibration_trace("dma.py", "dma_stream", [x])
+        x = np.zeros((128, 2 * 2**20 // payload // 128, payload // 4), np.float32)
+        trace, _ = _calibration_trace("dma.py", "dma_stream_columns", [x])
         profile, timeline = profile_trace(trace, hardware)
         moved = profile.hbm_read_bytes + profile.hbm_write_bytes
         share[payload] = moved / (profile.latency_ms * 1e-3 - timeline.kernel_start_s) / peak

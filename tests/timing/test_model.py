@@ -290,12 +290,13 @@ def test_small_dma_chunks_are_slower_per_byte() -> None:
         == 1.0
     )
     b = TraceBuilder()
-    narrow = b.tensor("narrow", (2048, 64), Memory.HBM, is_input=True)  # 256 B rows
+    # 256 B of each 512 B row: chunks apart from one another in HBM
+    narrow = b.tensor("narrow", (2048, 128), Memory.HBM, is_input=True)
     wide = b.tensor("wide", (128, 1024), Memory.HBM, is_input=True)  # 4 KiB rows
     t1 = b.tensor("t1", (128, 16, 64), line=2)
     t2 = b.tensor("t2", (128, 1024), line=3)
-    b.load(t1, full((128, 16, 64)), narrow, full((2048, 64)), line=2)
-    b.trace.records[-1].dma_chunk_bytes = 256
+    b.load(t1, full((128, 16, 64)), narrow, ((0, 2048), (0, 64)), line=2)
+    assert b.trace.records[-1].dma_chunk_bytes == 256
     b.load(t2, full((128, 1024)), wide, full((128, 1024)), line=3)
     ops = schedule(b.trace, TRN1).ops
     assert ops[0].busy > 2 * ops[1].busy  # same bytes, small chunks

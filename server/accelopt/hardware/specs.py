@@ -39,6 +39,10 @@ Documents cited below (AWS Neuron SDK documentation, awsdocs-neuron.readthedocs-
 - [TRN-ARCH] "Trainium/Inferentia2 Architecture Guide for NKI", "Tensor Engine" (pipelined
   MultiplyMoving, background and fast LoadStationary), /en/latest/nki/guides/architecture/trainium_inferentia2_arch.html
 - [DMA-OV] "Introduction to Direct Memory Access (DMA) with NKI", /en/latest/nki/about/nki-dma-overview.html
+- [DMA-INEFF] "How to identify and reduce inefficient DMA transfers" (Neuron Explorer),
+  /en/latest/tools/neuron-explorer/how-to-reduce-inefficient-dma-transfers.html: a transfer is
+  split "into packets, one per engine per group of SBUF partitions", and "a fixed cost that does
+  not depend on its size" (descriptors, semaphores, a setup latency per packet)
 - [DGE] "Descriptor Generation Engine (DGE) Reference", /en/latest/nki/deep-dives/nki-dge.html: the
   modes `none` (descriptors pre-computed on the host and stored in HBM, "lowest per-transfer
   latency"), `swdge` (GpSimd makes them at run time), `hwdge` ("Each TRN2 NeuronCore has two DGE
@@ -168,6 +172,13 @@ class HardwareSpec:
 #   (§7: 51.80 ms and 42.96 ms moving 5.4 GB and 4.4 GB in 256 B and 1 KiB chunks) sustain
 #   ≈100 GB/s = 0.37 of the 272 GB/s the 16 engines stream, for 256 B and 1 KiB chunks alike
 #   ([DMA-BW]: "256 B – 2 KiB per partition: improving but still below peak").
+#
+# The chunk is an engine's packet ([DMA-INEFF]: "one per engine per group of SBUF partitions"):
+# one partition's row, or the rows of all the engine's partitions when they lie back to back in
+# HBM. [DMA-OV]'s A[128, 128] bf16 load has "each DMA engine performing a single DMA operation of
+# 2KiB (8 rows x 128 elements x 2 bytes per element)", moved in 97 ns (21 B/ns, 0.92 of the trn2
+# engine's 23 B/ns), not at the rate of 256 B chunks (lowering.adjacent_hbm_rows). The tutorial
+# matmuls above move rows apart in HBM (256 B of 8 KiB rows, 1 KiB of 16 KiB rows): unaffected.
 _CHUNK_EFFICIENCY: tuple[tuple[int, float], ...] = ((512, 0.35), (1024, 0.4), (2048, 0.85), (4096, 1.0))
 
 # Trainium2's DMA (hardware descriptor generation, [TRN2-ARCH] "DGE") keeps small payloads much

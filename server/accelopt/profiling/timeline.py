@@ -42,6 +42,7 @@ from accelopt.profiling.compiler_model import Box, CompilerPlan, ModelOptions, P
 from accelopt.profiling.lowering import (
     ComputeWork,
     DmaWork,
+    adjacent_hbm_rows,
     dma_pieces,
     fills_zero,
     is_dma,
@@ -735,6 +736,7 @@ class _Scheduler:
             span,
             id(rec.src_memory),
             id(rec.dst_memory),
+            adjacent_hbm_rows(rec, self.trace),
         )
         found = self.dma_lowered.get(key)
         if found is None:
