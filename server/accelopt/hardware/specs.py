@@ -163,11 +163,16 @@ class HardwareSpec:
 # The chunk-efficiency anchors shared by every generation (same DMA engine design, [DMA-BW]):
 # - 4 KiB per partition and above stream at full speed ([DMA-BW]: "≥ 4 KiB per partition
 #   (target for full saturation)");
-# - 2 KiB "approaches peak bandwidth" ([DMA-BW]: the minimum recommended payload). *inferred*:
-#   0.85 of the streaming rate. (Until issue 20 we charged 0.5 here, from NKI_NOTES §4's
-#   "chunks under ≈2 KiB are overhead-dominated"; the DMA guide puts 2 KiB on the good side.)
-#   Consistent with [KOPT]: its first trn2 matmul version streams 2 KiB rhs rows and 512 B
-#   lhsT rows and keeps the Tensor Engine 70–87% busy, which needs the 2 KiB rows near full rate.
+# - 2 KiB "approaches peak bandwidth" ([DMA-BW]: the minimum recommended payload): 0.92 of the
+#   streaming rate, the one 2 KiB packet a public profile times ([DMA-OV]'s A[128, 128] bf16
+#   load: each engine reads 2 KiB in 97 ns, 21.1 B/ns against the 23 B/ns [DMA-BW] gives its
+#   generation). That profile is of a NeuronCore-v3; *inferred* for Trainium1 because [DMA-OV]
+#   gives the v2 and v3 DMA engines the same theoretical rate (27.2 GB/s). (Until issue 20 we
+#   charged 0.5 here, from NKI_NOTES §4's "chunks under ≈2 KiB are overhead-dominated", then
+#   0.85 inferred from "approaches peak"; the DMA audit of issue 20 replaced it by the
+#   measurement.) Consistent with [KOPT]: its first trn2 matmul version streams 2 KiB rhs rows
+#   and 512 B lhsT rows and keeps the Tensor Engine 70–87% busy, which needs the 2 KiB rows
+#   near full rate.
 # - below 1 KiB the efficiency floors at 0.35. *tuned*: the published DMA-bound matmul versions
 #   (§7: 51.80 ms and 42.96 ms moving 5.4 GB and 4.4 GB in 256 B and 1 KiB chunks) sustain
 #   ≈100 GB/s = 0.37 of the 272 GB/s the 16 engines stream, for 256 B and 1 KiB chunks alike
@@ -179,7 +184,7 @@ class HardwareSpec:
 # 2KiB (8 rows x 128 elements x 2 bytes per element)", moved in 97 ns (21 B/ns, 0.92 of the trn2
 # engine's 23 B/ns), not at the rate of 256 B chunks (lowering.adjacent_hbm_rows). The tutorial
 # matmuls above move rows apart in HBM (256 B of 8 KiB rows, 1 KiB of 16 KiB rows): unaffected.
-_CHUNK_EFFICIENCY: tuple[tuple[int, float], ...] = ((512, 0.35), (1024, 0.4), (2048, 0.85), (4096, 1.0))
+_CHUNK_EFFICIENCY: tuple[tuple[int, float], ...] = ((512, 0.35), (1024, 0.4), (2048, 0.92), (4096, 1.0))
 
 # Trainium2's DMA (hardware descriptor generation, [TRN2-ARCH] "DGE") keeps small payloads much
 # closer to peak than Trainium1's. *tuned* on [KOPT]'s first trn2 version (fp32, rows of 512 B
