@@ -43,6 +43,10 @@ Documents cited below (AWS Neuron SDK documentation, awsdocs-neuron.readthedocs-
   /en/latest/tools/neuron-explorer/how-to-reduce-inefficient-dma-transfers.html: a transfer is
   split "into packets, one per engine per group of SBUF partitions", and "a fixed cost that does
   not depend on its size" (descriptors, semaphores, a setup latency per packet)
+- [PERF] "NKI Performance Optimizations", /en/latest/nki/deep-dives/nki_perf_guide.html, Opt #9:
+  a [128, 1024] fp32 load of a [128, 1024] tensor maps "to 16 DMA transfers (1 transfer/DMA
+  engine), with each DMA transfer moving 8 partitions worth of data: 8 partitions * 1024
+  elements * 4B/element = 32 KiB"; "Beyond 1024 has diminished return on bandwidth"
 - [DGE] "Descriptor Generation Engine (DGE) Reference", /en/latest/nki/deep-dives/nki-dge.html: the
   modes `none` (descriptors pre-computed on the host and stored in HBM, "lowest per-transfer
   latency"), `swdge` (GpSimd makes them at run time), `hwdge` ("Each TRN2 NeuronCore has two DGE
@@ -178,7 +182,8 @@ class HardwareSpec:
 #   ≈100 GB/s = 0.37 of the 272 GB/s the 16 engines stream, for 256 B and 1 KiB chunks alike
 #   ([DMA-BW]: "256 B – 2 KiB per partition: improving but still below peak").
 #
-# The chunk is an engine's packet ([DMA-INEFF]: "one per engine per group of SBUF partitions"):
+# The chunk is an engine's packet ([DMA-INEFF]: "one per engine per group of SBUF partitions";
+# [PERF]: one transfer per engine "moving 8 partitions worth of data" of a contiguous tensor):
 # one partition's row, or the rows of all the engine's partitions when they lie back to back in
 # HBM. [DMA-OV]'s A[128, 128] bf16 load has "each DMA engine performing a single DMA operation of
 # 2KiB (8 rows x 128 elements x 2 bytes per element)", moved in 97 ns (21 B/ns, 0.92 of the trn2
