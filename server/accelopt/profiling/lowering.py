@@ -3,8 +3,10 @@
 A compute record lowers to the engines that may legally run it, each with its duration; the
 scheduler picks one (the kernel's own choice, or the least-loaded legal engine for work left to
 the compiler). A DMA record lowers to one piece per DMA engine serving its partitions, each
-occupying that engine for its bytes at the engine's streaming rate (reduced for small chunks),
-plus a fixed completion latency that does not occupy the engine (transfers pipeline).
+occupying that engine for its bytes at the engine's streaming rate (reduced for small packets:
+a packet is one partition's row, or all the engine's rows when they lie back to back in HBM,
+`adjacent_hbm_rows`), plus a fixed completion latency that does not occupy the engine
+(transfers pipeline).
 """
 
 from __future__ import annotations
