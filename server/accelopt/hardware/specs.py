@@ -29,6 +29,13 @@ Documents cited below (AWS Neuron SDK documentation, awsdocs-neuron.readthedocs-
   "nki.isa.tensor_tensor", "nki.isa.scalar_tensor_tensor", "nki.isa.tensor_copy_predicated" and
   "nki.isa.tensor_reduce",
   /en/v2.26.1/nki/api/generated/nki.isa.<name>.html (used in profiling/lowering.py)
+- [NKI-OPS] "NKI API Common Fields" (legacy reference, /en/v2.26.1/nki/api/nki.api.shared.html; source
+  general/nki/api/nki.api.shared.rst in github.com/aws-neuron/aws-neuron-sdk): the table "Supported
+  Math Operators for NKI ISA" with its "Supported Engine" column and the note "Add and Multiply are
+  supported on Scalar Engine only from NeuronCore-v3"; "Supported Activation Functions for NKI
+  ISA" (the functions the Scalar Engine evaluates); "NKI Engine Selection for Operators Supported
+  on Multiple Engines" (reciprocal max(MIN_II, N) on Scalar, max(MIN_II, 8*N) on Vector; rsqrt on
+  GpSimd at 4x lower throughput than on Scalar). Used in profiling/lowering.py
 - [NKI-SCHED] "nki.language.no_reorder", /en/latest/nki/api/generated/nki.language.no_reorder.html
   ("Without this directive, the compiler scheduler is free to reorder independent operations for
   better hardware utilization") and "nki.compiler.SchedulingHeuristic" (default ASAP: "select the
@@ -134,6 +141,9 @@ class HardwareSpec:
     # Hardware descriptor generators (DGE) per NeuronCore; each DMA instruction holds one for
     # `dma_fixed_latency_s` ([DGE]). 0: descriptors are made before the kernel runs (Trainium1).
     dge_instances: int = 0
+    # Whether the Scalar Engine's ALU runs tensor_scalar's add and multiply ([NKI-OPS]: "only from
+    # NeuronCore-v3"); before that it evaluates only the activation functions (lowering.py).
+    scalar_alu_arithmetic: bool = True
     # Whether the numbers were checked against measurements; False = "from specs, not calibrated".
     calibrated: bool = True
 
