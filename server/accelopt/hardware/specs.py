@@ -244,6 +244,9 @@ TRN1 = HardwareSpec(
     peak_flops_bandwidth_ratio=223.78,  # §5: 91.75e12 / 410e9
     port_conflicts=True,  # §3
     profiler_clock_hz=1.4e9,  # §3
+    # [NKI-OPS]: "Add and Multiply are supported on Scalar Engine only from NeuronCore-v3", so a
+    # tensor_scalar multiply/add left to the compiler stays on the Vector Engine of NeuronCore-v2
+    scalar_alu_arithmetic=False,
 )
 
 TRN2 = HardwareSpec(
