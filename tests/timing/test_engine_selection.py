@@ -88,3 +88,26 @@ def test_nl_reciprocal_lands_on_the_scalar_engine_when_it_is_free() -> None:
     _, timeline = profile_trace(run.trace, "trn1", source_text=KERNEL)
     engines = {op.engine for op in timeline.ops if op.kind == "tensor_scalar"}
     assert engines == {"scalar"}
+
+
+@pytest.mark.parametrize(
+    ("op", "op1", "tiles", "on_scalar"),
+    [
+        ("multiply", None, [False, False], True),  # the activation's constant scale
+        ("multiply", None, [True, False], True),  # its [P, 1] scale
+        ("add", None, [True, False], True),  # its [P, 1] bias
+        ("add", None, [False, False], False),  # a constant bias: not on NeuronCore-v2
+        ("multiply", "add", [False, True], True),
+        ("multiply", "add", [True, False], False),
+    ],
+)
+def test_neuroncore_v2_scalar_engine_takes_multiply_add_only_as_activation_scale_and_bias(
+    op: str, op1: str | None, tiles: list[bool], on_scalar: bool
+) -> None:
+    # [NKI-OPS]: "Add and Multiply are supported on Scalar Engine only from NeuronCore-v3";
+    # [TRN-ARCH]: the activation's scale is a tile or a constant, "the bias can only be a tile";
+    # [PERF-GUIDE] Opt #5a: IDENTITY activations with scale/bias on NeuronCore-v2 are
+    # tensor_scalar(multiply, add). NeuronCore-v3 takes every one of these (the old model took
+    # every one on NeuronCore-v2 too).
+    assert ("scalar" in _options(TRN1, op=op, op1=op1, tile_operands=tiles)) is on_scalar
+    assert "scalar" in _options(TRN2, op=op, op1=op1, tile_operands=tiles)

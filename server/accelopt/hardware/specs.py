@@ -40,11 +40,18 @@ Documents cited below (AWS Neuron SDK documentation, awsdocs-neuron.readthedocs-
   ("Without this directive, the compiler scheduler is free to reorder independent operations for
   better hardware utilization") and "nki.compiler.SchedulingHeuristic" (default ASAP: "select the
   instruction that can start first"), used in profiling/timeline.py
+- [PERF-GUIDE] "NKI Performance Guide" (legacy, /en/v2.26.1/nki/deep-dives/nki_perf_guide.html; source
+  general/nki/nki_perf_guide.rst in github.com/aws-neuron/aws-neuron-sdk), "Opt #5a": a NeuronCore-v2
+  profile of back-to-back IDENTITY activations "equivalent to calling nki.isa.tensor_scalar(op0=
+  nl.multiply, op1=add)" on the Scalar Engine (used in profiling/lowering.py)
 - [KOPT] "Introduction to NKI Kernel Optimization" (trn2, Neuron Explorer), /en/latest/nki/guides/tutorials/kernel-optimization.html
 - [ISA-MM] "nki.isa.nc_matmul", "Cost (Tensor Engine Cycles)" (the legacy reference, SDK 2.26,
   /en/v2.26.1/nki/api/generated/nki.isa.nc_matmul.html; the same formula as NKI_NOTES §4)
 - [TRN-ARCH] "Trainium/Inferentia2 Architecture Guide for NKI", "Tensor Engine" (pipelined
-  MultiplyMoving, background and fast LoadStationary), /en/latest/nki/guides/architecture/trainium_inferentia2_arch.html
+  MultiplyMoving, background and fast LoadStationary), /en/latest/nki/guides/architecture/trainium_inferentia2_arch.html;
+  its "Scalar Engine" / "Pipelined Multiply-Add": func(data * scale + bias) in one activation, "the
+  scale can either be a tile from SBUF/PSUM with one element/partition or a compile-time constant.
+  On the other hand, the bias can only be a tile" (used in profiling/lowering.py)
 - [DMA-OV] "Introduction to Direct Memory Access (DMA) with NKI", /en/latest/nki/about/nki-dma-overview.html
 - [DGE] "Descriptor Generation Engine (DGE) Reference", /en/latest/nki/deep-dives/nki-dge.html: the
   modes `none` (descriptors pre-computed on the host and stored in HBM, "lowest per-transfer
@@ -244,8 +251,9 @@ TRN1 = HardwareSpec(
     peak_flops_bandwidth_ratio=223.78,  # §5: 91.75e12 / 410e9
     port_conflicts=True,  # §3
     profiler_clock_hz=1.4e9,  # §3
-    # [NKI-OPS]: "Add and Multiply are supported on Scalar Engine only from NeuronCore-v3", so a
-    # tensor_scalar multiply/add left to the compiler stays on the Vector Engine of NeuronCore-v2
+    # [NKI-OPS]: "Add and Multiply are supported on Scalar Engine only from NeuronCore-v3": a
+    # tensor_scalar multiply/add left to the compiler reaches the Scalar Engine of NeuronCore-v2
+    # only as an activation's scale and bias tile (profiling/lowering.py `_scalar_runs`)
     scalar_alu_arithmetic=False,
 )
 

@@ -204,7 +204,7 @@ def fills_zero(rec: TraceRecord) -> bool:
 # op1=None", and "the compiler instruction scheduler selects the engine automatically based on
 # the operator types"; GpSimd is "only allowed for rsqrt" (the legacy reference's `engine`).
 # [NKI-OPS] narrows the Scalar Engine's part by generation: "Add and Multiply are supported on
-# Scalar Engine only from NeuronCore-v3" (`HardwareSpec.scalar_alu_arithmetic`).
+# Scalar Engine only from NeuronCore-v3" (`HardwareSpec.scalar_alu_arithmetic`, `_scalar_runs`).
 _SCALAR_TENSOR_SCALAR_OPS = frozenset({("multiply", "add"), ("multiply", None), ("add", None)})
 
 # [NKI-OPS] "Supported Activation Functions for NKI ISA": the functions the Scalar Engine
@@ -254,12 +254,40 @@ def _operators(rec: TraceRecord) -> tuple[str | None, str | None]:
     return op0, op1
 
 
-def _scalar_runs(op0: str, op1: str | None, hw: HardwareSpec) -> bool:
-    """Whether the Scalar Engine implements a tensor_scalar with operators (op0, op1) on `hw`:
-    one activation-table function alone, or the multiply/add pairs from NeuronCore-v3 on."""
+def _operand_is_tile(rec: TraceRecord, index: int) -> bool:
+    """Whether a tensor_scalar's operand `index` (0 or 1) is a [P, 1] tile, not a constant."""
+    kinds = rec.extra.get("tile_operands")
+    if kinds:
+        return bool(kinds[index])
+    # a record that does not say: its reads are the data tile, then its tile operands in order;
+    # with one tile among two operands, which one is unknown, so the add's is taken as constant
+    tiles = len(rec.reads) - 1
+    return tiles >= index + 1
+
+
+def _scalar_runs(op0: str, op1: str | None, rec: TraceRecord, hw: HardwareSpec) -> bool:
+    """Whether the Scalar Engine implements a tensor_scalar with operators (op0, op1) on `hw`.
+
+    One activation-table function alone runs there on every generation ([NKI-OPS]). The
+    multiply/add pairs of [ISA-TS] run there as ALU operators from NeuronCore-v3 on ([NKI-OPS]);
+    before that only as the activation's pipelined multiply-add, func(data * scale + bias) with
+    func the identity ([TRN-ARCH] "Pipelined Multiply-Add": "the bias can only be a tile from
+    SBUF/PSUM with one element/partition", the scale a tile or a constant; [PERF-GUIDE] Opt #5a
+    shows such IDENTITY activations on NeuronCore-v2 "equivalent to calling
+    nki.isa.tensor_scalar(op0=nl.multiply, op1=add)"). So on NeuronCore-v2 an add of a constant
+    stays off the Scalar Engine. *inferred* from those statements together.
+    """
     if op1 is None and op0 in SCALAR_ACTIVATION_FUNCTIONS:
         return True
-    return hw.scalar_alu_arithmetic and (op0, op1) in _SCALAR_TENSOR_SCALAR_OPS
+    if (op0, op1) not in _SCALAR_TENSOR_SCALAR_OPS:
+        return False
+    if hw.scalar_alu_arithmetic:
+        return True
+    if op1 == "add":
+        return _operand_is_tile(rec, 1)
+    if op0 == "add":
+        return _operand_is_tile(rec, 0)
+    return True  # (multiply, -): the activation's scale, a constant or a tile
 
 
 def _tensor_scalar_engines(rec: TraceRecord, choices: tuple[str, ...], hw: HardwareSpec) -> tuple[str, ...]:
@@ -269,7 +297,7 @@ def _tensor_scalar_engines(rec: TraceRecord, choices: tuple[str, ...], hw: Hardw
         return choices
     legal = []
     for engine in choices:
-        if engine == "scalar" and not _scalar_runs(op0, op1, hw):
+        if engine == "scalar" and not _scalar_runs(op0, op1, rec, hw):
             continue
         if engine == "gpsimd" and "rsqrt" not in (op0, op1):
             continue

@@ -763,6 +763,7 @@ class _Scheduler:
             str(extra.get("op", "")),
             str(extra.get("op1", "")),
             tuple(extra.get("engines", ())),
+            tuple(extra.get("tile_operands", ())),
             fills_zero(rec) if rec.opcode == "memset" else None,
         )
         found = self.lowered.get(key)
