@@ -148,6 +148,9 @@ class HardwareSpec:
     # Hardware descriptor generators (DGE) per NeuronCore; each DMA instruction holds one for
     # `dma_fixed_latency_s` ([DGE]). 0: descriptors are made before the kernel runs (Trainium1).
     dge_instances: int = 0
+    # Whether the Vector Engine's performance mode runs on a memory bus shared with GpSimd
+    # ([TRN2-ARCH] "Data Movement Updates"): such instructions and GpSimd's SBUF work take turns.
+    vector_gpsimd_shared_bus: bool = False
     # Whether the Scalar Engine's ALU runs tensor_scalar's add and multiply ([NKI-OPS]: "only from
     # NeuronCore-v3"); before that it evaluates only the activation functions (lowering.py).
     scalar_alu_arithmetic: bool = True
@@ -329,6 +332,10 @@ TRN2 = HardwareSpec(
     roofline_hbm_bytes_per_s=2.9e12 / 8,
     peak_flops_bandwidth_ratio=79e12 / (2.9e12 / 8),
     port_conflicts=False,  # §3; [TRN2-ARCH] "Data Movement Updates": both restrictions lifted
+    # [TRN2-ARCH] "Data Movement Updates": "VectorE's performance mode leverages a shared memory
+    # bus between the VectorE and GpsimdE engines", with the hardware "arbitrating between
+    # GpsimdE and relevant VectorE instructions"
+    vector_gpsimd_shared_bus=True,
     profiler_clock_hz=1.2e9,  # §3
     # [DMA-OV]: in both device traces it shows for one trn2 NeuronCore, the kernel's first
     # instruction (its first DMA trigger, compiler PC 2) comes ≈21 µs (the A[4, 4096] example:
@@ -391,6 +398,7 @@ TRN3 = HardwareSpec(
     roofline_hbm_bytes_per_s=4.7e12 / 8,
     peak_flops_bandwidth_ratio=79e12 / (4.7e12 / 8),
     port_conflicts=False,
+    vector_gpsimd_shared_bus=True,  # *inferred*: performance mode as NeuronCore-v3
     profiler_clock_hz=1.2e9,  # *inferred*: as NeuronCore-v3
     kernel_start_s=21e-6,  # *inferred*: as NeuronCore-v3 ([DMA-OV])
     calibrated=False,

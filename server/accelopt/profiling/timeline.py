@@ -25,7 +25,8 @@ any DMA, as soon as their data and their landing space allow (`ModelOptions.pref
 With it off, each starts only once every instruction before it in program order has started.
 
 Trainium1 port conflicts (NKI_NOTES §3): Vector and GpSimd instructions touching SBUF never
-overlap; neither do Vector and Scalar instructions touching PSUM.
+overlap; neither do Vector and Scalar instructions touching PSUM. From Trainium2 on, only a Vector
+instruction in performance mode and GpSimd's SBUF work share a bus (`_Scheduler._ports`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from accelopt.profiling.lowering import (
     lower_compute,
     lower_dma,
     staging_copy,
+    vector_perf_mode,
 )
 
 __all__ = ["ModelOptions", "ScheduledOp", "Timeline", "schedule"]
@@ -397,7 +399,7 @@ class _Scheduler:
         self.barriers: dict[LoopInstance, list[float]] = {}
         self.seq_keys: dict[tuple[LoopFrame, ...], list[tuple[LoopInstance, int]]] = {}
         self.sem = hw.semaphore_latency_s
-        self.lowered: dict[tuple[object, ...], tuple[ComputeWork, bool, bool]] = {}
+        self.lowered: dict[tuple[object, ...], tuple[ComputeWork, bool, bool, bool]] = {}
         self.dma_lowered: dict[tuple[object, ...], DmaWork] = {}
         # on-chip tensor -> index of its partition axis (after the block dimensions)
         self.partition_axis = {
@@ -637,11 +639,11 @@ class _Scheduler:
         op_id: int,
         work: ComputeWork | None = None,
     ) -> None:
-        hw = self.hw
         if work is None:
-            work, touches_sbuf, touches_psum = self._lower(rec)
-        else:  # a staging copy: PSUM -> SBUF
+            work, touches_sbuf, touches_psum, bus = self._lower(rec)
+        else:  # a staging copy: PSUM -> SBUF (fp32, never in performance mode)
             touches_sbuf = touches_psum = True
+            bus = False
         seq = self._sequential(rec) if rec.loops else []
         barrier = self._barrier(seq) if seq else self.order_floor
         if seq and self.order_floor > barrier:
@@ -653,15 +655,13 @@ class _Scheduler:
                 t = end if producer_engine == engine else end + self.sem
                 if t > ready:
                     ready = t
+            ports = self._ports(engine, touches_sbuf, touches_psum, bus)
             if self.reorder:
-                start = self._fit(engine, ready, duration, touches_sbuf, touches_psum)
+                start = self._fit(engine, ready, duration, ports)
             else:
                 start = max(ready, self.engine_free[engine])
-                if hw.port_conflicts:
-                    if touches_sbuf and engine in ("vector", "gpsimd"):
-                        start = max(start, self.ports["sbuf"])
-                    if touches_psum and engine in ("vector", "scalar"):
-                        start = max(start, self.ports["psum"])
+                for port in ports:
+                    start = max(start, self.ports[port])
             end = start + duration
             if best is None or end < best[2]:
                 best = (engine, start, end, duration)
@@ -671,14 +671,13 @@ class _Scheduler:
             self.issue_front = start
         self.engine_free[engine] = max(self.engine_free[engine], end)
         self.engine_busy[engine] += duration
+        ports = self._ports(engine, touches_sbuf, touches_psum, bus)
         if self.reorder:
-            for lane in self._lanes(engine, touches_sbuf, touches_psum):
-                self.slots[lane].occupy(start, end)
-        if hw.port_conflicts:
-            if touches_sbuf and engine in ("vector", "gpsimd"):
-                self.ports["sbuf"] = max(self.ports["sbuf"], end)
-            if touches_psum and engine in ("vector", "scalar"):
-                self.ports["psum"] = max(self.ports["psum"], end)
+            self.slots[engine].occupy(start, end)
+            for port in ports:
+                self.slots[port].occupy(start, end)
+        for port in ports:
+            self.ports[port] = max(self.ports[port], end)
         for key, _ in seq:
             state = self.barriers[key]
             state[2] = max(state[2], end)
@@ -688,22 +687,32 @@ class _Scheduler:
         self._record(op, end, engine, op_id)
         self.ops.append(ScheduledOp(op.record, op.kind, engine, start, end, duration, rec.line))
 
-    def _lanes(self, engine: str, touches_sbuf: bool, touches_psum: bool) -> list[str]:
-        """The engine and the shared ports (Trainium1, NKI_NOTES §3) an instruction occupies."""
-        lanes = [engine]
-        if self.hw.port_conflicts:
-            if touches_sbuf and engine in ("vector", "gpsimd"):
-                lanes.append("sbuf")
-            if touches_psum and engine in ("vector", "scalar"):
-                lanes.append("psum")
-        return lanes
+    def _ports(self, engine: str, touches_sbuf: bool, touches_psum: bool, bus: bool) -> tuple[str, ...]:
+        """The shared SRAM ports an instruction on `engine` holds while it runs.
 
-    def _fit(
-        self, engine: str, ready: float, duration: float, touches_sbuf: bool, touches_psum: bool
-    ) -> float:
+        Trainium1 (NKI_NOTES §3, [TRN-ARCH]): Vector and GpSimd never access SBUF at once, nor
+        Vector and Scalar PSUM. From Trainium2 on both restrictions are lifted, but the Vector
+        Engine's performance mode "leverages a shared memory bus between the VectorE and GpsimdE
+        engines" and the hardware arbitrates between them ([TRN2-ARCH] "Data Movement Updates";
+        `bus`): *inferred*, such an instruction and GpSimd's SBUF work do not overlap.
+        """
+        hw = self.hw
+        if hw.port_conflicts:
+            sbuf = touches_sbuf and engine in ("vector", "gpsimd")
+            psum = touches_psum and engine in ("vector", "scalar")
+            if sbuf and psum:
+                return ("sbuf", "psum")
+            return ("sbuf",) if sbuf else ("psum",) if psum else ()
+        if hw.vector_gpsimd_shared_bus and (
+            (engine == "vector" and bus) or (engine == "gpsimd" and touches_sbuf)
+        ):
+            return ("sbuf",)
+        return ()
+
+    def _fit(self, engine: str, ready: float, duration: float, ports: tuple[str, ...]) -> float:
         """Earliest start at or after `ready` at which the engine and its shared ports are all
         free for `duration`."""
-        lanes = [self.slots[lane] for lane in self._lanes(engine, touches_sbuf, touches_psum)]
+        lanes = [self.slots[engine], *(self.slots[port] for port in ports)]
         start = ready
         while True:
             moved = start
@@ -741,9 +750,10 @@ class _Scheduler:
             found = self.dma_lowered[key] = lower_dma(rec, self.trace, self.hw)
         return found
 
-    def _lower(self, rec: TraceRecord) -> tuple[ComputeWork, bool, bool]:
-        """Lowering of a compute record (cached: a loop body repeats the same few shapes) and
-        whether it touches SBUF / PSUM (for the port conflicts)."""
+    def _lower(self, rec: TraceRecord) -> tuple[ComputeWork, bool, bool, bool]:
+        """Lowering of a compute record (cached: a loop body repeats the same few shapes),
+        whether it touches SBUF / PSUM and whether it runs in the Vector Engine's performance
+        mode on the bus it shares with GpSimd (for the shared ports, `_ports`)."""
         code = self.memory_code
         reads = tuple(code.get(r.tensor_id, 0) for r in rec.reads)
         writes = tuple(code.get(r.tensor_id, 0) for r in rec.writes)
@@ -770,7 +780,9 @@ class _Scheduler:
         if found is None:
             work = lower_compute(rec, self.memory, self.hw, self.options.balance_unassigned)
             both = reads + writes
-            found = (work, _SBUF_CODE in both, _PSUM_CODE in both)
+            stride = int(extra.get("stride_bytes", 0) or 0)
+            bus = self.hw.vector_gpsimd_shared_bus and vector_perf_mode(rec, self.memory, self.hw, stride) > 1
+            found = (work, _SBUF_CODE in both, _PSUM_CODE in both, bus)
             self.lowered[key] = found
         return found
 
