@@ -416,6 +416,7 @@ class _Scheduler:
             if where is not Memory.HBM
         }
         self.ops: list[ScheduledOp] = []
+        self.op_ids: list[int] = []  # the program-order position of each op in `ops`
         # nl.no_reorder blocks (accelopt.nki.compiler): block -> end of its latest instruction;
         # `order_floor` is the earliest start of the op being placed
         self.in_order: dict[object, float] = {}
@@ -513,6 +514,7 @@ class _Scheduler:
     # --- placing ops ------------------------------------------------------------------------
 
     def place(self, op: PlannedOp, op_id: int) -> None:
+        self.op_ids.append(op_id)
         trace = self.trace
         producers = self._producers(op)
         if op.kind == "staging_copy":
@@ -800,6 +802,106 @@ class _Scheduler:
                 counters[write_counter if writing else read_counter] += n
 
 
+def _conflicts(op: PlannedOp, index: dict[int, list[tuple[int, Box, bool]]]) -> set[int]:
+    """Ids of the held-back ops (`index`: location -> (op id, box, written)) that `op` must
+    follow: it reads what one writes, or writes what one reads or writes."""
+    found: set[int] = set()
+    for key, box in op.reads:
+        for other, obox, written in index.get(key, ()):
+            if written and _overlaps(box, obox):
+                found.add(other)
+    for key, box in op.writes:
+        for other, obox, _ in index.get(key, ()):
+            if _overlaps(box, obox):
+                found.add(other)
+    return found
+
+
+def _place_all(scheduler: _Scheduler, ops: list[PlannedOp], window: int) -> None:
+    """Place `ops` (program order) as a list scheduler would ([NKI-SCHED]: the default heuristic
+    selects "the instruction that can start first"): up to `window` compute instructions are
+    held back with the held ones they depend on, and whenever the window is full the one whose
+    inputs are ready first among those depending on no held instruction is placed (ties:
+    program order). So the dependent chains of an affine_range's iterations interleave on the
+    engines instead of each iteration's chain running before the next one's. Every op still
+    follows all it depends on: an op that must follow held ones (DMA, spill and staging
+    transfers, `no_reorder` blocks and instructions in sequential loops, whose barriers are
+    tracked in program order, are never held) has them placed first."""
+    if window <= 0:
+        for op_id, op in enumerate(ops):
+            scheduler.place(op, op_id)
+        return
+    records = scheduler.trace.records
+    held: dict[int, PlannedOp] = {}
+    preds: dict[int, set[int]] = {}  # held op -> the held ops it must follow
+    succs: dict[int, set[int]] = {}
+    ready: dict[int, float] = {}  # held op depending on no held op -> when its inputs are ready
+    index: dict[int, list[tuple[int, Box, bool]]] = {}
+
+    def inputs_ready(op: PlannedOp) -> float:
+        return max((end for end, _, _ in scheduler._producers(op)), default=0.0)
+
+    def release(op_id: int) -> None:
+        op = held.pop(op_id)
+        ready.pop(op_id, None)
+        for key in {key for key, _ in (*op.reads, *op.writes)}:
+            entries = [e for e in index[key] if e[0] != op_id]
+            if entries:
+                index[key] = entries
+            else:
+                del index[key]
+        scheduler.place(op, op_id)
+        for other in succs.pop(op_id, ()):
+            waiting = preds[other]
+            waiting.discard(op_id)
+            if not waiting:
+                ready[other] = inputs_ready(held[other])
+
+    def release_with_predecessors(targets: set[int]) -> None:
+        needed: set[int] = set()
+        stack = list(targets)
+        while stack:
+            op_id = stack.pop()
+            if op_id in needed:
+                continue
+            needed.add(op_id)
+            stack.extend(preds[op_id])
+        for op_id in sorted(needed):  # program order respects every dependency among them
+            release(op_id)
+
+    for op_id, op in enumerate(ops):
+        found = _conflicts(op, index) if held else set()
+        rec = records[op.record] if op.record >= 0 else None
+        if (
+            rec is None
+            or op.kind == "staging_copy"
+            or rec.extra.get("no_reorder") is not None
+            or (rec.loops and scheduler._sequential(rec))
+        ):
+            if found:
+                release_with_predecessors(found)
+            scheduler.place(op, op_id)
+            continue
+        held[op_id] = op
+        preds[op_id] = found
+        for other in found:
+            succs.setdefault(other, set()).add(op_id)
+        if not found:
+            ready[op_id] = inputs_ready(op)
+        for key, box in op.reads:
+            index.setdefault(key, []).append((op_id, box, False))
+        for key, box in op.writes:
+            index.setdefault(key, []).append((op_id, box, True))
+        if len(held) > window:
+            release(min(ready, key=lambda i: (ready[i], i)))
+    while held:
+        release(min(ready, key=lambda i: (ready[i], i)))
+    # the timeline lists its ops in program order, whatever order they were placed in
+    placed = scheduler.ops
+    order = sorted(range(len(placed)), key=scheduler.op_ids.__getitem__)
+    scheduler.ops = [placed[i] for i in order]
+
+
 def schedule(trace: Trace, hw: HardwareSpec | str, options: ModelOptions | None = None) -> Timeline:
     """Time `trace` on one NeuronCore of `hw` with the compiler behaviours in `options` (all on
     by default). A trace of an SPMD grid of several instances: `profiling.grid.schedule`."""
@@ -823,8 +925,7 @@ def schedule_instance(trace: Trace, spec: HardwareSpec, opts: ModelOptions) -> T
     try:
         compiled: CompilerPlan = plan(trace, spec, opts)
         scheduler = _Scheduler(trace, spec, opts, compiled.psum_resident)
-        for op_id, op in enumerate(compiled.ops):
-            scheduler.place(op, op_id)
+        _place_all(scheduler, compiled.ops, opts.schedule_window if opts.reorder_compute else 0)
     finally:
         if collecting:
             gc.enable()
