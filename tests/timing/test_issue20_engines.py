@@ -1,6 +1,7 @@
-"""Which engines the compiler may place work left to it on ([ISA-TS] in hardware/specs.py):
+"""Which engines the compiler may place work left to it on ([ISA-TS], [NKI-OPS] in hardware/specs.py):
 `nisa.tensor_scalar` runs on the Scalar Engine only for (multiply, add), (multiply, -) and
-(add, -), and on GpSimd only for rsqrt; every other operator pair stays on the Vector Engine.
+(add, -) (those from NeuronCore-v3 on), and on GpSimd only for rsqrt; every other operator pair
+stays on the Vector Engine.
 `nisa.memset` runs on the Vector or the GpSimd Engine ([ISA-MEMSET]), N/2 cycles for a zero
 value into bf16/fp16, N otherwise."""
 
@@ -49,18 +50,24 @@ def fills(x):
 """
 
 
-def _engines(kernel: str) -> set[str]:
+def _engines(kernel: str, hardware: str = "trn2") -> set[str]:
     fn = load_kernel(KERNELS, kernel, "engines.py")
     run = run_kernel(fn, [np.zeros((1024, 2048), np.float32)], numerics=False, kernel_name=kernel)
-    _, timeline = profile_trace(run.trace, "trn1", source_text=KERNELS)
+    _, timeline = profile_trace(run.trace, hardware, source_text=KERNELS)
     return {op.engine for op in timeline.ops if op.kind == "tensor_scalar"}
 
 
 def test_tensor_scalar_lands_only_on_engines_that_implement_its_operators() -> None:
-    # (multiply, add) may go to the Scalar Engine, which is free and faster here; (subtract,
-    # multiply) may not, so every one of its instructions stays on the Vector Engine
+    # (multiply, add) may go to the Scalar Engine of NeuronCore-v3, which is free and faster
+    # here; (subtract, multiply) may not, so every one of its instructions stays on the Vector
+    # Engine
     assert "scalar" in _engines("scale_and_shift")
     assert _engines("shift_and_scale") == {"vector"}
+
+
+def test_tensor_scalar_multiply_add_stays_on_the_vector_engine_of_neuroncore_v2() -> None:
+    # [NKI-OPS]: "Add and Multiply are supported on Scalar Engine only from NeuronCore-v3"
+    assert _engines("scale_and_shift", "trn1") == {"vector"}
 
 
 def test_memset_runs_on_vector_or_gpsimd_at_half_cost_for_zero_half_precision() -> None:

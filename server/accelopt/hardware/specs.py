@@ -29,15 +29,29 @@ Documents cited below (AWS Neuron SDK documentation, awsdocs-neuron.readthedocs-
   "nki.isa.tensor_tensor", "nki.isa.scalar_tensor_tensor", "nki.isa.tensor_copy_predicated" and
   "nki.isa.tensor_reduce",
   /en/v2.26.1/nki/api/generated/nki.isa.<name>.html (used in profiling/lowering.py)
+- [NKI-OPS] "NKI API Common Fields" (legacy reference, /en/v2.26.1/nki/api/nki.api.shared.html; source
+  general/nki/api/nki.api.shared.rst in github.com/aws-neuron/aws-neuron-sdk): the table "Supported
+  Math Operators for NKI ISA" with its "Supported Engine" column and the note "Add and Multiply are
+  supported on Scalar Engine only from NeuronCore-v3"; "Supported Activation Functions for NKI
+  ISA" (the functions the Scalar Engine evaluates); "NKI Engine Selection for Operators Supported
+  on Multiple Engines" (reciprocal max(MIN_II, N) on Scalar, max(MIN_II, 8*N) on Vector; rsqrt on
+  GpSimd at 4x lower throughput than on Scalar). Used in profiling/lowering.py
 - [NKI-SCHED] "nki.language.no_reorder", /en/latest/nki/api/generated/nki.language.no_reorder.html
   ("Without this directive, the compiler scheduler is free to reorder independent operations for
   better hardware utilization") and "nki.compiler.SchedulingHeuristic" (default ASAP: "select the
   instruction that can start first"), used in profiling/timeline.py
+- [PERF-GUIDE] "NKI Performance Guide" (legacy, /en/v2.26.1/nki/deep-dives/nki_perf_guide.html; source
+  general/nki/nki_perf_guide.rst in github.com/aws-neuron/aws-neuron-sdk), "Opt #5a": a NeuronCore-v2
+  profile of back-to-back IDENTITY activations "equivalent to calling nki.isa.tensor_scalar(op0=
+  nl.multiply, op1=add)" on the Scalar Engine (used in profiling/lowering.py)
 - [KOPT] "Introduction to NKI Kernel Optimization" (trn2, Neuron Explorer), /en/latest/nki/guides/tutorials/kernel-optimization.html
 - [ISA-MM] "nki.isa.nc_matmul", "Cost (Tensor Engine Cycles)" (the legacy reference, SDK 2.26,
   /en/v2.26.1/nki/api/generated/nki.isa.nc_matmul.html; the same formula as NKI_NOTES §4)
 - [TRN-ARCH] "Trainium/Inferentia2 Architecture Guide for NKI", "Tensor Engine" (pipelined
-  MultiplyMoving, background and fast LoadStationary), /en/latest/nki/guides/architecture/trainium_inferentia2_arch.html
+  MultiplyMoving, background and fast LoadStationary), /en/latest/nki/guides/architecture/trainium_inferentia2_arch.html;
+  its "Scalar Engine" / "Pipelined Multiply-Add": func(data * scale + bias) in one activation, "the
+  scale can either be a tile from SBUF/PSUM with one element/partition or a compile-time constant.
+  On the other hand, the bias can only be a tile" (used in profiling/lowering.py)
 - [DMA-OV] "Introduction to Direct Memory Access (DMA) with NKI", /en/latest/nki/about/nki-dma-overview.html
 - [DMA-INEFF] "How to identify and reduce inefficient DMA transfers" (Neuron Explorer),
   /en/latest/tools/neuron-explorer/how-to-reduce-inefficient-dma-transfers.html: a transfer is
@@ -142,6 +156,12 @@ class HardwareSpec:
     # Hardware descriptor generators (DGE) per NeuronCore; each DMA instruction holds one for
     # `dma_fixed_latency_s` ([DGE]). 0: descriptors are made before the kernel runs (Trainium1).
     dge_instances: int = 0
+    # Whether the Vector Engine's performance mode runs on a memory bus shared with GpSimd
+    # ([TRN2-ARCH] "Data Movement Updates"): such instructions and GpSimd's SBUF work take turns.
+    vector_gpsimd_shared_bus: bool = False
+    # Whether the Scalar Engine's ALU runs tensor_scalar's add and multiply ([NKI-OPS]: "only from
+    # NeuronCore-v3"); before that it evaluates only the activation functions (lowering.py).
+    scalar_alu_arithmetic: bool = True
     # Whether the numbers were checked against measurements; False = "from specs, not calibrated".
     calibrated: bool = True
 
@@ -255,6 +275,10 @@ TRN1 = HardwareSpec(
     peak_flops_bandwidth_ratio=223.78,  # §5: 91.75e12 / 410e9
     port_conflicts=True,  # §3
     profiler_clock_hz=1.4e9,  # §3
+    # [NKI-OPS]: "Add and Multiply are supported on Scalar Engine only from NeuronCore-v3": a
+    # tensor_scalar multiply/add left to the compiler reaches the Scalar Engine of NeuronCore-v2
+    # only as an activation's scale and bias tile (profiling/lowering.py `_scalar_runs`)
+    scalar_alu_arithmetic=False,
 )
 
 TRN2 = HardwareSpec(
@@ -329,6 +353,10 @@ TRN2 = HardwareSpec(
     roofline_hbm_bytes_per_s=2.9e12 / 8,
     peak_flops_bandwidth_ratio=79e12 / (2.9e12 / 8),
     port_conflicts=False,  # §3; [TRN2-ARCH] "Data Movement Updates": both restrictions lifted
+    # [TRN2-ARCH] "Data Movement Updates": "VectorE's performance mode leverages a shared memory
+    # bus between the VectorE and GpsimdE engines", with the hardware "arbitrating between
+    # GpsimdE and relevant VectorE instructions"
+    vector_gpsimd_shared_bus=True,
     profiler_clock_hz=1.2e9,  # §3
     # [DMA-OV]: in both device traces it shows for one trn2 NeuronCore, the kernel's first
     # instruction (its first DMA trigger, compiler PC 2) comes ≈21 µs (the A[4, 4096] example:
@@ -391,6 +419,7 @@ TRN3 = HardwareSpec(
     roofline_hbm_bytes_per_s=4.7e12 / 8,
     peak_flops_bandwidth_ratio=79e12 / (4.7e12 / 8),
     port_conflicts=False,
+    vector_gpsimd_shared_bus=True,  # *inferred*: performance mode as NeuronCore-v3
     profiler_clock_hz=1.2e9,  # *inferred*: as NeuronCore-v3
     kernel_start_s=21e-6,  # *inferred*: as NeuronCore-v3 ([DMA-OV])
     calibrated=False,

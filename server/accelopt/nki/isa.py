@@ -471,7 +471,14 @@ def tensor_scalar(
         dtype=dtype,
         mask=mask,
         ops_per_element=1 if spec1 is None else 2,
-        extra={"op": spec0.name, "op1": spec1.name if spec1 else None, "num_ops": 1 if spec1 is None else 2},
+        extra={
+            "op": spec0.name,
+            "op1": spec1.name if spec1 else None,
+            "num_ops": 1 if spec1 is None else 2,
+            # which operands are [P, 1] tiles (the rest are constants): the timing model's engine
+            # choice depends on it (profiling/lowering.py)
+            "tile_operands": [isinstance(operand0, _TileOps), isinstance(operand1, _TileOps)],
+        },
     )
 
 

@@ -128,7 +128,8 @@ class TraceRecord:
     # Keys the emulator emits: "engines" (legal engines of an UNASSIGNED record), "op"/"op1"
     # (operator names), "num_ops", "has_bias", "has_scale", "has_reduce", "reduce_op",
     # "psum_inputs", "partition_reduce", "negate", "value" (memset/fill), "api" (the NKI call),
-    # "strict" (nisa Tensor Engine op), "transpose" (transposing DMA), "onezero" (0/1 operand hint).
+    # "strict" (nisa Tensor Engine op), "transpose" (transposing DMA), "onezero" (0/1 operand hint),
+    # "tile_operands" (nisa.tensor_scalar: whether operand0/operand1 are tiles, not constants).
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -178,8 +178,9 @@ def _base_cycles(
         if both_bf16 and any(k in op for k in ("add", "max", "sum")):
             return max(floor, n // 2)
         return max(floor, n)
-    if opcode == "reciprocal":
-        return 8 * max(n, floor // 8) if engine == "vector" else max(floor, n)
+    if opcode == "reciprocal" or (opcode == "tensor_scalar" and _operators(rec) == ("reciprocal", None)):
+        # [ISA-RECIP], [NKI-OPS]: 8N on the Vector Engine, N as a Scalar Engine activation
+        return max(floor, _VECTOR_RECIPROCAL_FACTOR * n) if engine == "vector" else max(floor, n)
     if opcode in ("iota", "affine_select"):
         return 150 + n
     if opcode == "memset":
@@ -204,26 +205,111 @@ def fills_zero(rec: TraceRecord) -> bool:
 # combination: op0=np.multiply and op1=np.add; op0=np.multiply and op1=None; op0=add and
 # op1=None", and "the compiler instruction scheduler selects the engine automatically based on
 # the operator types"; GpSimd is "only allowed for rsqrt" (the legacy reference's `engine`).
+# [NKI-OPS] narrows the Scalar Engine's part by generation: "Add and Multiply are supported on
+# Scalar Engine only from NeuronCore-v3" (`HardwareSpec.scalar_alu_arithmetic`, `_scalar_runs`).
 _SCALAR_TENSOR_SCALAR_OPS = frozenset({("multiply", "add"), ("multiply", None), ("add", None)})
 
+# [NKI-OPS] "Supported Activation Functions for NKI ISA": the functions the Scalar Engine
+# evaluates (as an `activation` instruction, on every generation). A one-operand elementwise op
+# among them that the kernel left to the compiler (`nl.square`, `nl.reciprocal`, `nl.abs`, ...,
+# which the emulator records as a tensor_scalar) may run there as well as on the Vector Engine.
+SCALAR_ACTIVATION_FUNCTIONS = frozenset(
+    {
+        "copy",
+        "square",
+        "sigmoid",
+        "relu",
+        "gelu",
+        "gelu_dx",
+        "gelu_apprx_tanh",
+        "gelu_apprx_sigmoid",
+        "gelu_apprx_sigmoid_dx",
+        "silu",
+        "silu_dx",
+        "tanh",
+        "softplus",
+        "mish",
+        "erf",
+        "erf_dx",
+        "exp",
+        "log",
+        "sin",
+        "arctan",
+        "sqrt",
+        "rsqrt",
+        "reciprocal",
+        "sign",
+        "abs",
+    }
+)
 
-def _tensor_scalar_engines(rec: TraceRecord, choices: tuple[str, ...]) -> tuple[str, ...]:
-    """The engines among `choices` whose ALUs implement the record's operator pair."""
+# [NKI-OPS] "NKI Engine Selection for Operators Supported on Multiple Engines": reciprocal on
+# the Vector Engine costs max(MIN_II, 8N) against max(MIN_II, N) as a Scalar activation; rsqrt
+# on GpSimd (`tensor_scalar(op0=rsqrt)`) has "4x lower" throughput than on the Scalar Engine.
+_VECTOR_RECIPROCAL_FACTOR = 8
+_GPSIMD_RSQRT_FACTOR = 4
+
+
+def _operators(rec: TraceRecord) -> tuple[str | None, str | None]:
     op0 = str(rec.extra.get("op", "")) or None
     op1 = str(rec.extra["op1"]) if rec.extra.get("op1") else None
+    return op0, op1
+
+
+def _operand_is_tile(rec: TraceRecord, index: int) -> bool:
+    """Whether a tensor_scalar's operand `index` (0 or 1) is a [P, 1] tile, not a constant."""
+    kinds = rec.extra.get("tile_operands")
+    if kinds:
+        return bool(kinds[index])
+    # a record that does not say: its reads are the data tile, then its tile operands in order;
+    # with one tile among two operands, which one is unknown, so the add's is taken as constant
+    tiles = len(rec.reads) - 1
+    return tiles >= index + 1
+
+
+def _scalar_runs(op0: str, op1: str | None, rec: TraceRecord, hw: HardwareSpec) -> bool:
+    """Whether the Scalar Engine implements a tensor_scalar with operators (op0, op1) on `hw`.
+
+    One activation-table function alone runs there on every generation ([NKI-OPS]). The
+    multiply/add pairs of [ISA-TS] run there as ALU operators from NeuronCore-v3 on ([NKI-OPS]);
+    before that only as the activation's pipelined multiply-add, func(data * scale + bias) with
+    func the identity ([TRN-ARCH] "Pipelined Multiply-Add": "the bias can only be a tile from
+    SBUF/PSUM with one element/partition", the scale a tile or a constant; [PERF-GUIDE] Opt #5a
+    shows such IDENTITY activations on NeuronCore-v2 "equivalent to calling
+    nki.isa.tensor_scalar(op0=nl.multiply, op1=add)"). So on NeuronCore-v2 an add of a constant
+    stays off the Scalar Engine. *inferred* from those statements together.
+    """
+    if op1 is None and op0 in SCALAR_ACTIVATION_FUNCTIONS:
+        return True
+    if (op0, op1) not in _SCALAR_TENSOR_SCALAR_OPS:
+        return False
+    if hw.scalar_alu_arithmetic:
+        return True
+    if op1 == "add":
+        return _operand_is_tile(rec, 1)
+    if op0 == "add":
+        return _operand_is_tile(rec, 0)
+    return True  # (multiply, -): the activation's scale, a constant or a tile
+
+
+def _tensor_scalar_engines(rec: TraceRecord, choices: tuple[str, ...], hw: HardwareSpec) -> tuple[str, ...]:
+    """The engines among `choices` whose ALUs implement the record's operator pair on `hw`."""
+    op0, op1 = _operators(rec)
     if op0 is None:  # a record that does not say its operators: keep every choice
         return choices
     legal = []
     for engine in choices:
-        if engine == "scalar" and (op0, op1) not in _SCALAR_TENSOR_SCALAR_OPS:
+        if engine == "scalar" and not _scalar_runs(op0, op1, rec, hw):
             continue
         if engine == "gpsimd" and "rsqrt" not in (op0, op1):
             continue
+        if engine == "vector" and op0 == "rsqrt" and op1 is None and "scalar" in choices:
+            continue  # [NKI-OPS]: rsqrt runs on GpSimd or Scalar, not on the Vector Engine
         legal.append(engine)
     return tuple(legal) or ("vector",)
 
 
-def _legal_engines(rec: TraceRecord, memory: Mapping[int, Memory]) -> tuple[str, ...]:
+def _legal_engines(rec: TraceRecord, memory: Mapping[int, Memory], hw: HardwareSpec) -> tuple[str, ...]:
     if rec.engine is not Engine.UNASSIGNED:
         return (rec.engine.value,)
     declared = rec.extra.get("engines")  # the emulator lists the legal engines it saw
@@ -233,7 +319,7 @@ def _legal_engines(rec: TraceRecord, memory: Mapping[int, Memory]) -> tuple[str,
         choices = _UNASSIGNED_CHOICES.get(rec.opcode, ("vector", "scalar"))
     choices = choices or ("vector",)
     if rec.opcode == "tensor_scalar":
-        choices = _tensor_scalar_engines(rec, choices)
+        choices = _tensor_scalar_engines(rec, choices, hw)
     elif rec.opcode == "memset":  # [ISA-MEMSET]: no Scalar Engine memset
         choices = tuple(e for e in choices if e != "scalar") or ("vector",)
     touches_psum = any(_is_psum(memory, r) for r in (*rec.reads, *rec.writes))
@@ -278,7 +364,7 @@ def lower_compute(
     if is_tensor_engine(rec):
         seconds = tensor_engine_cycles(rec, hw) / hw.tensor_clock_hz
         return ComputeWork(options=(("tensor", seconds),))
-    engines = _legal_engines(rec, memory)
+    engines = _legal_engines(rec, memory, hw)
     if not balance:
         engines = engines[:1]
     inputs = max(1, _on_chip_inputs(memory, rec))
@@ -293,7 +379,10 @@ def lower_compute(
         if engine == "vector" and speedup > 1:
             cycles = max(hw.min_initiation_cycles, cycles / speedup)
         if engine == "gpsimd" and rec.opcode not in ("iota", "affine_select"):
-            cycles *= hw.gpsimd_elementwise_factor
+            if rec.opcode == "tensor_scalar" and "rsqrt" in _operators(rec):
+                cycles *= _GPSIMD_RSQRT_FACTOR  # [NKI-OPS]: 4x the Scalar Engine's time
+            else:
+                cycles *= hw.gpsimd_elementwise_factor
         cycles += hw.access_init_cycles * inputs  # §4: ≈60 cycles per SBUF/PSUM access
         if tiny:
             # §4: ≈100 cycles static overhead when instructions are tiny. *inferred*: an

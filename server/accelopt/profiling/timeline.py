@@ -25,7 +25,8 @@ any DMA, as soon as their data and their landing space allow (`ModelOptions.pref
 With it off, each starts only once every instruction before it in program order has started.
 
 Trainium1 port conflicts (NKI_NOTES §3): Vector and GpSimd instructions touching SBUF never
-overlap; neither do Vector and Scalar instructions touching PSUM.
+overlap; neither do Vector and Scalar instructions touching PSUM. From Trainium2 on, only a Vector
+instruction in performance mode and GpSimd's SBUF work share a bus (`_Scheduler._ports`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from accelopt.profiling.lowering import (
     lower_compute,
     lower_dma,
     staging_copy,
+    vector_perf_mode,
 )
 
 __all__ = ["ModelOptions", "ScheduledOp", "Timeline", "schedule"]
@@ -398,7 +400,7 @@ class _Scheduler:
         self.barriers: dict[LoopInstance, list[float]] = {}
         self.seq_keys: dict[tuple[LoopFrame, ...], list[tuple[LoopInstance, int]]] = {}
         self.sem = hw.semaphore_latency_s
-        self.lowered: dict[tuple[object, ...], tuple[ComputeWork, bool, bool]] = {}
+        self.lowered: dict[tuple[object, ...], tuple[ComputeWork, bool, bool, bool]] = {}
         self.dma_lowered: dict[tuple[object, ...], DmaWork] = {}
         # on-chip tensor -> index of its partition axis (after the block dimensions)
         self.partition_axis = {
@@ -415,6 +417,7 @@ class _Scheduler:
             if where is not Memory.HBM
         }
         self.ops: list[ScheduledOp] = []
+        self.op_ids: list[int] = []  # the program-order position of each op in `ops`
         # nl.no_reorder blocks (accelopt.nki.compiler): block -> end of its latest instruction;
         # `order_floor` is the earliest start of the op being placed
         self.in_order: dict[object, float] = {}
@@ -512,6 +515,7 @@ class _Scheduler:
     # --- placing ops ------------------------------------------------------------------------
 
     def place(self, op: PlannedOp, op_id: int) -> None:
+        self.op_ids.append(op_id)
         trace = self.trace
         producers = self._producers(op)
         if op.kind == "staging_copy":
@@ -638,11 +642,11 @@ class _Scheduler:
         op_id: int,
         work: ComputeWork | None = None,
     ) -> None:
-        hw = self.hw
         if work is None:
-            work, touches_sbuf, touches_psum = self._lower(rec)
-        else:  # a staging copy: PSUM -> SBUF
+            work, touches_sbuf, touches_psum, bus = self._lower(rec)
+        else:  # a staging copy: PSUM -> SBUF (fp32, never in performance mode)
             touches_sbuf = touches_psum = True
+            bus = False
         seq = self._sequential(rec) if rec.loops else []
         barrier = self._barrier(seq) if seq else self.order_floor
         if seq and self.order_floor > barrier:
@@ -654,15 +658,13 @@ class _Scheduler:
                 t = end if producer_engine == engine else end + self.sem
                 if t > ready:
                     ready = t
+            ports = self._ports(engine, touches_sbuf, touches_psum, bus)
             if self.reorder:
-                start = self._fit(engine, ready, duration, touches_sbuf, touches_psum)
+                start = self._fit(engine, ready, duration, ports)
             else:
                 start = max(ready, self.engine_free[engine])
-                if hw.port_conflicts:
-                    if touches_sbuf and engine in ("vector", "gpsimd"):
-                        start = max(start, self.ports["sbuf"])
-                    if touches_psum and engine in ("vector", "scalar"):
-                        start = max(start, self.ports["psum"])
+                for port in ports:
+                    start = max(start, self.ports[port])
             end = start + duration
             if best is None or end < best[2]:
                 best = (engine, start, end, duration)
@@ -672,14 +674,13 @@ class _Scheduler:
             self.issue_front = start
         self.engine_free[engine] = max(self.engine_free[engine], end)
         self.engine_busy[engine] += duration
+        ports = self._ports(engine, touches_sbuf, touches_psum, bus)
         if self.reorder:
-            for lane in self._lanes(engine, touches_sbuf, touches_psum):
-                self.slots[lane].occupy(start, end)
-        if hw.port_conflicts:
-            if touches_sbuf and engine in ("vector", "gpsimd"):
-                self.ports["sbuf"] = max(self.ports["sbuf"], end)
-            if touches_psum and engine in ("vector", "scalar"):
-                self.ports["psum"] = max(self.ports["psum"], end)
+            self.slots[engine].occupy(start, end)
+            for port in ports:
+                self.slots[port].occupy(start, end)
+        for port in ports:
+            self.ports[port] = max(self.ports[port], end)
         for key, _ in seq:
             state = self.barriers[key]
             state[2] = max(state[2], end)
@@ -689,22 +690,32 @@ class _Scheduler:
         self._record(op, end, engine, op_id)
         self.ops.append(ScheduledOp(op.record, op.kind, engine, start, end, duration, rec.line))
 
-    def _lanes(self, engine: str, touches_sbuf: bool, touches_psum: bool) -> list[str]:
-        """The engine and the shared ports (Trainium1, NKI_NOTES §3) an instruction occupies."""
-        lanes = [engine]
-        if self.hw.port_conflicts:
-            if touches_sbuf and engine in ("vector", "gpsimd"):
-                lanes.append("sbuf")
-            if touches_psum and engine in ("vector", "scalar"):
-                lanes.append("psum")
-        return lanes
+    def _ports(self, engine: str, touches_sbuf: bool, touches_psum: bool, bus: bool) -> tuple[str, ...]:
+        """The shared SRAM ports an instruction on `engine` holds while it runs.
 
-    def _fit(
-        self, engine: str, ready: float, duration: float, touches_sbuf: bool, touches_psum: bool
-    ) -> float:
+        Trainium1 (NKI_NOTES §3, [TRN-ARCH]): Vector and GpSimd never access SBUF at once, nor
+        Vector and Scalar PSUM. From Trainium2 on both restrictions are lifted, but the Vector
+        Engine's performance mode "leverages a shared memory bus between the VectorE and GpsimdE
+        engines" and the hardware arbitrates between them ([TRN2-ARCH] "Data Movement Updates";
+        `bus`): *inferred*, such an instruction and GpSimd's SBUF work do not overlap.
+        """
+        hw = self.hw
+        if hw.port_conflicts:
+            sbuf = touches_sbuf and engine in ("vector", "gpsimd")
+            psum = touches_psum and engine in ("vector", "scalar")
+            if sbuf and psum:
+                return ("sbuf", "psum")
+            return ("sbuf",) if sbuf else ("psum",) if psum else ()
+        if hw.vector_gpsimd_shared_bus and (
+            (engine == "vector" and bus) or (engine == "gpsimd" and touches_sbuf)
+        ):
+            return ("sbuf",)
+        return ()
+
+    def _fit(self, engine: str, ready: float, duration: float, ports: tuple[str, ...]) -> float:
         """Earliest start at or after `ready` at which the engine and its shared ports are all
         free for `duration`."""
-        lanes = [self.slots[lane] for lane in self._lanes(engine, touches_sbuf, touches_psum)]
+        lanes = [self.slots[engine], *(self.slots[port] for port in ports)]
         start = ready
         while True:
             moved = start
@@ -743,9 +754,10 @@ class _Scheduler:
             found = self.dma_lowered[key] = lower_dma(rec, self.trace, self.hw)
         return found
 
-    def _lower(self, rec: TraceRecord) -> tuple[ComputeWork, bool, bool]:
-        """Lowering of a compute record (cached: a loop body repeats the same few shapes) and
-        whether it touches SBUF / PSUM (for the port conflicts)."""
+    def _lower(self, rec: TraceRecord) -> tuple[ComputeWork, bool, bool, bool]:
+        """Lowering of a compute record (cached: a loop body repeats the same few shapes),
+        whether it touches SBUF / PSUM and whether it runs in the Vector Engine's performance
+        mode on the bus it shares with GpSimd (for the shared ports, `_ports`)."""
         code = self.memory_code
         reads = tuple(code.get(r.tensor_id, 0) for r in rec.reads)
         writes = tuple(code.get(r.tensor_id, 0) for r in rec.writes)
@@ -765,13 +777,16 @@ class _Scheduler:
             str(extra.get("op", "")),
             str(extra.get("op1", "")),
             tuple(extra.get("engines", ())),
+            tuple(extra.get("tile_operands", ())),
             fills_zero(rec) if rec.opcode == "memset" else None,
         )
         found = self.lowered.get(key)
         if found is None:
             work = lower_compute(rec, self.memory, self.hw, self.options.balance_unassigned)
             both = reads + writes
-            found = (work, _SBUF_CODE in both, _PSUM_CODE in both)
+            stride = int(extra.get("stride_bytes", 0) or 0)
+            bus = self.hw.vector_gpsimd_shared_bus and vector_perf_mode(rec, self.memory, self.hw, stride) > 1
+            found = (work, _SBUF_CODE in both, _PSUM_CODE in both, bus)
             self.lowered[key] = found
         return found
 
@@ -787,6 +802,106 @@ class _Scheduler:
                 for start, stop in region.box:
                     n *= stop - start
                 counters[write_counter if writing else read_counter] += n
+
+
+def _conflicts(op: PlannedOp, index: dict[int, list[tuple[int, Box, bool]]]) -> set[int]:
+    """Ids of the held-back ops (`index`: location -> (op id, box, written)) that `op` must
+    follow: it reads what one writes, or writes what one reads or writes."""
+    found: set[int] = set()
+    for key, box in op.reads:
+        for other, obox, written in index.get(key, ()):
+            if written and _overlaps(box, obox):
+                found.add(other)
+    for key, box in op.writes:
+        for other, obox, _ in index.get(key, ()):
+            if _overlaps(box, obox):
+                found.add(other)
+    return found
+
+
+def _place_all(scheduler: _Scheduler, ops: list[PlannedOp], window: int) -> None:
+    """Place `ops` (program order) as a list scheduler would ([NKI-SCHED]: the default heuristic
+    selects "the instruction that can start first"): up to `window` compute instructions are
+    held back with the held ones they depend on, and whenever the window is full the one whose
+    inputs are ready first among those depending on no held instruction is placed (ties:
+    program order). So the dependent chains of an affine_range's iterations interleave on the
+    engines instead of each iteration's chain running before the next one's. Every op still
+    follows all it depends on: an op that must follow held ones (DMA, spill and staging
+    transfers, `no_reorder` blocks and instructions in sequential loops, whose barriers are
+    tracked in program order, are never held) has them placed first."""
+    if window <= 0:
+        for op_id, op in enumerate(ops):
+            scheduler.place(op, op_id)
+        return
+    records = scheduler.trace.records
+    held: dict[int, PlannedOp] = {}
+    preds: dict[int, set[int]] = {}  # held op -> the held ops it must follow
+    succs: dict[int, set[int]] = {}
+    ready: dict[int, float] = {}  # held op depending on no held op -> when its inputs are ready
+    index: dict[int, list[tuple[int, Box, bool]]] = {}
+
+    def inputs_ready(op: PlannedOp) -> float:
+        return max((end for end, _, _ in scheduler._producers(op)), default=0.0)
+
+    def release(op_id: int) -> None:
+        op = held.pop(op_id)
+        ready.pop(op_id, None)
+        for key in {key for key, _ in (*op.reads, *op.writes)}:
+            entries = [e for e in index[key] if e[0] != op_id]
+            if entries:
+                index[key] = entries
+            else:
+                del index[key]
+        scheduler.place(op, op_id)
+        for other in succs.pop(op_id, ()):
+            waiting = preds[other]
+            waiting.discard(op_id)
+            if not waiting:
+                ready[other] = inputs_ready(held[other])
+
+    def release_with_predecessors(targets: set[int]) -> None:
+        needed: set[int] = set()
+        stack = list(targets)
+        while stack:
+            op_id = stack.pop()
+            if op_id in needed:
+                continue
+            needed.add(op_id)
+            stack.extend(preds[op_id])
+        for op_id in sorted(needed):  # program order respects every dependency among them
+            release(op_id)
+
+    for op_id, op in enumerate(ops):
+        found = _conflicts(op, index) if held else set()
+        rec = records[op.record] if op.record >= 0 else None
+        if (
+            rec is None
+            or op.kind == "staging_copy"
+            or rec.extra.get("no_reorder") is not None
+            or (rec.loops and scheduler._sequential(rec))
+        ):
+            if found:
+                release_with_predecessors(found)
+            scheduler.place(op, op_id)
+            continue
+        held[op_id] = op
+        preds[op_id] = found
+        for other in found:
+            succs.setdefault(other, set()).add(op_id)
+        if not found:
+            ready[op_id] = inputs_ready(op)
+        for key, box in op.reads:
+            index.setdefault(key, []).append((op_id, box, False))
+        for key, box in op.writes:
+            index.setdefault(key, []).append((op_id, box, True))
+        if len(held) > window:
+            release(min(ready, key=lambda i: (ready[i], i)))
+    while held:
+        release(min(ready, key=lambda i: (ready[i], i)))
+    # the timeline lists its ops in program order, whatever order they were placed in
+    placed = scheduler.ops
+    order = sorted(range(len(placed)), key=scheduler.op_ids.__getitem__)
+    scheduler.ops = [placed[i] for i in order]
 
 
 def schedule(trace: Trace, hw: HardwareSpec | str, options: ModelOptions | None = None) -> Timeline:
@@ -812,8 +927,7 @@ def schedule_instance(trace: Trace, spec: HardwareSpec, opts: ModelOptions) -> T
     try:
         compiled: CompilerPlan = plan(trace, spec, opts)
         scheduler = _Scheduler(trace, spec, opts, compiled.psum_resident)
-        for op_id, op in enumerate(compiled.ops):
-            scheduler.place(op, op_id)
+        _place_all(scheduler, compiled.ops, opts.schedule_window if opts.reorder_compute else 0)
     finally:
         if collecting:
             gc.enable()
