@@ -109,8 +109,9 @@ def test_reloads_run_ahead_of_their_readers_when_space_has_freed() -> None:
     later block starts before the block ahead of it is stored; held to program order, each
     reload waits until the instructions before it have started and the kernel takes longer."""
     trace = _build_then_store()
-    ahead = profile_trace(trace)[1]
-    in_order = profile_trace(trace, options=ModelOptions(prefetch_spills=False))[1]
+    # in program order (no scheduling window, which issues reloads early by itself)
+    ahead = profile_trace(trace, options=ModelOptions(schedule_window=0))[1]
+    in_order = profile_trace(trace, options=ModelOptions(schedule_window=0, prefetch_spills=False))[1]
     reloads = _by_kind(ahead, "spill_reload")
     stores = _by_kind(ahead, "dma_store")
     assert reloads and len(stores) == 16

@@ -79,5 +79,5 @@ def test_windowed_placement_keeps_every_dependency_and_program_order_listing() -
             assert start >= end - 1e-15
 
 
-def test_the_default_is_program_order() -> None:
-    assert ModelOptions().schedule_window == 0
+def test_the_default_holds_a_window_of_instructions() -> None:
+    assert ModelOptions().schedule_window == 8

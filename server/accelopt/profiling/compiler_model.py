@@ -108,13 +108,15 @@ class ModelOptions:
     # list scheduler does ([NKI-SCHED] in hardware/specs.py: default heuristic "select the
     # instruction that can start first"): the dependent chains of an affine_range's iterations
     # then interleave on the engines instead of each iteration's chain running before the
-    # next one's. 0 (the default): program order, with idle stretches filled (reorder_compute).
-    # Off for now (issue 20 note): with 8, the NKIBench AdamW baseline reaches its resource
-    # floor on trn1 (2.58 -> 1.96 ms, Vector 0.99 and DMA 1.00 busy) and the LayerNorm ratio of
-    # NKI_NOTES §7 improves (+18.6% -> +7.9%), but the LayerNorm nl-API latency moves away
-    # (-9.8% -> -17.9%), the model takes up to 1.6x longer, and `prefetch_spills` stops making a
-    # difference (the window issues spill reloads early by itself).
-    schedule_window: int = 0
+    # next one's. 0: program order, with idle stretches filled (reorder_compute).
+    # 8 (on since session 7): the NKIBench AdamW baseline reaches its resource floor on trn1
+    # (2.58 -> 1.94 ms, Vector 0.99 and DMA 1.00 busy; in program order the next iteration's
+    # tensor_tensor cannot fit the Vector Engine's short gaps), grouped-query attention
+    # 14.8 -> 14.1 ms, and the LayerNorm ratio of NKI_NOTES §7 improves (+18.6% -> +7.9%); the
+    # LayerNorm nl-API latency moves away (-9.8% -> -17.9%), every other public calibration
+    # point moves by under 1%, and the model takes up to 1.6x longer. `prefetch_spills` then
+    # makes little difference (the window issues spill reloads early by itself).
+    schedule_window: int = 8
     # DMA descriptors made on the device by the hardware generators (trn2/trn3, [DGE] in
     # hardware/specs.py): each DMA instruction then holds one of `HardwareSpec.dge_instances`
     # for its ≈600 ns. Off by default because the product's hardware backend compiles with
