@@ -45,7 +45,7 @@ from accelopt.agents.offline.evidence import Evidence, read_lessons, weigh
 from accelopt.agents.offline.rewrites.base import Params, Site
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.site_pattern import patterns_of
-from accelopt.agents.offline.sizes import sbuf_share
+from accelopt.agents.offline.sizes import reads_share, sbuf_share
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Plan
@@ -130,8 +130,9 @@ class OfflinePlanner:
         bound = request.profile.bound if request.profile is not None else None
         lessons = read_lessons(request.kernel.name, text, bound, request.experiences)
         shares = _shares(request, sites) if lessons else {}
+        reads = _reads(request, sites) if lessons else {}
         evidence = weigh(
-            lessons, sites, patterns_of(text, request.kernel.name) if lessons else {}, text, shares
+            lessons, sites, patterns_of(text, request.kernel.name) if lessons else {}, text, shares, reads
         )
         scored: list[tuple[float, Site]] = []
         for site in sites:
@@ -290,6 +291,26 @@ def _shares(request: PlanRequest, sites: list[Site]) -> dict[str, float]:
             site,
             request.input_shapes,
             request.hardware,
+            request.input_dtypes,
+        )
+        if share is not None:
+            found[site.id] = share
+    return found
+
+
+def _reads(request: PlanRequest, sites: list[Site]) -> dict[str, float]:
+    """site id -> the share of the kernel's measured HBM reads the site's move removes."""
+    if request.profile is None or request.profile.hbm_read_bytes <= 0:
+        return {}
+    found: dict[str, float] = {}
+    for site in sites:
+        share = reads_share(
+            request.kernel.text,
+            request.kernel.name,
+            site,
+            request.input_shapes,
+            request.hardware,
+            request.profile.hbm_read_bytes,
             request.input_dtypes,
         )
         if share is not None:
