@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from accelopt.agents.offline.catalogue import all_sites
 from accelopt.agents.offline.evidence import read_lessons, weigh
+from accelopt.agents.offline.planner import OfflinePlanner
 from accelopt.agents.offline.rewrites.base import Site
 from accelopt.agents.offline.site_pattern import pattern_in_text, patterns_of
 from accelopt.profiling.evaluation import KernelSource
+from accelopt.search.candidate import Experience
+from accelopt.search.roles import PlanRequest
 
 from .lessons import summarized_experience
-from .test_planner_memory import PROJ, SCORES
+from .test_planner_memory import DMA_BOUND, PROJ, SCORES
 
 
 def blocking(kernel: KernelSource, loop_var: str) -> Site:
@@ -45,3 +48,24 @@ async def test_a_lesson_about_blocking_an_outer_loop_speaks_most_for_blocking_th
     )
     outer, inner = evidence.gain(blocking(SCORES, "r")), evidence.gain(blocking(SCORES, "c"))
     assert outer > inner > 0
+
+
+async def test_when_similar_kernels_paid_for_blocking_both_loops_both_blockings_are_proposed_first():
+    """The round-robin over rewrites (diversity) yields to clear evidence: with lessons that
+    blocking each output loop of PROJ paid, SCORES' two blockings are its first two plans, not
+    one blocking and a rewrite nobody has evidence for."""
+    lessons = [
+        await summarized_experience(PROJ, blocking(PROJ, loop), {"factor": 2}, 1.3, id_=i, bound="hbm")
+        for i, loop in enumerate(("mi", "ni"), start=1)
+    ]
+    count = len(all_sites(SCORES.text, SCORES.name))
+
+    def first_two(experiences: list[Experience]) -> list[str]:
+        result = OfflinePlanner().plan_now(
+            PlanRequest(kernel=SCORES, profile=DMA_BOUND, experiences=experiences, count=count)
+        )
+        assert result.error is None
+        return [p.rewrite or "" for p in result.plans[:2]]
+
+    assert first_two([]).count("block_accumulators") < 2  # without memory: one idea each
+    assert first_two(lessons) == ["block_accumulators", "block_accumulators"]

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import math
 import random
 import threading
 from collections import defaultdict
@@ -41,7 +42,7 @@ from accelopt.agents.offline.catalogue import TUNER, all_sites, get_rewrite, tit
 from accelopt.agents.offline.compositions import MAX_STEPS as MAX_COMPOSED_STEPS
 from accelopt.agents.offline.compositions import Compositions, catalogue_options
 from accelopt.agents.offline.engine_choice import best_engine, worthwhile_variants
-from accelopt.agents.offline.evidence import Evidence, read_lessons, weigh
+from accelopt.agents.offline.evidence import DAMPING, Evidence, read_lessons, weigh
 from accelopt.agents.offline.rewrites.base import Params, Site
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.site_pattern import patterns_of
@@ -60,6 +61,9 @@ _ENGINE_FIELDS = {
 }
 # A fully relevant 1.2x lesson adds 12 * log(1.2) / 1.5, about +1.5, to its site's score.
 MEMORY_WEIGHT = 12.0
+# The memory evidence (evidence.Evidence.gain) above which a site goes before the round-robin over
+# rewrites: what a single fully relevant 1.1x lesson gives (log(1.1) damped by 1 + DAMPING).
+BACKED_GAIN = math.log(1.1) / (1 + DAMPING)
 
 
 def profile_score(site: Site, profile: Profile | None) -> float:
@@ -378,14 +382,25 @@ def _count(n: int, noun: str) -> str:
 
 
 def _diverse_ranking(scored: list[tuple[float, Site]], evidence: Evidence) -> list[Site]:
-    """Round-robin over rewrites (each rewrite's sites best first, rewrites ordered by their best
-    site), so the N plans cover different ideas; rewrites the memory defers come after all the
-    others' sites."""
+    """Sites the memory clearly backs first (BACKED_GAIN), in score order; then round-robin over
+    rewrites (each rewrite's sites best first, rewrites ordered by their best site), so the N plans
+    cover different ideas; rewrites the memory defers come after all the others' sites.
+
+    Diversity is the right bet when nothing is known about the sites; when similar kernels say
+    that blocking either output loop paid, the second blocking is a better next plan than a
+    rewrite nobody has evidence for (matmul's second plan was an interchange that gave 1.00x while
+    blocking its other loop, backed by every matmul-like lesson, waited for the next iteration)."""
+    backed = [
+        site
+        for _, site in scored
+        if evidence.gain(site) >= BACKED_GAIN and site.rewrite not in evidence.deferred
+    ]
     by_rewrite: dict[str, list[Site]] = defaultdict(list)
     for _, site in scored:
-        by_rewrite[site.rewrite].append(site)
+        if not any(site is b for b in backed):
+            by_rewrite[site.rewrite].append(site)
     order = list(by_rewrite)  # by best score, since `scored` is sorted
-    ranking: list[Site] = []
+    ranking: list[Site] = list(backed)
     for group in (
         [n for n in order if n not in evidence.deferred],
         [n for n in order if n in evidence.deferred],
