@@ -7,8 +7,9 @@ Each legal site of the catalogue gets a score from three sources:
   score higher, ones where it slowed them down score lower (a lesson names its rewrite and the
   structural pattern of its site, see summarizer.py);
 - a small seeded jitter, so different seeds explore different plans deterministically.
-Plans are then taken round-robin over rewrites (best site of each rewrite first) for diversity,
-except that rewrites the memory defers (no share in the successes on similar kernels, or net
+Sites the memory clearly backs (BACKED_GAIN) come first, in score order; the rest are then taken
+round-robin over rewrites (best site of each rewrite first) for diversity, except that rewrites
+the memory defers (no share in the successes on similar kernels, or net
 negative evidence) come after all the others, and sites the memory clearly advises against (they
 failed, or slowed the very same code down, on this family of kernels) are not proposed while any
 other site remains.
