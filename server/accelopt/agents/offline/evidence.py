@@ -25,6 +25,8 @@ An experience speaks about a site in proportion to two things:
   that paid counts fully and one that did not SIZE_MISMATCH (crowding SBUF is what differs there,
   a reason to lose, not to gain: size_match); one without a size (an older lesson, an LLM's, an
   unknown shape) counts fully, as before.
+- *reads saved*: a paid lesson about such a move expects a site to gain in proportion to the share
+  of its kernel's HBM reads the move removes, up to the lesson's own share (reads_scale).
 
 Two readings come out:
 
@@ -54,7 +56,7 @@ from dataclasses import dataclass, field
 from accelopt.agents.offline.lesson_tags import failed_in_text, speaks_about, variant_in_text
 from accelopt.agents.offline.rewrites.base import Site
 from accelopt.agents.offline.site_pattern import SitePattern, pattern_in_text, rewrites_in
-from accelopt.agents.offline.sizes import share_in_text, size_class
+from accelopt.agents.offline.sizes import reads_in_text, share_in_text, size_class
 from accelopt.search.candidate import Experience
 from accelopt.search.kernel_text import api_calls, kernel_family
 
@@ -121,6 +123,8 @@ class LessonFacts:
     # The share of a partition's SBUF the lesson's resident block took at its timed size (None:
     # not a resident move, or not known).
     sbuf_share: float | None = None
+    # The share of its kernel's HBM reads the move removed (None: not known).
+    reads_share: float | None = None
 
 
 @dataclass
@@ -209,6 +213,7 @@ def read_lessons(
                 else frozenset(),
                 same_family=bool(exp.kernel_family) and exp.kernel_family == family,
                 sbuf_share=share_in_text(exp.lesson.plan),
+                reads_share=reads_in_text(exp.lesson.plan),
             )
         )
     return facts
@@ -256,15 +261,29 @@ def size_match(theirs: float | None, mine: float | None, paid: bool = False) -> 
     return 1.0 if paid else SIZE_MISMATCH
 
 
+def reads_scale(theirs: float | None, mine: float | None) -> float:
+    """How much of a paid lesson's log-speedup a site can expect by the reads each move removes
+    (sizes.reads_share): the lesson's gain came from removing its share of its kernel's reads, so a
+    site that removes a smaller share is expected to gain in proportion -- lora's small `a` block
+    (2% of its reads) is not the 1.8x preload of an operand that made up most of bmm's. A site that
+    removes as much or more keeps the lesson's full gain (no extrapolation beyond what was
+    measured); either share unknown: the full gain, as before."""
+    if theirs is None or mine is None or theirs <= 0:
+        return 1.0
+    return min(mine / theirs, 1.0)
+
+
 def weigh(
     lessons: list[LessonFacts],
     sites: list[Site],
     patterns: dict[str, SitePattern],
     kernel_text: str = "",
     shares: dict[str, float] | None = None,
+    reads: dict[str, float] | None = None,
 ) -> Evidence:
     """`shares`: site id -> the share of SBUF the site's resident block takes at this kernel's
-    timed size (sizes.py); a site not in it has no size fact."""
+    timed size (sizes.py); a site not in it has no size fact. `reads`: site id -> the share of
+    this kernel's HBM reads the site's move removes (sizes.reads_share)."""
     evidence = Evidence()
     if not lessons:
         return evidence
@@ -284,8 +303,11 @@ def weigh(
                 relevance *= SAME_SITE
             elif lesson.same_family and lesson.log_speedup <= 0:
                 relevance *= LOOKALIKE_NEGATIVE
+            log_speedup = lesson.log_speedup
+            if log_speedup > 0:
+                log_speedup *= reads_scale(lesson.reads_share, (reads or {}).get(site.id))
             total += relevance
-            weighted += relevance * lesson.log_speedup
+            weighted += relevance * log_speedup
             if lesson.id is not None and lesson.log_speedup > 0:
                 ids.append(lesson.id)
         if total > 0:

@@ -7,8 +7,9 @@ Each legal site of the catalogue gets a score from three sources:
   score higher, ones where it slowed them down score lower (a lesson names its rewrite and the
   structural pattern of its site, see summarizer.py);
 - a small seeded jitter, so different seeds explore different plans deterministically.
-Plans are then taken round-robin over rewrites (best site of each rewrite first) for diversity,
-except that rewrites the memory defers (no share in the successes on similar kernels, or net
+Sites the memory clearly backs (BACKED_GAIN) come first, in score order; the rest are then taken
+round-robin over rewrites (best site of each rewrite first) for diversity, except that rewrites
+the memory defers (no share in the successes on similar kernels, or net
 negative evidence) come after all the others, and sites the memory clearly advises against (they
 failed, or slowed the very same code down, on this family of kernels) are not proposed while any
 other site remains.
@@ -32,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import math
 import random
 import threading
 from collections import defaultdict
@@ -41,11 +43,11 @@ from accelopt.agents.offline.catalogue import TUNER, all_sites, get_rewrite, tit
 from accelopt.agents.offline.compositions import MAX_STEPS as MAX_COMPOSED_STEPS
 from accelopt.agents.offline.compositions import Compositions, catalogue_options
 from accelopt.agents.offline.engine_choice import best_engine, worthwhile_variants
-from accelopt.agents.offline.evidence import Evidence, read_lessons, weigh
+from accelopt.agents.offline.evidence import DAMPING, Evidence, read_lessons, weigh
 from accelopt.agents.offline.rewrites.base import Params, Site
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.site_pattern import patterns_of
-from accelopt.agents.offline.sizes import sbuf_share
+from accelopt.agents.offline.sizes import reads_share, sbuf_share
 from accelopt.profiling.evaluation import KernelSource
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Plan
@@ -60,6 +62,9 @@ _ENGINE_FIELDS = {
 }
 # A fully relevant 1.2x lesson adds 12 * log(1.2) / 1.5, about +1.5, to its site's score.
 MEMORY_WEIGHT = 12.0
+# The memory evidence (evidence.Evidence.gain) above which a site goes before the round-robin over
+# rewrites: what a single fully relevant 1.1x lesson gives (log(1.1) damped by 1 + DAMPING).
+BACKED_GAIN = math.log(1.1) / (1 + DAMPING)
 
 
 def profile_score(site: Site, profile: Profile | None) -> float:
@@ -130,8 +135,9 @@ class OfflinePlanner:
         bound = request.profile.bound if request.profile is not None else None
         lessons = read_lessons(request.kernel.name, text, bound, request.experiences)
         shares = _shares(request, sites) if lessons else {}
+        reads = _reads(request, sites) if lessons else {}
         evidence = weigh(
-            lessons, sites, patterns_of(text, request.kernel.name) if lessons else {}, text, shares
+            lessons, sites, patterns_of(text, request.kernel.name) if lessons else {}, text, shares, reads
         )
         scored: list[tuple[float, Site]] = []
         for site in sites:
@@ -297,6 +303,26 @@ def _shares(request: PlanRequest, sites: list[Site]) -> dict[str, float]:
     return found
 
 
+def _reads(request: PlanRequest, sites: list[Site]) -> dict[str, float]:
+    """site id -> the share of the kernel's measured HBM reads the site's move removes."""
+    if request.profile is None or request.profile.hbm_read_bytes <= 0:
+        return {}
+    found: dict[str, float] = {}
+    for site in sites:
+        share = reads_share(
+            request.kernel.text,
+            request.kernel.name,
+            site,
+            request.input_shapes,
+            request.hardware,
+            request.profile.hbm_read_bytes,
+            request.input_dtypes,
+        )
+        if share is not None:
+            found[site.id] = share
+    return found
+
+
 def _worthwhile(sites: list[Site], profile: Profile | None) -> list[Site]:
     """Engine moves the timing model expects to slow the kernel are not proposed: a site keeps
     only its worthwhile targets, and a site with none is left out. Nor are reorderings that
@@ -357,14 +383,25 @@ def _count(n: int, noun: str) -> str:
 
 
 def _diverse_ranking(scored: list[tuple[float, Site]], evidence: Evidence) -> list[Site]:
-    """Round-robin over rewrites (each rewrite's sites best first, rewrites ordered by their best
-    site), so the N plans cover different ideas; rewrites the memory defers come after all the
-    others' sites."""
+    """Sites the memory clearly backs first (BACKED_GAIN), in score order; then round-robin over
+    rewrites (each rewrite's sites best first, rewrites ordered by their best site), so the N plans
+    cover different ideas; rewrites the memory defers come after all the others' sites.
+
+    Diversity is the right bet when nothing is known about the sites; when similar kernels say
+    that blocking either output loop paid, the second blocking is a better next plan than a
+    rewrite nobody has evidence for (matmul's second plan was an interchange that gave 1.00x while
+    blocking its other loop, backed by every matmul-like lesson, waited for the next iteration)."""
+    backed = [
+        site
+        for _, site in scored
+        if evidence.gain(site) >= BACKED_GAIN and site.rewrite not in evidence.deferred
+    ]
     by_rewrite: dict[str, list[Site]] = defaultdict(list)
     for _, site in scored:
-        by_rewrite[site.rewrite].append(site)
+        if not any(site is b for b in backed):
+            by_rewrite[site.rewrite].append(site)
     order = list(by_rewrite)  # by best score, since `scored` is sorted
-    ranking: list[Site] = []
+    ranking: list[Site] = list(backed)
     for group in (
         [n for n in order if n not in evidence.deferred],
         [n for n in order if n in evidence.deferred],

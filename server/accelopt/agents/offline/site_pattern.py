@@ -7,7 +7,8 @@ by its rewrite and a structural fingerprint of the code it acts on:
 - `calls`: the NKI API calls at the site (the statement's calls, or a loop's body for loop sites);
 - `consumers`: the API calls that read what the site's statement writes (e.g. the `nc_matmul`
   that consumes a loaded tile), which says what role the site plays in the kernel;
-- `depth`: how many loops surround the site;
+- `depth`: how many loops surround the site; for a move on a loop (`<rewrite>:<loop line>`), how
+  many surround that loop, wherever the site is anchored;
 - `guessed`: for a loop site, whether the loop is already a block of a trip count the source does
   not give (an earlier blocking, widening or folding asserted that the shapes divide): acting on
   it again is a further guess about the input shapes, which is not the same bet as acting on a
@@ -26,7 +27,7 @@ from functools import lru_cache
 import libcst as cst
 
 from accelopt.agents.offline.catalogue import all_sites
-from accelopt.agents.offline.kernel_ir import KernelView, base_name, view_of
+from accelopt.agents.offline.kernel_ir import KernelView, Loop, base_name, view_of
 from accelopt.agents.offline.rewrites.base import Site
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.search.kernel_text import instruction_name
@@ -105,16 +106,29 @@ def site_pattern(view: KernelView, site: Site) -> SitePattern:
         calls = _api_calls(view, stmt.body)
         return SitePattern(site.rewrite, calls, frozenset(), depth, guessed)
     assert isinstance(stmt, cst.SimpleStatementLine)  # _statement_at finds these and loop headers
+    acted_on = _loop_of_site(view, site)
+    if acted_on is not None:
+        # A loop move anchored at a statement inside its loop (blocking a loop is anchored at the
+        # operand load it widens): the depth is the loop's, as for a move anchored at its header.
+        # The load sits at the same depth whichever output loop is blocked, so by the load's depth
+        # blocking i0 and blocking i1 of a matmul looked alike, and blocking the same outer loop
+        # of two kernels did not (one anchored at a load, the other at the header).
+        depth = acted_on.depth()
     return SitePattern(site.rewrite, _api_calls(view, stmt), _consumers(view, stmt), depth, guessed)
+
+
+def _loop_of_site(view: KernelView, site: Site) -> Loop | None:
+    """The loop a loop site (`<rewrite>:<loop line>`) acts on; None for other sites."""
+    _, _, where = site.id.partition(":")
+    if not where.isdigit():
+        return None
+    return next((lp for lp in view.loops if lp.line == int(where)), None)
 
 
 def _on_a_guessed_block(view: KernelView, site: Site) -> bool:
     """A loop site (`<rewrite>:<loop line>`) whose loop's trip count is not known from the source
     and is asserted, just before the loop, to be a multiple of something."""
-    _, _, where = site.id.partition(":")
-    if not where.isdigit():
-        return False
-    loop = next((lp for lp in view.loops if lp.line == int(where)), None)
+    loop = _loop_of_site(view, site)
     if loop is None or loop.trip_expr is None or view.eval_int(loop.trip_expr) is not None:
         return False
     siblings = view.siblings(loop.node)

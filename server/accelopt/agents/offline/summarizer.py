@@ -5,7 +5,8 @@ The lesson's text starts with machine-readable tags, `rewrite=<name>` and, when 
 found in the slow kernel, `pattern=<key>`: the structural fingerprint of the code the rewrite
 acted on (site_pattern.py), which is what lets the lesson steer a differently named kernel with
 the same shape of code; for a move that keeps a block resident in SBUF, `sbuf=<share>`: how much
-of a partition's SBUF the block took at the size the kernel is timed at (sizes.py). Then
+of a partition's SBUF the block took at the size the kernel is timed at, and `reads=<share>`: how
+much of the kernel's measured HBM reads the reloads it removed made up (sizes.py). Then
 `variant=<params>` when the plan had parameters (`factor:4`), and
 `result=failed` when the candidate was rejected: what lets the executor leave out, on a similar
 site, the variant that failed or gave nothing (variants.py)."""
@@ -19,7 +20,7 @@ from accelopt.agents.offline.catalogue import all_sites, get_rewrite
 from accelopt.agents.offline.lesson_tags import variant_tag
 from accelopt.agents.offline.rewrites.errors import NotApplicable
 from accelopt.agents.offline.site_pattern import pattern_of_site
-from accelopt.agents.offline.sizes import sbuf_share, share_tag
+from accelopt.agents.offline.sizes import reads_share, reads_tag, sbuf_share, share_tag
 from accelopt.profiling.profile import Profile
 from accelopt.search.candidate import Lesson
 from accelopt.search.roles import SummarizeRequest, SummarizeResult
@@ -60,17 +61,29 @@ def _profile_delta(slow: Profile | None, fast: Profile | None) -> str:
     return "; ".join(parts)
 
 
-def _share_of_site(request: SummarizeRequest) -> float | None:
-    """The share of SBUF the plan's resident block took at the slow kernel's timed size."""
+def _sizes_of_site(request: SummarizeRequest) -> tuple[float | None, float | None]:
+    """The share of SBUF the plan's resident block took at the slow kernel's timed size, and the
+    share of the slow kernel's HBM reads the move removed (sizes.py)."""
     site = next(
         (s for s in all_sites(request.slow.text, request.slow.name) if s.id == request.plan.site), None
     )
     if site is None or site.rewrite != request.plan.rewrite:
-        return None
-    hardware = request.slow_profile.hardware if request.slow_profile is not None else "trn1"
-    return sbuf_share(
+        return None, None
+    profile = request.slow_profile
+    hardware = profile.hardware if profile is not None else "trn1"
+    share = sbuf_share(
         request.slow.text, request.slow.name, site, request.input_shapes, hardware, request.input_dtypes
     )
+    reads = reads_share(
+        request.slow.text,
+        request.slow.name,
+        site,
+        request.input_shapes,
+        hardware,
+        profile.hbm_read_bytes if profile is not None else 0,
+        request.input_dtypes,
+    )
+    return share, reads
 
 
 class OfflineSummarizer:
@@ -97,9 +110,11 @@ class OfflineSummarizer:
             )
             if pattern is not None:
                 tags += f" pattern={pattern.key}"
-            share = await asyncio.to_thread(_share_of_site, request)
+            share, reads = await asyncio.to_thread(_sizes_of_site, request)
             if share is not None:
                 tags += f" {share_tag(share)}"
+            if reads is not None:
+                tags += f" {reads_tag(reads)}"
         if plan.params:
             tags += f" variant={variant_tag(plan.params)}"
         if request.failure is not None:
