@@ -26,7 +26,7 @@ TOOLS = {
 }
 
 # A kernel that breaks an NKI rule: a tile may span at most 128 partitions.
-TOO_MANY_PARTITIONS = '''\
+TOO_MANY_PARTITIONS = """\
 import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
 
@@ -38,7 +38,7 @@ def copy_kernel(x):
     tile = nl.load(x[0:256, 0:64])
     nl.store(out[0:256, 0:64], value=tile)
     return out
-'''
+"""
 VIOLATION_LINE = 9  # the nl.load of 256 rows
 
 
@@ -76,9 +76,13 @@ async def test_tools_and_resources_are_listed_with_their_schemas(memory: Path) -
         assert listed["profile_kernel"].annotations.read_only_hint is True
 
         uris = {str(r.uri) for r in (await session.list_resources()).resources}
-        assert {f"accelopt://hardware/{name}" for name in HARDWARE_NAMES} | {"accelopt://notes/nki-rules"} <= uris
+        assert {f"accelopt://hardware/{name}" for name in HARDWARE_NAMES} | {
+            "accelopt://notes/nki-rules"
+        } <= uris
         rules = (await session.read_resource("accelopt://notes/nki-rules")).contents[0].text
-        assert "err_num_partition_exceed_arch_limit" in rules and "err_unexpected_output_dependencies" in rules
+        assert (
+            "err_num_partition_exceed_arch_limit" in rules and "err_unexpected_output_dependencies" in rules
+        )
         sheet = (await session.read_resource("accelopt://hardware/trn2")).contents[0].text
         assert sheet.startswith("# trn2") and "Roofline" in sheet
 
@@ -176,7 +180,9 @@ async def test_small_offline_optimize_reports_progress_and_returns_edits(memory:
                     "agents": "offline",
                     "iterations": 1,
                     "beam_width": 1,
-                    "plans_per_kernel": 2,
+                    # four proposals: on the small SiLU example the first two (a wider tile, a
+                    # fused activation) can both come out even in the timing model
+                    "plans_per_kernel": 4,
                     "samples_per_plan": 1,
                     "seeds": 1,
                 },
@@ -191,7 +197,7 @@ async def test_small_offline_optimize_reports_progress_and_returns_edits(memory:
         assert [c["rank"] for c in candidates] == list(range(1, len(candidates) + 1))
         assert candidates == sorted(candidates, key=lambda c: -c["speedup"])
         best = candidates[0]
-        assert best["speedup"] > 1.0 and best["rationale"] and best["title"]
+        assert best["speedup"] > 1.0 and best["rationale"] and best["title"], candidates
         assert best["diff"].startswith("--- ") and "\n+" in best["diff"]
         assert result["best_speedup"] == pytest.approx(best["speedup"], rel=1e-3)
 
@@ -205,7 +211,9 @@ async def test_small_offline_optimize_reports_progress_and_returns_edits(memory:
         assert all(result["search_id"] in (message or "") for _, _, message in progress)
 
         detail = structured(
-            await session.call_tool("get_candidate", {"search_id": result["search_id"], "candidate_id": best["id"]})
+            await session.call_tool(
+                "get_candidate", {"search_id": result["search_id"], "candidate_id": best["id"]}
+            )
         )
         assert detail["rank"] == 1 and detail["speedup"] == pytest.approx(best["speedup"], rel=1e-3)
         assert detail["profile"]["backend_label"] == "simulated on trn1"
@@ -291,7 +299,9 @@ async def test_bad_input_is_a_tool_error_and_the_server_keeps_serving(memory: Pa
         assert f"{broken}:7" in syntax and "syntax error" in syntax
 
         unknown = error_text(
-            await session.call_tool("check_kernel", {"path": str(EXAMPLES / "silu.py"), "kernel": "gelu_kernel"})
+            await session.call_tool(
+                "check_kernel", {"path": str(EXAMPLES / "silu.py"), "kernel": "gelu_kernel"}
+            )
         )
         assert "gelu_kernel" in unknown and "silu_kernel" in unknown and "silu.py" in unknown
 
@@ -299,7 +309,9 @@ async def test_bad_input_is_a_tool_error_and_the_server_keeps_serving(memory: Pa
         assert f"{missing_reference}:{directive_line}" in reference and "nowhere_ref.py" in reference
 
         no_inputs = error_text(
-            await session.call_tool("optimize_kernel", {"source": TOO_MANY_PARTITIONS.replace("# accelopt: inputs", "#")})
+            await session.call_tool(
+                "optimize_kernel", {"source": TOO_MANY_PARTITIONS.replace("# accelopt: inputs", "#")}
+            )
         )
         assert "no way to get inputs" in no_inputs and "<source>:6" in no_inputs
 
@@ -312,7 +324,9 @@ async def test_bad_input_is_a_tool_error_and_the_server_keeps_serving(memory: Pa
         no_search = error_text(await session.call_tool("get_candidate", {"search_id": "feedbeef"}))
         assert "feedbeef" in no_search
 
-        invalid = error_text(await session.call_tool("optimize_kernel", {"path": str(broken), "iterations": 0}))
+        invalid = error_text(
+            await session.call_tool("optimize_kernel", {"path": str(broken), "iterations": 0})
+        )
         assert "iterations" in invalid
 
         # after every error, a good call still succeeds
