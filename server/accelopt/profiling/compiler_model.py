@@ -729,8 +729,7 @@ def _assign_slots(
     start = reserved_from or {}
     for group, lids in by_group.items():
         events = sorted(
-            [(start.get(lid, logical[lid].first), 1) for lid in lids]
-            + [(logical[lid].last + 1, -1) for lid in lids]
+            [(logical[lid].first, 1) for lid in lids] + [(logical[lid].last + 1, -1) for lid in lids]
         )
         live = best = 0
         for _, delta in events:
@@ -739,9 +738,14 @@ def _assign_slots(
         peaks[group] = best
     multiplier = _buffer_multipliers(by_group, peaks, logical, hw, sbuf_buffers, multibuffer_fitting)
     slot = [0] * len(logical)
+    # a site whose next tile is held a step ahead (`_lookahead_reservations`) has it in a
+    # buffer of its own: at least one more than it has live at once
+    held_ahead = {logical[lid].group for lid in start}
     for group, lids in by_group.items():
         lids.sort(key=lambda lid: start.get(lid, logical[lid].first))
         pool = peaks[group] * multiplier[group]
+        if group in held_ahead:
+            pool = max(pool, peaks[group] + 1)
         free: deque[int] = deque(range(pool))
         active: list[tuple[int, int]] = []  # (last access, slot), kept sorted by last access
         next_slot = pool
