@@ -800,7 +800,13 @@ class _SpillPlanner:
     With `ModelOptions.rematerialize_loads` (on by default, see there) a tile written whole by
     a load from HBM that nothing writes afterwards, and not written since, is evicted without a
     save: its reload reads the load's source again (a transfer like any reload, counted apart
-    from spill traffic as `rematerialized`).
+    from spill traffic as `rematerialized`). Evicted before anything read it, the tile's load
+    is dropped from the plan: the reload is its one load, where the tile is needed.
+
+    With `ModelOptions.overlap_iterations` (on by default) the tiles `_lookahead_reservations`
+    names take their space a step ahead of their first access: what does not fit then is
+    evicted then. With `ModelOptions.rotation_within_overflow` (on by default) an eviction's
+    room for rotation is at most what the kernel's peak live set exceeds the memory by.
 
     With `ModelOptions.save_once` (off by default, see there) a buffer whose spill copy is
     current (reloaded and not written since) is dropped on eviction without another save: the
