@@ -167,7 +167,8 @@ CASES = [
     ),
     # The rest of the same tutorial's seq_len sweep (its table "mamba_v2 / mamba_v3 Measured
     # Latency", C = 4096, 16 states; benchmarks/spill_study.py prints it beside the spill model).
-    # The hardware's v2 starts to spill between seq_len 6144 and 7168; the model's does not yet.
+    # The hardware's v2 starts to spill between seq_len 6144 and 7168; so does the model's (the
+    # next state's first tile takes its space a step ahead: ModelOptions.overlap_iterations).
     *(
         Case(f"mamba C4096 L{seq}", "mamba.py", f"mamba_{version}", version, ms, _mamba_inputs(4096, seq))
         for seq, (v2_ms, v3_ms) in MAMBA_SWEEP.items()

@@ -2,8 +2,9 @@
 
 Prints, for each kernel, the simulated latency, the spill volume (saved / reloaded) and the
 engines' busy fractions under the current spill model and under the previous one (spill
-transfers held to program order, every save repeated, multi-buffering dropped for the whole
-kernel once anything overflows) and with evictions making room for the arriving buffer only
+transfers held to program order, every save repeated, every evicted tile saved, nothing held
+ahead of its loop iteration, multi-buffering dropped for the whole kernel once anything
+overflows) and with evictions making room for the arriving buffer only
 (`ModelOptions(spill_rotation=0)`, "no-room"), so the effect of each spill switch shows:
 
 - the Fused Mamba tutorial's v2 and v3 over its published seq_len sweep (general/nki/
@@ -11,7 +12,10 @@ kernel once anything overflows) and with evictions making room for the arriving 
   states), simulated against the published latency: v2 starts to spill on hardware between
   seq_len 6144 and 7168. v2 twice: with delta*u computed once per channel tile (`mamba_v2`,
   the calibration kernel) and recomputed in every state iteration as the tutorial's own source
-  does (`mamba_v2_du_per_state`): only the second spills where the hardware starts to;
+  does (`mamba_v2_du_per_state`): both spill where the hardware starts to (the first since the
+  next state's first tile takes its space a step ahead, `ModelOptions.overlap_iterations`);
+  "no-remat" saves every evicted tile (`rematerialize_loads=False`), "no-overlap" holds no tile
+  ahead (`overlap_iterations=False`);
 - our batched matmul followed by a softmax whose score blocks exceed SBUF
   (benchmarks/spill_kernels/, legacy and NKI 0.7, at the NKIBench bmm_softmax shape B16 K64
   M4096 N4096, fp32), with no published figure: its whole DMA traffic divided by the DMA's
@@ -37,8 +41,21 @@ from accelopt.profiling.timeline import ModelOptions
 from calibration import MAMBA_SWEEP  # a script beside this one: its folder is on sys.path
 
 HERE = Path(__file__).resolve().parent
-PREVIOUS = ModelOptions(multibuffer_fitting=False, prefetch_spills=False, save_once=False)
-MODELS = {"current": ModelOptions(), "previous": PREVIOUS, "no-room": ModelOptions(spill_rotation=0)}
+PREVIOUS = ModelOptions(
+    multibuffer_fitting=False,
+    prefetch_spills=False,
+    save_once=False,
+    rematerialize_loads=False,
+    overlap_iterations=False,
+    rotation_within_overflow=False,
+)
+MODELS = {
+    "current": ModelOptions(),
+    "previous": PREVIOUS,
+    "no-room": ModelOptions(spill_rotation=0),
+    "no-remat": ModelOptions(rematerialize_loads=False),
+    "no-overlap": ModelOptions(overlap_iterations=False),
+}
 
 
 def _trace(path: Path, kernel: str, inputs: list[np.ndarray]) -> Trace:

@@ -68,8 +68,9 @@ def mamba_v2_du_per_state(delta, u, A, B, C):
     delta*u is recomputed in every state iteration, so u stays live across the whole state loop
     (one [128, seq] tile more than `mamba_v2`, and one more tensor_tensor per state). Whether the
     compiler hoists that loop-invariant multiply is not public, and the published figures
-    disagree: the spill onset (7168, not 6144) fits this version, the 1.61 ms at seq_len 512
-    (Vector 99.63%: about 7 N Vector cycles per state) fits `mamba_v2` (this one: +34%).
+    disagree: the 1.61 ms at seq_len 512 (Vector 99.63%: about 7 N Vector cycles per state)
+    fits `mamba_v2` (this one: +34%); the spill onset (7168, not 6144) fits both (`mamba_v2`
+    since the next state's first tile is held a step ahead, ModelOptions.overlap_iterations).
     benchmarks/spill_study.py prints both."""
     channels, seq = delta.shape
     states = A.shape[1]

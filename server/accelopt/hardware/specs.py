@@ -61,6 +61,17 @@ Documents cited below (AWS Neuron SDK documentation, awsdocs-neuron.readthedocs-
   a [128, 1024] fp32 load of a [128, 1024] tensor maps "to 16 DMA transfers (1 transfer/DMA
   engine), with each DMA transfer moving 8 partitions worth of data: 8 partitions * 1024
   elements * 4B/element = 32 KiB"; "Beyond 1024 has diminished return on bandwidth"
+- [ALLOC] "NKI Direct Allocation Developer Guide", /en/latest/general/nki/nki_direct_allocation_guide.html:
+  the compiler's allocator decides "how many physical tiles are allocated to each tensor", its
+  "key performance goal ... is to achieve instruction parallelism across different engines in
+  NeuronCore while minimizing memory usage", double buffering lets a loop's load run beside
+  the compute on the tile before; 16 KiB of each partition is "allocated for compiler internal
+  usage" (used in profiling/compiler_model.py: `ModelOptions.overlap_iterations`)
+- [MAMBA] "Fused Mamba" tutorial, /en/latest/general/nki/tutorials/fused_mamba.html: v1 at 4096
+  channels reloads "the input u and delta tensors around 7 times" (input-load warnings, no
+  spill rows), v2 spills at seq_len 8192 (qSyncSpillReload0, qVectorSpillReload0), and the
+  seq_len table (v2 27.5 ms at 6144, 41.3 ms at 7168) puts the onset between them (used in
+  profiling/compiler_model.py: `ModelOptions.rematerialize_loads`, `overlap_iterations`)
 - [DGE] "Descriptor Generation Engine (DGE) Reference", /en/latest/nki/deep-dives/nki-dge.html: the
   modes `none` (descriptors pre-computed on the host and stored in HBM, "lowest per-transfer
   latency"), `swdge` (GpSimd makes them at run time), `hwdge` ("Each TRN2 NeuronCore has two DGE

@@ -32,7 +32,14 @@ a switch of `ModelOptions` so its effect can be measured:
   evidence is the Fused Mamba tutorial's v2 at seq_len 8192 (general/nki/tutorials/fused_mamba,
   "Increasing input seq_len size"; NKI_NOTES §7): spill traffic on its own DMA rows
   (`qSyncSpillReload0`, `qVectorSpillReload0`), Vector idle on semaphore waits for reloads
-  (58.93% active), SBUF usage peaking at about 50% while it spills, 53.33 ms.
+  (58.93% active), SBUF usage peaking at about 50% while it spills, 53.33 ms;
+- spill onset and cost (issue 20): iterations of an innermost `affine_range` loop overlap by
+  one, the next iteration's first tile taking its space while the current one runs
+  (`ModelOptions.overlap_iterations`; the tutorial's seq_len table puts v2's onset between
+  6144 and 7168); a tile still in HBM as loaded is reloaded from its source without a save,
+  and a load whose tile is evicted unread is issued where the tile is needed instead
+  (`rematerialize_loads`); an eviction frees little more than the kernel overflows by
+  (`rotation_within_overflow`).
 
 The result is an op list in program order whose accesses name *physical* locations, ready for
 the event-driven scheduler in `timeline.py`.
@@ -48,7 +55,7 @@ from dataclasses import dataclass, field
 
 from accelopt.hardware.roofline import dtype_bytes
 from accelopt.hardware.specs import HardwareSpec
-from accelopt.nki.trace import Engine, Memory, Region, TensorInfo, Trace, TraceRecord
+from accelopt.nki.trace import Engine, LoopKind, Memory, Region, TensorInfo, Trace, TraceRecord
 from accelopt.profiling.lowering import is_tensor_engine
 
 Box = tuple[tuple[int, int], ...]
@@ -93,6 +100,13 @@ class ModelOptions:
     # the Fused Mamba tutorial's own v2 source the default makes room the hardware does not
     # seem to (3x the spill traffic, +41% at seq_len 8192, where 0 is +10%; issue-20 note).
     spill_rotation: int | None = None
+    # The room an eviction makes beyond the arriving buffer is at most what the kernel's peak
+    # live set exceeds SBUF by: a live set that barely overflows loses little more than its
+    # excess, one that overflows by several tiles rotates as `spill_rotation` says (*inferred*:
+    # an allocator that sees the whole program needs no more free space than the overflow.
+    # The Fused Mamba v2 at seq_len 7168, one tile over: +18% of the published 41.3 ms with
+    # room for three arrivals, -10% with the room bounded; 8192 is unchanged).
+    rotation_within_overflow: bool = True
     # A buffer whose spill copy is current is evicted without saving it again, as register
     # allocators do. Off by default: every public spilling point is closer with each eviction
     # saving (Fused Mamba v2 at seq_len 8192: +4% against -9% of 53.33 ms, Vector 0.56 against
@@ -100,6 +114,32 @@ class ModelOptions:
     # the published 0.96), which would follow if neuronx-cc treats a reloaded tile as a new
     # value with a spill slot of its own (*inferred*; nothing public says).
     save_once: bool = False
+    # A tile whose content is still in HBM unchanged (written whole by a load and not written
+    # since, its source never written again) is evicted without a save and reloaded from its
+    # source: rematerialization, as register allocators do with invariant loads (LLVM marks
+    # such loads rematerializable instead of spilling what they loaded), and as the Fused Mamba
+    # tutorial's v1 profile ([MAMBA] in hardware/specs.py) shows neuronx-cc doing with input
+    # tiles it does not keep: "we reload both the input u and delta tensors around 7 times"
+    # (warnings on the qSyncIO0 input-load row, no spill rows; *inferred*, since there the
+    # kernel itself repeats the loads). A load whose tile is evicted before anything reads it
+    # is dropped: its reload is its load. Effect: the trn2 tutorial-order v3 ([KOPT], published
+    # Tensor Engine 1.00, no spill trouble) 40.4 -> 33.1 ms, Tensor Engine 0.68 -> 0.83, no
+    # spill saves (5.4 GB before); Fused Mamba v2 at seq_len 8192 55.7 -> 48.7 ms (53.33
+    # published). See `_SpillPlanner`.
+    rematerialize_loads: bool = True
+    # Iterations of an innermost `nl.affine_range` loop overlap by one: the allocator gives the
+    # next iteration's first tile its space while the current iteration runs (double buffering
+    # the loop's head), so that tile counts against SBUF from the current head's first access.
+    # [ALLOC] in hardware/specs.py (NKI Direct Allocation Developer Guide, "Background"): the
+    # allocator's "key performance goal ... is to achieve instruction parallelism across
+    # different engines", and a loop body's tile needs two physical tiles for its producer (a
+    # load) to run beside its consumer. Its reach (one tile, innermost loops only) is *tuned*
+    # on the Fused Mamba tutorial's seq_len table ([MAMBA]): v2's spill onset lies between 6144
+    # (27.5 ms, v2/v3 1.40) and 7168 (41.3 ms, 1.71), one [128, seq_len] fp32 tile above the
+    # live set of our v2 (six tiles; seven fit at 6144, not at 7168). The head of every affine
+    # loop (the channel loop's delta too) would make eight and spill at 6144 already.
+    # See `_lookahead_reservations`.
+    overlap_iterations: bool = True
     # compute instructions whose inputs are ready fill idle stretches their engine left earlier
     # (the compiler's scheduler reorders independent instructions; timeline._Slots)
     reorder_compute: bool = True
@@ -153,6 +193,9 @@ class _Logical:
     # where the kernel placed it itself (ncc.sbuf/psum.(mod_)alloc): (memory, *location); such a
     # buffer is that physical location, outside the compiler's pools and never spilled
     placed: tuple[object, ...] | None = None
+    # the loops (and iterations) a loop-body tile was allocated in; () for a tensor declared
+    # outside every loop
+    alloc_loops: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(slots=True)
@@ -160,11 +203,13 @@ class CompilerPlan:
     ops: list[PlannedOp]
     hoisted: set[int]
     spill_save_bytes: int
-    spill_reload_bytes: int
+    spill_reload_bytes: int  # reloads of saved copies (rematerializing loads not included)
     peak_live_bytes: dict[str, int]  # memory -> peak live bytes per partition (before spilling)
     folded: set[int] = field(default_factory=set)  # PSUM zero-fills folded into a matmul
     deduplicated: set[int] = field(default_factory=set)  # loads repeating an earlier identical load
     psum_resident: set[int] = field(default_factory=set)  # SBUF tiles the compiler keeps in PSUM
+    # bytes evicted tiles were loaded again from their unchanged HBM source (no save before)
+    rematerialized_bytes: int = 0
 
 
 class _Interner:
@@ -225,6 +270,7 @@ class _Resolver:
                     full_box=tuple((0, s) for s in inner_shape),
                     space=memory.value,
                     placed=placed,
+                    alloc_loops=tuple((f.loop_id, f.iteration) for f in info.alloc_loops),
                 )
             )
         return lid
@@ -475,8 +521,10 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
                 lb.accesses.append(idx)
             lb.last = idx
 
+    reservations = _lookahead_reservations(logical, trace) if options.overlap_iterations else {}
+    reserved_from = {lid: at for at, lids in reservations.items() for lid in lids}
     slot_of = _assign_slots(
-        logical, options.buffer_reuse, hw, options.sbuf_buffers, options.multibuffer_fitting
+        logical, options.buffer_reuse, hw, options.sbuf_buffers, options.multibuffer_fitting, reserved_from
     )
     physical = _Interner()
     phys_of = [
@@ -490,9 +538,16 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
     phys = phys_of.__getitem__
 
     ops: list[PlannedOp] = []
-    peak = _peak_live(logical, hw)
+    peak = _peak_live(logical, hw, reserved_from)
     overflow = peak["sbuf"] > _capacity(Memory.SBUF, hw) or peak["psum"] > _capacity(Memory.PSUM, hw)
-    spills = _SpillPlanner(logical, hw, phys, physical, options) if options.spills and overflow else None
+    spills = None
+    if options.spills and overflow:
+        # HBM buffers -> the last record writing them: a tile loaded from a region nothing writes
+        # afterwards can be loaded again instead of saved (`ModelOptions.rematerialize_loads`)
+        hbm_last_write = {lid: at for lid, at in last_write.items() if logical[lid].memory is Memory.HBM}
+        spills = _SpillPlanner(logical, hw, phys, physical, options, hbm_last_write, reservations)
+        if options.rotation_within_overflow:
+            spills.excess = max(0, peak["sbuf"] - _capacity(Memory.SBUF, hw))
     for idx, accesses in enumerate(per_record):
         if accesses is None:
             continue
@@ -500,7 +555,12 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
         rec = trace.records[idx]
         extra_writes: list[Access] = []
         if spills is not None:
-            ops.extend(spills.before(idx, reads, writes, extra_writes))
+            loads = (
+                rec.src_memory is Memory.HBM
+                and rec.dst_memory is not Memory.HBM
+                and rec.opcode.startswith(("dma", "load"))
+            )
+            ops.extend(spills.before(idx, reads, writes, extra_writes, loads))
         phys_reads = [(phys_of[lid], box) for lid, box in reads]
         phys_writes = [(phys_of[lid], box) for lid, box in writes] + extra_writes
         if (
@@ -517,6 +577,8 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
             ops.append(PlannedOp(record=idx, kind=rec.opcode, reads=phys_reads, writes=phys_writes))
         if spills is not None:
             spills.after(idx, ops[-1])
+    if spills is not None and spills.dropped:
+        ops = [op for op in ops if id(op) not in spills.dropped]
     return CompilerPlan(
         ops=ops,
         hoisted=hoisted,
@@ -526,6 +588,7 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
         psum_resident=psum_resident,
         folded=folded,
         deduplicated=deduplicated,
+        rematerialized_bytes=spills.rematerialized if spills else 0,
     )
 
 
@@ -542,6 +605,45 @@ def _fills_fresh_tiles(writes: list[tuple[int, Box]], logical: list[_Logical]) -
     )
 
 
+def _lookahead_reservations(logical: list[_Logical], trace: Trace) -> dict[int, list[int]]:
+    """Record index -> SBUF tiles whose space is taken there, one iteration ahead of their use.
+
+    In every innermost `nl.affine_range` loop (one with no loop inside it) the first tile an
+    iteration allocates (its head, in program order) is given its space when the previous
+    iteration's head is: the two iterations overlap by one step, as double buffering the
+    loop's producer lets it run beside the consumer (`ModelOptions.overlap_iterations`).
+    """
+    parents = {info.parent_id for info in trace.loops.values() if info.parent_id is not None}
+    innermost = {
+        loop_id
+        for loop_id, info in trace.loops.items()
+        if info.kind is LoopKind.AFFINE and info.trip_count > 1 and loop_id not in parents
+    }
+    if not innermost:
+        return {}
+    # (enclosing iterations, loop) -> iteration -> its head (the tile it allocates first)
+    heads: dict[tuple[object, ...], dict[int, int]] = {}
+    for lid, lb in enumerate(logical):
+        if lb.memory is not Memory.SBUF or lb.first < 0 or lb.placed is not None or not lb.alloc_loops:
+            continue
+        loop_id, iteration = lb.alloc_loops[-1]
+        if loop_id not in innermost:
+            continue
+        per_iteration = heads.setdefault((lb.alloc_loops[:-1], loop_id), {})
+        head = per_iteration.get(iteration)
+        if head is None or lb.first < logical[head].first:
+            per_iteration[iteration] = lid
+    reservations: dict[int, list[int]] = {}
+    for per_iteration in heads.values():
+        order = sorted(per_iteration)
+        for current, following in itertools.pairwise(order):
+            at = logical[per_iteration[current]].first
+            lid = per_iteration[following]
+            if at < logical[lid].first:
+                reservations.setdefault(at, []).append(lid)
+    return reservations
+
+
 def _footprint(lb: _Logical, hw: HardwareSpec) -> int:
     if lb.memory is Memory.PSUM:  # PSUM is allocated in whole banks
         banks = -(-lb.bytes_per_partition // hw.psum_bank_bytes)
@@ -553,13 +655,17 @@ def _capacity(memory: Memory, hw: HardwareSpec) -> int:
     return hw.psum_bytes_per_partition if memory is Memory.PSUM else hw.sbuf_bytes_per_partition
 
 
-def _peak_live(logical: list[_Logical], hw: HardwareSpec) -> dict[str, int]:
+def _peak_live(
+    logical: list[_Logical], hw: HardwareSpec, reserved_from: dict[int, int] | None = None
+) -> dict[str, int]:
     deltas: dict[str, dict[int, int]] = {"sbuf": {}, "psum": {}}
-    for lb in logical:
+    reserved_from = reserved_from or {}
+    for lid, lb in enumerate(logical):
         if lb.memory is Memory.HBM or lb.first < 0 or lb.placed is not None:
             continue
         d = deltas[lb.memory.value]
-        d[lb.first] = d.get(lb.first, 0) + _footprint(lb, hw)
+        first = reserved_from.get(lid, lb.first)
+        d[first] = d.get(first, 0) + _footprint(lb, hw)
         d[lb.last + 1] = d.get(lb.last + 1, 0) - _footprint(lb, hw)
     peak = {}
     for mem, d in deltas.items():
@@ -619,6 +725,7 @@ def _assign_slots(
     hw: HardwareSpec,
     sbuf_buffers: int,
     multibuffer_fitting: bool = True,
+    reserved_from: dict[int, int] | None = None,
 ) -> list[int]:
     """Physical buffer of every logical buffer: a FIFO pool per allocation site.
 
@@ -633,6 +740,7 @@ def _assign_slots(
         if lb.memory is not Memory.HBM and lb.first >= 0 and lb.placed is None:
             by_group.setdefault(lb.group, []).append(lid)
     peaks: dict[int, int] = {}
+    start = reserved_from or {}
     for group, lids in by_group.items():
         events = sorted(
             [(logical[lid].first, 1) for lid in lids] + [(logical[lid].last + 1, -1) for lid in lids]
@@ -644,14 +752,19 @@ def _assign_slots(
         peaks[group] = best
     multiplier = _buffer_multipliers(by_group, peaks, logical, hw, sbuf_buffers, multibuffer_fitting)
     slot = [0] * len(logical)
+    # a site whose next tile is held a step ahead (`_lookahead_reservations`) has it in a
+    # buffer of its own: at least one more than it has live at once
+    held_ahead = {logical[lid].group for lid in start}
     for group, lids in by_group.items():
-        lids.sort(key=lambda lid: logical[lid].first)
+        lids.sort(key=lambda lid: start.get(lid, logical[lid].first))
         pool = peaks[group] * multiplier[group]
+        if group in held_ahead:
+            pool = max(pool, peaks[group] + 1)
         free: deque[int] = deque(range(pool))
         active: list[tuple[int, int]] = []  # (last access, slot), kept sorted by last access
         next_slot = pool
         for lid in lids:
-            first = logical[lid].first
+            first = start.get(lid, logical[lid].first)
             still = []
             for last, s in active:
                 if last < first:
@@ -698,6 +811,17 @@ class _SpillPlanner:
       transfers to program order): far ahead of its reader when earlier buffers have died,
       not at all when it lands on the buffer the kernel has just finished with.
 
+    With `ModelOptions.rematerialize_loads` (on by default, see there) a tile written whole by
+    a load from HBM that nothing writes afterwards, and not written since, is evicted without a
+    save: its reload reads the load's source again (a transfer like any reload, counted apart
+    from spill traffic as `rematerialized`). Evicted before anything read it, the tile's load
+    is dropped from the plan: the reload is its one load, where the tile is needed.
+
+    With `ModelOptions.overlap_iterations` (on by default) the tiles `_lookahead_reservations`
+    names take their space a step ahead of their first access: what does not fit then is
+    evicted then. With `ModelOptions.rotation_within_overflow` (on by default) an eviction's
+    room for rotation is at most what the kernel's peak live set exceeds the memory by.
+
     With `ModelOptions.save_once` (off by default, see there) a buffer whose spill copy is
     current (reloaded and not written since) is dropped on eviction without another save: the
     copy in HBM still holds its value (register allocators skip such stores; LLVM's spiller
@@ -711,8 +835,16 @@ class _SpillPlanner:
         phys: Callable[[int], int],
         physical: _Interner,
         options: ModelOptions,
+        hbm_last_write: dict[int, int] | None = None,
+        reservations: dict[int, list[int]] | None = None,
     ) -> None:
         self.logical = logical
+        # record index -> tiles whose space is taken there ahead of their first access
+        self.reservations = reservations or {}
+        self.reserved: dict[int, int] = {}  # tile -> bytes per partition held for it
+        # the most bytes per partition an eviction frees beyond the arriving buffer's own
+        # (`ModelOptions.rotation_within_overflow`)
+        self.excess = 1 << 62
         self.hw = hw
         self.phys = phys
         self.physical = physical
@@ -736,6 +868,18 @@ class _SpillPlanner:
                 self.dying.setdefault(lb.last, []).append(lid)
         self.saved = 0
         self.reloaded = 0
+        self.rematerialized = 0
+        self.remat = options.rematerialize_loads
+        self.hbm_last_write = hbm_last_write or {}
+        # on-chip buffer -> the HBM regions it was loaded from whole, while it still holds them
+        self.source: dict[int, list[Access]] = {}
+        self.remat_from: dict[int, list[Access]] = {}  # evicted without a save: reload from here
+        # loaded tiles nothing has read yet -> the load that brought them; such a tile evicted
+        # before its first read was loaded for nothing: the load is dropped (`dropped`) and its
+        # reload from the source is the load, issued where the tile is needed
+        self.unread: dict[int, tuple[PlannedOp, int]] = {}  # (the load, bytes it moves)
+        self.loaded_at: dict[int, list[int]] = {}  # record index -> tiles its load brought
+        self.dropped: set[int] = set()  # id() of the loads dropped
 
     def _home(self, lid: int) -> Access:
         return (self.phys(lid), self.logical[lid].full_box)
@@ -774,7 +918,7 @@ class _SpillPlanner:
         self.cursor[lid] = pos
         return lb.accesses[pos] if pos < len(lb.accesses) else 1 << 62
 
-    def _transfer(self, kind: str, lid: int, cause: int) -> PlannedOp:
+    def _transfer(self, kind: str, lid: int, cause: int, source: list[Access] | None = None) -> PlannedOp:
         lb = self.logical[lid]
         home = (self.phys(lid), lb.full_box)
         spill_slot = (self.physical(("spill", lid)), lb.full_box)
@@ -782,8 +926,36 @@ class _SpillPlanner:
         if kind == "spill_save":
             self.saved += nbytes
             return PlannedOp(-1, kind, [home], [spill_slot], nbytes, lb.partitions, cause)
+        if source is not None:  # rematerialized: the load again, from the tile's own source
+            self.rematerialized += nbytes
+            return PlannedOp(-1, kind, list(source), [home], nbytes, lb.partitions, cause)
         self.reloaded += nbytes
         return PlannedOp(-1, kind, [spill_slot], [home], nbytes, lb.partitions, cause)
+
+    def _track_sources(
+        self, idx: int, reads: list[tuple[int, Box]], writes: list[tuple[int, Box]], load: bool
+    ) -> None:
+        """Which on-chip buffers still hold exactly what a load brought from HBM."""
+        logical = self.logical
+        rematerializable = (
+            load
+            and bool(reads)
+            and all(
+                logical[lid].memory is Memory.HBM and self.hbm_last_write.get(lid, -1) < idx
+                for lid, _ in reads
+            )
+        )
+        for lid, box in writes:
+            lb = logical[lid]
+            if lb.memory is Memory.HBM or lb.placed is not None:
+                continue
+            self.remat_from.pop(lid, None)
+            self.unread.pop(lid, None)
+            if rematerializable and len(writes) == 1 and box == lb.full_box:
+                self.source[lid] = [(self.phys(h), hbox) for h, hbox in reads]
+                self.loaded_at.setdefault(idx, []).append(lid)
+            else:
+                self.source.pop(lid, None)
 
     def before(
         self,
@@ -791,9 +963,18 @@ class _SpillPlanner:
         reads: list[tuple[int, Box]],
         writes: list[tuple[int, Box]],
         extra_writes: list[Access],
+        load: bool = False,
     ) -> list[PlannedOp]:
         ops: list[PlannedOp] = []
         logical = self.logical
+        if self.unread:
+            for lid, _ in reads:
+                self.unread.pop(lid, None)
+        if self.remat and writes:
+            self._track_sources(idx, reads, writes, load)
+        ahead = self.reservations.get(idx)
+        if ahead:
+            self._reserve(idx, ahead, {lid for lid, _ in itertools.chain(reads, writes)}, ops)
         missing = [
             lid
             for lid, _ in itertools.chain(reads, writes)
@@ -821,29 +1002,20 @@ class _SpillPlanner:
             size = _footprint(lb, self.hw)
             capacity = _capacity(lb.memory, self.hw)
             used = self.used
+            held = self.reserved.pop(lid, None)
+            if held is not None:  # its space was taken ahead of time: it arrives into it
+                used[lb.space] -= held
             room = size
             if self.rotation and lb.memory is Memory.SBUF and used[lb.space] + size > capacity:
-                room = min(capacity, size * (1 + self.rotation))
+                room = min(capacity, size * (1 + self.rotation), size + self.excess)
             space: list[Access] = []  # where the incoming data lands (without prefetch: the victims' places)
-            while used[lb.space] + room > capacity:
-                victim = self._victim(lb.memory, touched, idx)
-                if victim is None:
-                    break
-                vsize = resident.pop(victim)
-                used[lb.space] -= vsize
-                if victim in has_data and not (self.save_once and victim in clean):
-                    ops.append(self._transfer("spill_save", victim, idx))
-                    self.spilled.add(victim)
-                clean.discard(victim)
-                if self.prefetch:
-                    self.released[lb.space].append(_FreeSpace(self._home(victim), vsize, evicted=True))
-                else:
-                    space.append(self._home(victim))
+            self._evict(lb.memory, room, touched, idx, ops, space)
             reloading = lid in self.spilled and lid in read_set
             if self.prefetch:
                 space = self._land(lb.space, size, reloading)
             if reloading:
-                reload = self._transfer("spill_reload", lid, idx)
+                source = self.remat_from.pop(lid, None)
+                reload = self._transfer("spill_reload", lid, idx, source)
                 # the reload writes over what it lands on: after its last accesses and saves
                 reload.writes.extend(space)
                 ops.append(reload)
@@ -857,6 +1029,55 @@ class _SpillPlanner:
             used[lb.space] += size
         return ops
 
+    def _evict(
+        self,
+        memory: Memory,
+        room: int,
+        protected: set[int],
+        idx: int,
+        ops: list[PlannedOp],
+        space: list[Access],
+    ) -> None:
+        """Evict (Belady) until `room` bytes per partition are free in `memory`."""
+        name = memory.value
+        resident = self.resident[name]
+        used = self.used
+        capacity = _capacity(memory, self.hw)
+        while used[name] + room > capacity:
+            victim = self._victim(memory, protected, idx)
+            if victim is None:
+                break
+            vsize = resident.pop(victim)
+            used[name] -= vsize
+            if victim in self.has_data and not (self.save_once and victim in self.clean):
+                source = self.source.get(victim)
+                if source is not None:  # still in HBM as loaded: nothing to save
+                    self.remat_from[victim] = source
+                    wasted = self.unread.pop(victim, None)
+                    if wasted is not None:  # never read: its reload will be its only load
+                        self.dropped.add(id(wasted[0]))
+                        self.rematerialized -= wasted[1]
+                else:
+                    ops.append(self._transfer("spill_save", victim, idx))
+                self.spilled.add(victim)
+            self.clean.discard(victim)
+            if self.prefetch:
+                self.released[name].append(_FreeSpace(self._home(victim), vsize, evicted=True))
+            else:
+                space.append(self._home(victim))
+
+    def _reserve(self, idx: int, lids: list[int], protected: set[int], ops: list[PlannedOp]) -> None:
+        """Take the space of tiles the next loop iteration allocates first, ahead of their use
+        (`_lookahead_reservations`): what does not fit then is evicted now."""
+        for lid in lids:
+            lb = self.logical[lid]
+            if lid in self.reserved or lid in self.resident[lb.space]:
+                continue
+            size = _footprint(lb, self.hw)
+            self._evict(lb.memory, size, protected, idx, ops, [])
+            self.used[lb.space] += size
+            self.reserved[lid] = size
+
     def _victim(self, memory: Memory, protected: set[int], now: int) -> int | None:
         best, best_use = None, -1
         for lid in self.resident[memory.value]:
@@ -868,6 +1089,11 @@ class _SpillPlanner:
         return best
 
     def after(self, idx: int, last: PlannedOp) -> None:
+        brought = self.loaded_at.pop(idx, None)
+        if brought and idx not in self.dying:  # (a load other spaces wait on is never dropped)
+            lb = self.logical[brought[0]]
+            for lid in brought:
+                self.unread[lid] = (last, lb.bytes_per_partition * lb.partitions)
         for lid in self.dying.pop(idx, ()):
             lb = self.logical[lid]
             size = self.resident[lb.space].pop(lid, None)
@@ -877,3 +1103,6 @@ class _SpillPlanner:
                     self._release_dead(lb.space, lid, size, last)
             self.spilled.discard(lid)
             self.clean.discard(lid)
+            self.source.pop(lid, None)
+            self.remat_from.pop(lid, None)
+            self.unread.pop(lid, None)
