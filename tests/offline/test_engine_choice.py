@@ -17,7 +17,6 @@ from accelopt.search.roles import PlanRequest
 
 from .helpers import CASES, run
 
-
 # A speedup the planner is expected to find (see the test below).
 CLEAR_GAIN = 1.05
 
