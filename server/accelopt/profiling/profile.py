@@ -27,6 +27,7 @@ BOUND_WORDS: dict[str, str] = {
 def bound_in_words(bound: str) -> str:
     return BOUND_WORDS.get(bound, f"{bound} bound")
 
+
 BackendName = Literal["simulator", "neuron"]
 
 # The summary-json metrics a Profile carries under neuron-profile's own names: byte and flop
@@ -83,22 +84,40 @@ class Profile(BaseModel):
     transpose_flops: int = 0
     mm_arithmetic_intensity: float = 0.0
     peak_flops_bandwidth_ratio: float = 0.0
-    hfu_estimated_percent: float = Field(0.0, description="hardware FLOPs utilisation, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %")
+    hfu_estimated_percent: float = Field(
+        0.0,
+        description="hardware FLOPs utilisation, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %",
+    )
 
     tensor_engine_active_time_percent: float = Field(
-        0.0, ge=0.0, le=1.0, description="share of the kernel's time the tensor engine is busy, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %"
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="share of the kernel's time the tensor engine is busy, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %",
     )
     vector_engine_active_time_percent: float = Field(
-        0.0, ge=0.0, le=1.0, description="share of the kernel's time the vector engine is busy, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %"
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="share of the kernel's time the vector engine is busy, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %",
     )
     scalar_engine_active_time_percent: float = Field(
-        0.0, ge=0.0, le=1.0, description="share of the kernel's time the scalar engine is busy, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %"
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="share of the kernel's time the scalar engine is busy, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %",
     )
     gpsimd_engine_active_time_percent: float = Field(
-        0.0, ge=0.0, le=1.0, description="share of the kernel's time the gpsimd engine is busy, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %"
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="share of the kernel's time the gpsimd engine is busy, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %",
     )
     dma_active_time_percent: float = Field(
-        0.0, ge=0.0, le=1.0, description="share of the kernel's time a DMA queue is busy, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %"
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="share of the kernel's time a DMA queue is busy, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %",
     )
 
     instruction_count: int = 0
@@ -110,7 +129,11 @@ class Profile(BaseModel):
     # Roofline view
     work: Work = Field(default_factory=Work)
     peak_latency_ms: float = 0.0
-    percent_of_peak: float = Field(0.0, ge=0.0, description="peak_latency / latency, a fraction in [0, 1], not a percentage: 0.275 means 27.5 %")
+    percent_of_peak: float = Field(
+        0.0,
+        ge=0.0,
+        description="peak_latency / latency, a fraction, not a percentage: 0.275 means 27.5 % (above 1 for fused vector work that beats the convention's vector peak)",
+    )
     bound: Bound = "latency"
     # The dominant term of the roofline itself (vector, tensor or hbm), whatever the run did;
     # `bound` says what actually limited the run. None when unknown (older profiles).
