@@ -286,41 +286,45 @@ class OfflinePlanner:
             return self._writes[key]
 
 
-def _shares(request: PlanRequest, sites: list[Site]) -> dict[str, float]:
-    """site id -> the share of SBUF its resident block takes at the kernel's timed input shapes."""
+def _per_site(sites: list[Site], measure: Callable[[Site], float | None]) -> dict[str, float]:
+    """site id -> `measure(site)`, for the sites it knows a figure for."""
     found: dict[str, float] = {}
     for site in sites:
-        share = sbuf_share(
-            request.kernel.text,
-            request.kernel.name,
-            site,
-            request.input_shapes,
-            request.hardware,
-            request.input_dtypes,
-        )
-        if share is not None:
-            found[site.id] = share
+        figure = measure(site)
+        if figure is not None:
+            found[site.id] = figure
     return found
+
+
+def _shares(request: PlanRequest, sites: list[Site]) -> dict[str, float]:
+    """site id -> the share of SBUF its resident block takes at the kernel's timed input shapes."""
+    kernel = request.kernel
+    return _per_site(
+        sites,
+        lambda site: sbuf_share(
+            kernel.text, kernel.name, site, request.input_shapes, request.hardware, request.input_dtypes
+        ),
+    )
 
 
 def _reads(request: PlanRequest, sites: list[Site]) -> dict[str, float]:
     """site id -> the share of the kernel's measured HBM reads the site's move removes."""
-    if request.profile is None or request.profile.hbm_read_bytes <= 0:
+    profile = request.profile
+    if profile is None or profile.hbm_read_bytes <= 0:
         return {}
-    found: dict[str, float] = {}
-    for site in sites:
-        share = reads_share(
-            request.kernel.text,
-            request.kernel.name,
+    kernel = request.kernel
+    return _per_site(
+        sites,
+        lambda site: reads_share(
+            kernel.text,
+            kernel.name,
             site,
             request.input_shapes,
             request.hardware,
-            request.profile.hbm_read_bytes,
+            profile.hbm_read_bytes,
             request.input_dtypes,
-        )
-        if share is not None:
-            found[site.id] = share
-    return found
+        ),
+    )
 
 
 def _worthwhile(sites: list[Site], profile: Profile | None) -> list[Site]:
