@@ -39,7 +39,7 @@ class ProfileReport(BaseModel):
         description="the least latency the roofline allows for this kernel's work, microseconds"
     )
     percent_of_peak: float = Field(
-        description="percent (0-100) of roofline peak: roofline peak latency / latency x 100"
+        description="percent of roofline peak: roofline peak latency / latency x 100 (above 100 only for fused vector work that beats the convention's vector peak)"
     )
     bound: str = Field(description="what limited the run, in words, e.g. 'HBM-bandwidth bound'")
     roofline_bound: str | None = Field(
@@ -107,7 +107,7 @@ class CandidateSummary(BaseModel):
     id: str
     speedup: float = Field(description="baseline latency / this candidate's latency")
     latency_us: float
-    percent_of_peak: float | None = Field(None, description="percent (0-100) of roofline peak")
+    percent_of_peak: float | None = Field(None, description="percent of roofline peak (above 100 only for fused vector work)")
     bound: str | None = None
     title: str = Field(description="the last plan that produced it")
     rationale: list[str] = Field(description="the chain of plans from the original kernel, oldest first")
@@ -127,7 +127,7 @@ class OptimizeResult(BaseModel):
     agents: str
     backend_label: str
     baseline_latency_us: float | None = None
-    baseline_percent_of_peak: float | None = Field(None, description="percent (0-100) of roofline peak")
+    baseline_percent_of_peak: float | None = Field(None, description="percent of roofline peak (above 100 only for fused vector work)")
     best_speedup: float | None = None
     evaluations: int
     wall_time_s: float

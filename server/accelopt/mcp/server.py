@@ -201,7 +201,7 @@ def build_server(settings: McpSettings, closed: anyio.Event | None = None) -> MC
         title="Profile an NKI kernel",
         description=(
             "Run an NKI kernel on AccelOpt's NeuronCore simulator and report its latency, the roofline "
-            "peak latency for its work, percent of peak (0-100), what bounds it in words, how busy each "
+            "peak latency for its work, percent of peak (above 100 only for fused vector work), what bounds it in words, how busy each "
             "engine is and the costliest source lines. With check=true (default) the outputs are also "
             "compared with the reference on random inputs."
         ),
