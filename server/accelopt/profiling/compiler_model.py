@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from accelopt.hardware.roofline import dtype_bytes
 from accelopt.hardware.specs import HardwareSpec
 from accelopt.nki.trace import Engine, LoopKind, Memory, Region, TensorInfo, Trace, TraceRecord
-from accelopt.profiling.lowering import is_tensor_engine
+from accelopt.profiling.lowering import is_dma, is_tensor_engine
 
 Box = tuple[tuple[int, int], ...]
 Access = tuple[int, Box]  # (physical location id, box inside it)
@@ -555,11 +555,7 @@ def plan(trace: Trace, hw: HardwareSpec, options: ModelOptions) -> CompilerPlan:
         rec = trace.records[idx]
         extra_writes: list[Access] = []
         if spills is not None:
-            loads = (
-                rec.src_memory is Memory.HBM
-                and rec.dst_memory is not Memory.HBM
-                and rec.opcode.startswith(("dma", "load"))
-            )
+            loads = rec.src_memory is Memory.HBM and rec.dst_memory is not Memory.HBM and is_dma(rec)
             ops.extend(spills.before(idx, reads, writes, extra_writes, loads))
         phys_reads = [(phys_of[lid], box) for lid, box in reads]
         phys_writes = [(phys_of[lid], box) for lid, box in writes] + extra_writes
@@ -878,7 +874,7 @@ class _SpillPlanner:
         # before its first read was loaded for nothing: the load is dropped (`dropped`) and its
         # reload from the source is the load, issued where the tile is needed
         self.unread: dict[int, tuple[PlannedOp, int]] = {}  # (the load, bytes it moves)
-        self.loaded_at: dict[int, list[int]] = {}  # record index -> tiles its load brought
+        self.loaded_at: dict[int, int] = {}  # record index -> the one tile its load brought whole
         self.dropped: set[int] = set()  # id() of the loads dropped
 
     def _home(self, lid: int) -> Access:
@@ -953,7 +949,7 @@ class _SpillPlanner:
             self.unread.pop(lid, None)
             if rematerializable and len(writes) == 1 and box == lb.full_box:
                 self.source[lid] = [(self.phys(h), hbox) for h, hbox in reads]
-                self.loaded_at.setdefault(idx, []).append(lid)
+                self.loaded_at[idx] = lid
             else:
                 self.source.pop(lid, None)
 
@@ -1090,10 +1086,9 @@ class _SpillPlanner:
 
     def after(self, idx: int, last: PlannedOp) -> None:
         brought = self.loaded_at.pop(idx, None)
-        if brought and idx not in self.dying:  # (a load other spaces wait on is never dropped)
-            lb = self.logical[brought[0]]
-            for lid in brought:
-                self.unread[lid] = (last, lb.bytes_per_partition * lb.partitions)
+        if brought is not None and idx not in self.dying:  # (a load other spaces wait on is never dropped)
+            lb = self.logical[brought]
+            self.unread[brought] = (last, lb.bytes_per_partition * lb.partitions)
         for lid in self.dying.pop(idx, ()):
             lb = self.logical[lid]
             size = self.resident[lb.space].pop(lid, None)
